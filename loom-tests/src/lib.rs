@@ -1,0 +1,1 @@
+//! Loom models of the engine protocols live in `tests/`.
