@@ -1,0 +1,610 @@
+//! Contexts: one thread each, running events to completion (SPEC §1–§3, §6).
+//!
+//! # The loop
+//! A context thread owns a [`Core`]: its inbox's consumer end, its route stack, its listener index
+//! and its monitor instances. It takes one inbox entry at a time and runs it to completion (R2.2):
+//! the entry's event is pushed on the route stack and the stack is drained completely, dispatching
+//! each event to its listeners, before the next inbox entry is taken. The inbox place of the entry is
+//! released only after that, so "accepted and not fully processed" is exactly the inbox's count,
+//! which graceful shutdown relies on (R8.1).
+//!
+//! # Handlers and what they change
+//! A handler runs with `&mut` to its instance's state and a [`Scope`](crate::Scope) over the
+//! context's [`Effects`]: the route stack, links to other contexts, and a list of *operations*
+//! (register a listener, quit one, subscribe, spawn locally). Routes and sends take effect at once;
+//! the operations are applied as soon as the handler returns, before the next listener fires, so a
+//! quit or a `die` also stops listeners later in the same dispatch. Every handler call is wrapped in
+//! `catch_unwind`: a panic ends that handler's instance only (R6.8), never the context.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use crossbeam_utils::CachePadded;
+
+use crate::channel::Channel;
+use crate::config::{Backoff, Step, WaitStrategy};
+use crate::correlator::Shared;
+use crate::event::Event;
+use crate::inbox::{Consumer, Inbox};
+use crate::listener::{ListenerTable, Mode};
+use crate::monitor::DieReason;
+use crate::pattern::Pattern;
+use crate::route::{RouteStack, Routed};
+use crate::sync::{self, AtomicBool, AtomicU64, Ordering, Thread};
+
+/// A reference to a context: a small `Copy` value that can be stored in events and state, compared
+/// and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the first.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContextRef {
+    pub(crate) id: u32,
+}
+
+impl ContextRef {
+    /// The context's unique id within its correlator (`main` is 0).
+    pub fn id(self) -> u32 {
+        self.id
+    }
+}
+
+impl fmt::Debug for ContextRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContextRef({})", self.id)
+    }
+}
+
+impl fmt::Display for ContextRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "context #{}", self.id)
+    }
+}
+
+/// A handler with its monitor type erased: downcasts the instance state and builds the `Scope`.
+pub(crate) type Handler<E> = Box<dyn FnMut(&mut dyn Any, &mut Effects<E>, &E) + Send>;
+/// An instance initialiser (load hook or spawn initialiser) with its monitor type erased.
+pub(crate) type Init<E> = Box<dyn FnOnce(&mut dyn Any, &mut Effects<E>) + Send>;
+/// An `on_die` hook with its monitor type erased.
+pub(crate) type OnDie<E> = fn(&mut dyn Any, &DieReason, &mut Effects<E>);
+
+/// A monitor instance to create in a context.
+pub(crate) struct NewInstance<E: Event> {
+    pub(crate) state: Box<dyn Any + Send>,
+    pub(crate) on_die: OnDie<E>,
+    pub(crate) init: Init<E>,
+}
+
+/// An inbox entry.
+pub(crate) enum Entry<E: Event> {
+    Event(E),
+    Spawn(NewInstance<E>),
+}
+
+/// Counters a context publishes for the status snapshot (R9.1). Written only by the context's
+/// thread, with relaxed stores after each inbox entry; read by anyone.
+#[derive(Default)]
+pub(crate) struct ContextStats {
+    pub(crate) processed: AtomicU64,
+    pub(crate) routed: AtomicU64,
+    pub(crate) sent: AtomicU64,
+    pub(crate) received: AtomicU64,
+    pub(crate) max_route_depth: AtomicU64,
+    pub(crate) listeners: AtomicU64,
+    pub(crate) instances: AtomicU64,
+    pub(crate) blocked_ns: AtomicU64,
+    pub(crate) handler_panics: AtomicU64,
+    /// Inbox entries fully processed (used by the shutdown scan).
+    pub(crate) done: AtomicU64,
+}
+
+/// What other threads know about a context.
+pub(crate) struct ContextShared<E: Event> {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) public: bool,
+    pub(crate) wait: WaitStrategy,
+    /// The core the plan or the options asked for.
+    pub(crate) core: Option<usize>,
+    /// Whether pinning to `core` took effect (set by the thread itself).
+    pub(crate) pinned: AtomicBool,
+    pub(crate) inbox: sync::Arc<Inbox<Entry<E>>>,
+    pub(crate) stats: CachePadded<ContextStats>,
+    /// Set when the context must exit once its inbox is empty (after the shutdown scan).
+    pub(crate) exit: AtomicBool,
+    /// Set by the thread when it has exited.
+    pub(crate) stopped: AtomicBool,
+    pub(crate) thread: OnceLock<Thread>,
+}
+
+impl<E: Event> ContextShared<E> {
+    pub(crate) fn reference(&self) -> ContextRef {
+        ContextRef { id: self.id }
+    }
+
+    pub(crate) fn unpark(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// Counters kept by the context's thread between publications.
+#[derive(Default, Debug, Clone, Copy)]
+pub(crate) struct LocalStats {
+    pub(crate) processed: u64,
+    pub(crate) routed: u64,
+    pub(crate) sent: u64,
+    pub(crate) received: u64,
+    pub(crate) blocked_ns: u64,
+    pub(crate) handler_panics: u64,
+}
+
+/// A deferred change requested by a handler, applied when it returns.
+pub(crate) enum Op<E: Event> {
+    Listen {
+        handle: u64,
+        instance: u32,
+        mode: Mode,
+        pattern: Pattern<E>,
+        handler: Handler<E>,
+    },
+    Quit(u64),
+    Subscribe(u32, Channel),
+    Unsubscribe(u32, Channel),
+    Spawn(NewInstance<E>),
+}
+
+/// The part of a context that handlers act on through their `Scope`.
+pub(crate) struct Effects<E: Event> {
+    pub(crate) routes: RouteStack<E>,
+    pub(crate) me: ContextRef,
+    /// The instance whose handler is running.
+    pub(crate) current: u32,
+    /// Set by `Scope::die` during the current handler.
+    pub(crate) die_requested: bool,
+    pub(crate) ops: Vec<Op<E>>,
+    pub(crate) links: crate::deliver::Links<E>,
+    pub(crate) stats: LocalStats,
+    pub(crate) next_handle: u64,
+}
+
+pub(crate) struct Instance<E: Event> {
+    state: Box<dyn Any + Send>,
+    on_die: OnDie<E>,
+    live_listeners: u32,
+    listeners: Vec<u32>,
+    subscriptions: HashMap<Channel, u32>,
+}
+
+/// The state a context's thread owns.
+pub(crate) struct Core<E: Event> {
+    shared: sync::Arc<ContextShared<E>>,
+    consumer: Consumer<Entry<E>>,
+    table: ListenerTable<E>,
+    instances: Vec<Option<Instance<E>>>,
+    free_instances: Vec<u32>,
+    live_instances: usize,
+    /// Context-level subscription counts (R4.4); the channel bit is set while a count is non-zero.
+    subscriptions: HashMap<Channel, u32>,
+    /// Instances whose listener count may have reached zero during the current handler.
+    touched: Vec<u32>,
+    /// How deep `after_handler` calls are nested (a spawn's initialiser runs inside its parent's).
+    nesting: u32,
+    fx: Effects<E>,
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_owned()
+    }
+}
+
+impl<E: Event> Core<E> {
+    pub(crate) fn new(
+        shared: sync::Arc<ContextShared<E>>,
+        consumer: Consumer<Entry<E>>,
+        correlator: std::sync::Arc<Shared<E>>,
+    ) -> Self {
+        let me = shared.reference();
+        Self {
+            shared,
+            consumer,
+            table: ListenerTable::default(),
+            instances: Vec::new(),
+            free_instances: Vec::new(),
+            live_instances: 0,
+            subscriptions: HashMap::new(),
+            touched: Vec::new(),
+            nesting: 0,
+            fx: Effects {
+                routes: RouteStack::with_capacity(64),
+                me,
+                current: u32::MAX,
+                die_requested: false,
+                ops: Vec::with_capacity(8),
+                links: crate::deliver::Links::new(correlator, Some(me)),
+                stats: LocalStats::default(),
+                next_handle: 0,
+            },
+        }
+    }
+
+    /// The thread body: wait for start, run the loop, end the remaining instances.
+    pub(crate) fn run(mut self) {
+        let shared = self.fx.links.shared().clone();
+        while !shared.started.load(Ordering::Acquire) && !self.shared.exit.load(Ordering::Acquire) {
+            sync::park();
+        }
+        self.event_loop();
+        self.end_all(DieReason::Shutdown);
+        self.publish();
+        self.shared.stopped.store(true, Ordering::Release);
+    }
+
+    fn event_loop(&mut self) {
+        let mut backoff = Backoff::new(self.shared.wait);
+        loop {
+            if let Some(entry) = self.consumer.pop() {
+                backoff.reset();
+                self.fx.stats.received += 1;
+                self.process(entry);
+                self.publish();
+                self.shared.stats.done.fetch_add(1, Ordering::Release);
+                self.consumer.release(1);
+                continue;
+            }
+            if !self.consumer.inbox().is_empty() {
+                // A sender is between reserve and commit: its entry is moments away.
+                sync::spin_hint();
+                continue;
+            }
+            if self.shared.exit.load(Ordering::Acquire) {
+                return;
+            }
+            match backoff.next() {
+                Step::Spin => sync::spin_hint(),
+                Step::Yield => sync::yield_now(),
+                Step::Park => {
+                    if self.consumer.try_sleep() {
+                        let exit = &self.shared.exit;
+                        self.consumer.park(|| exit.load(Ordering::Acquire));
+                    }
+                    backoff.reset();
+                }
+            }
+        }
+    }
+
+    /// Publishes the local counters for the status snapshot.
+    fn publish(&self) {
+        let s = &self.shared.stats;
+        let l = &self.fx.stats;
+        s.processed.store(l.processed, Ordering::Relaxed);
+        s.routed.store(l.routed, Ordering::Relaxed);
+        s.sent.store(l.sent, Ordering::Relaxed);
+        s.received.store(l.received, Ordering::Relaxed);
+        s.blocked_ns.store(l.blocked_ns, Ordering::Relaxed);
+        s.handler_panics.store(l.handler_panics, Ordering::Relaxed);
+        s.max_route_depth
+            .store(self.fx.routes.max_depth() as u64, Ordering::Relaxed);
+        s.listeners.store(self.table.live as u64, Ordering::Relaxed);
+        s.instances
+            .store(self.live_instances as u64, Ordering::Relaxed);
+    }
+
+    /// Runs one inbox entry to completion (R2.2).
+    fn process(&mut self, entry: Entry<E>) {
+        match entry {
+            Entry::Event(e) => self.fx.routes.push(e),
+            Entry::Spawn(new) => self.create_instance(new),
+        }
+        self.drain_routes();
+    }
+
+    /// Drains the route stack completely (R3.2).
+    fn drain_routes(&mut self) {
+        while let Some(entry) = self.fx.routes.pop() {
+            let mark = self.fx.routes.mark();
+            match entry {
+                Routed::Event(e) => {
+                    self.fx.stats.processed += 1;
+                    if self.dispatch(&e) {
+                        self.fx.routes.push_completed(e);
+                    }
+                }
+                Routed::Completed(e) => self.dispatch_completed(&e),
+            }
+            self.fx.routes.seal(mark);
+            if self.table.needs_compaction() {
+                self.table.compact();
+            }
+        }
+    }
+
+    /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched.
+    /// Returns whether `completed` listeners are registered for its kind.
+    fn dispatch(&mut self, e: &E) -> bool {
+        let Some(b) = self.table.bucket_of(&e.kind()) else {
+            return false;
+        };
+        let mut matched = false;
+        let n = self.table.buckets[b].ordinary.len();
+        for i in 0..n {
+            let slot = self.table.buckets[b].ordinary[i];
+            matched |= self.try_fire(slot, e);
+        }
+        if !matched {
+            let n = self.table.buckets[b].unmatched.len();
+            for i in 0..n {
+                let slot = self.table.buckets[b].unmatched[i];
+                self.try_fire(slot, e);
+            }
+        }
+        !self.table.buckets[b].completed.is_empty()
+    }
+
+    fn dispatch_completed(&mut self, e: &E) {
+        let Some(b) = self.table.bucket_of(&e.kind()) else {
+            return;
+        };
+        let n = self.table.buckets[b].completed.len();
+        for i in 0..n {
+            let slot = self.table.buckets[b].completed[i];
+            self.try_fire(slot, e);
+        }
+    }
+
+    /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
+    #[inline]
+    fn try_fire(&mut self, slot: u32, e: &E) -> bool {
+        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+            return false;
+        };
+        if !l.alive || !l.template.matches(e) {
+            return false;
+        }
+        let instance = l.instance;
+        if l.mode == Mode::Once {
+            // It ends before it runs, so its instance's count is right when the handler returns.
+            self.table.kill(slot);
+            self.listener_ended(instance);
+        }
+        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+            return true;
+        };
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return true;
+        };
+        self.fx.current = instance;
+        self.fx.die_requested = false;
+        let handler = &mut l.handler;
+        let state = &mut *inst.state;
+        let fx = &mut self.fx;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
+        self.after_handler(instance, result);
+        true
+    }
+
+    fn listener_ended(&mut self, instance: u32) {
+        if let Some(inst) = self.instances[instance as usize].as_mut() {
+            inst.live_listeners = inst.live_listeners.saturating_sub(1);
+            self.touched.push(instance);
+        }
+    }
+
+    /// Applies the handler's operations and ends its instance if it died, panicked or has no
+    /// listener left (R6.8).
+    fn after_handler(&mut self, instance: u32, result: std::thread::Result<()>) {
+        let died = std::mem::take(&mut self.fx.die_requested);
+        self.nesting += 1;
+        self.apply_ops();
+        self.nesting -= 1;
+        let reason = match result {
+            Err(payload) => {
+                self.fx.stats.handler_panics += 1;
+                let message = panic_message(&*payload);
+                tracing::warn!(
+                    context = self.fx.me.id,
+                    instance,
+                    %message,
+                    "a handler panicked; its monitor instance ends"
+                );
+                Some(DieReason::Panicked(message))
+            }
+            Ok(()) if died => Some(DieReason::Died),
+            Ok(()) => None,
+        };
+        if let Some(reason) = reason {
+            self.end_instance(instance, reason);
+        }
+        self.touched.push(instance);
+        // Only the outermost call decides who has no listener left: an outer handler's operations
+        // (registering its next listener, say) may still be pending behind a nested spawn.
+        if self.nesting > 0 {
+            return;
+        }
+        while let Some(i) = self.touched.pop() {
+            let empty = self.instances[i as usize]
+                .as_ref()
+                .is_some_and(|inst| inst.live_listeners == 0);
+            if empty {
+                self.end_instance(i, DieReason::NoListeners);
+            }
+        }
+    }
+
+    fn apply_ops(&mut self) {
+        if self.fx.ops.is_empty() {
+            return;
+        }
+        let mut ops = std::mem::take(&mut self.fx.ops);
+        for op in ops.drain(..) {
+            match op {
+                Op::Listen {
+                    handle,
+                    instance,
+                    mode,
+                    pattern,
+                    handler,
+                } => {
+                    let Some(inst) = self.instances[instance as usize].as_mut() else {
+                        continue;
+                    };
+                    let slot = self.table.insert(handle, instance, mode, pattern, handler);
+                    inst.live_listeners += 1;
+                    inst.listeners.push(slot);
+                }
+                Op::Quit(handle) => {
+                    if let Some(slot) = self.table.slot_of(handle) {
+                        if let Some(instance) = self.table.kill(slot) {
+                            self.listener_ended(instance);
+                        }
+                    }
+                }
+                Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
+                Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
+                Op::Spawn(new) => self.create_instance(new),
+            }
+        }
+        // Keep the capacity: no allocation for operations in the steady state.
+        if self.fx.ops.is_empty() {
+            self.fx.ops = ops;
+        }
+    }
+
+    fn subscribe(&mut self, instance: u32, ch: Channel) {
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return;
+        };
+        *inst.subscriptions.entry(ch).or_insert(0) += 1;
+        let count = self.subscriptions.entry(ch).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            self.fx
+                .links
+                .shared()
+                .channels
+                .set_subscribed(ch, self.fx.me.id, true);
+        }
+    }
+
+    fn unsubscribe(&mut self, instance: u32, ch: Channel, n: u32) {
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return;
+        };
+        let Some(held) = inst.subscriptions.get_mut(&ch) else {
+            return;
+        };
+        let n = n.min(*held);
+        *held -= n;
+        if *held == 0 {
+            inst.subscriptions.remove(&ch);
+        }
+        self.release_subscription(ch, n);
+    }
+
+    fn release_subscription(&mut self, ch: Channel, n: u32) {
+        let Some(count) = self.subscriptions.get_mut(&ch) else {
+            return;
+        };
+        *count = count.saturating_sub(n);
+        if *count == 0 {
+            self.subscriptions.remove(&ch);
+            // A public context keeps its permanent bit for the default channel.
+            if !(ch == Channel::DEFAULT && self.shared.public) {
+                self.fx
+                    .links
+                    .shared()
+                    .channels
+                    .set_subscribed(ch, self.fx.me.id, false);
+            }
+        }
+    }
+
+    /// Creates an instance and runs its initialiser (load hook or spawn initialiser).
+    fn create_instance(&mut self, new: NewInstance<E>) {
+        let NewInstance {
+            state,
+            on_die,
+            init,
+        } = new;
+        let instance = Instance {
+            state,
+            on_die,
+            live_listeners: 0,
+            listeners: Vec::new(),
+            subscriptions: HashMap::new(),
+        };
+        let id = match self.free_instances.pop() {
+            Some(id) => {
+                self.instances[id as usize] = Some(instance);
+                id
+            }
+            None => {
+                self.instances.push(Some(instance));
+                (self.instances.len() - 1) as u32
+            }
+        };
+        self.live_instances += 1;
+        let Some(inst) = self.instances[id as usize].as_mut() else {
+            return;
+        };
+        self.fx.current = id;
+        self.fx.die_requested = false;
+        let state = &mut *inst.state;
+        let fx = &mut self.fx;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
+        self.after_handler(id, result);
+    }
+
+    /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.
+    fn end_instance(&mut self, id: u32, reason: DieReason) {
+        let Some(mut inst) = self.instances[id as usize].take() else {
+            return;
+        };
+        self.live_instances -= 1;
+        for slot in inst.listeners.drain(..) {
+            self.table.kill(slot);
+        }
+        inst.live_listeners = 0;
+        for (ch, n) in std::mem::take(&mut inst.subscriptions) {
+            self.release_subscription(ch, n);
+        }
+        // `on_die` runs with the instance already detached: what it registers is dropped, what it
+        // routes and sends is delivered.
+        self.fx.current = id;
+        self.fx.die_requested = false;
+        let on_die = inst.on_die;
+        let state = &mut *inst.state;
+        let fx = &mut self.fx;
+        let r = &reason;
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, r, fx))) {
+            self.fx.stats.handler_panics += 1;
+            tracing::error!(
+                context = self.fx.me.id,
+                instance = id,
+                message = %panic_message(&*payload),
+                "an on_die hook panicked; the panic is contained"
+            );
+        }
+        self.fx.die_requested = false;
+        // Apply what `on_die` asked for before the id can be reused, so that nothing it registered
+        // attaches to a later instance.
+        self.apply_ops();
+        self.free_instances.push(id);
+    }
+
+    /// Ends every remaining instance (graceful shutdown).
+    fn end_all(&mut self, reason: DieReason) {
+        // `on_die` may spawn: loop until no instance is left, so each gets its hook exactly once.
+        while let Some(id) = self.instances.iter().position(Option::is_some) {
+            self.end_instance(id as u32, reason.clone());
+            self.drain_routes();
+        }
+    }
+}

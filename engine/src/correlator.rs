@@ -1,0 +1,533 @@
+//! The public facade: the builder, the correlator, the registry of contexts, and shutdown.
+//!
+//! # Shutdown (R8.1)
+//! 1. External input closes: every inbox refuses input handles from now on (one atomic flag in each
+//!    inbox's state word, so a handle's reservation is either before it, and counted, or refused).
+//! 2. If the correlator was never started, it starts, so that everything accepted is processed.
+//! 3. Quiescence is detected by scanning every context twice: if both scans find every inbox count at
+//!    zero and every context's "entries done" counter unchanged, no context processed anything in
+//!    between, and since a context releases an entry's inbox place only after it (and all it routed)
+//!    is processed, nothing was in flight either: no new work can appear. Otherwise scan again.
+//! 4. Every inbox closes and every thread is told to exit; each ends its remaining instances with
+//!    [`DieReason::Shutdown`](crate::DieReason::Shutdown) and exits; the threads are joined.
+
+use std::time::{Duration, Instant};
+
+use crate::channel::{Channel, Channels};
+use crate::config::{ContextOptions, PinningPlan, WaitStrategy};
+use crate::context::{ContextRef, ContextShared, ContextStats, Core, Entry};
+use crate::deliver::{kind_to_error, Links, Wait, WaitGraph};
+use crate::error::Error;
+use crate::event::Event;
+use crate::handle::{InputHandle, OutputReceiver};
+use crate::inbox::{Inbox, MAX_CAPACITY};
+use crate::monitor::{load_instance, Monitor};
+use crate::status::{ContextStatus, Status};
+use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
+
+/// The default inbox capacity (SPEC R5.1).
+pub const DEFAULT_INBOX_CAPACITY: usize = 20_000;
+/// The default limit on contexts.
+pub const DEFAULT_MAX_CONTEXTS: usize = 256;
+/// The default limit on channel names.
+pub const DEFAULT_MAX_CHANNELS: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) capacity: usize,
+    pub(crate) wait: WaitStrategy,
+    pub(crate) pinning: PinningPlan,
+    pub(crate) max_contexts: usize,
+    pub(crate) status_interval: Option<Duration>,
+}
+
+/// State shared by the facade, every context thread and every handle.
+pub(crate) struct Shared<E: Event> {
+    pub(crate) config: Config,
+    /// Every context, indexed by id; append-only.
+    pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
+    pub(crate) channels: Channels<E>,
+    pub(crate) waits: WaitGraph,
+    pub(crate) started: AtomicBool,
+    input_closed: AtomicBool,
+    shut_down: AtomicBool,
+    /// Channel sends nobody received (R4.5).
+    pub(crate) dropped: AtomicU64,
+    /// The cores this process may run on, read once when the correlator was built.
+    available_cores: Vec<usize>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Serialises context creation (ids are handed out in order).
+    creating: Mutex<()>,
+}
+
+impl<E: Event> Shared<E> {
+    pub(crate) fn input_closed(&self) -> bool {
+        self.input_closed.load(Ordering::Acquire)
+    }
+
+    fn snapshot(&self) -> Vec<Arc<ContextShared<E>>> {
+        sync::read_lock(&self.contexts).clone()
+    }
+}
+
+/// Creates a context and starts its thread (it waits for `start()` if the correlator is not started).
+pub(crate) fn create_context<E: Event>(
+    shared: &Arc<Shared<E>>,
+    options: ContextOptions,
+) -> Result<ContextRef, Error> {
+    if shared.input_closed() {
+        return Err(Error::ShutDown);
+    }
+    let _creating = sync::lock(&shared.creating);
+    let id = sync::read_lock(&shared.contexts).len();
+    if id >= shared.config.max_contexts {
+        return Err(Error::TooManyContexts {
+            max: shared.config.max_contexts,
+        });
+    }
+    let core = match options.core {
+        Some(c) => Some(c),
+        None => shared.config.pinning.core_for(id),
+    };
+    if let Some(c) = core {
+        if !shared.available_cores.contains(&c) {
+            return Err(Error::NoSuchCore {
+                core: c,
+                available: shared.available_cores.clone(),
+            });
+        }
+    }
+    let (inbox, consumer) = Inbox::with_capacity(shared.config.capacity);
+    let ctx = Arc::new(ContextShared {
+        id: id as u32,
+        name: options.name,
+        public: options.public,
+        wait: options.wait.unwrap_or(shared.config.wait),
+        core,
+        pinned: AtomicBool::new(false),
+        inbox,
+        stats: Default::default(),
+        exit: AtomicBool::new(false),
+        stopped: AtomicBool::new(false),
+        thread: std::sync::OnceLock::new(),
+    });
+    sync::write_lock(&shared.contexts).push(ctx.clone());
+    if ctx.public {
+        shared
+            .channels
+            .set_subscribed(Channel::DEFAULT, id as u32, true);
+    }
+    let core_loop = Core::new(ctx.clone(), consumer, shared.clone());
+    let thread_ctx = ctx.clone();
+    let spawned = sync::spawn_named(format!("ctx-{id}-{}", ctx.name), move || {
+        if let Some(c) = thread_ctx.core {
+            let ok = core_affinity::set_for_current(core_affinity::CoreId { id: c });
+            thread_ctx.pinned.store(ok, Ordering::Release);
+        }
+        core_loop.run();
+    });
+    match spawned {
+        Ok(handle) => {
+            let _ = ctx.thread.set(handle.thread().clone());
+            sync::lock(&shared.threads).push(handle);
+            // The thread may already be parked at the start gate: make sure it sees `started`.
+            ctx.unpark();
+            Ok(ctx.reference())
+        }
+        Err(e) => {
+            // The context exists in the registry but has no thread: close it so sends fail cleanly.
+            ctx.inbox.close();
+            ctx.stopped.store(true, Ordering::Release);
+            Err(Error::ThreadSpawn(e.to_string()))
+        }
+    }
+}
+
+/// Builds a [`Correlator`]; every setting has a documented default.
+///
+/// ```
+/// use correlator::{Correlator, Event, PinningPlan, WaitStrategy};
+/// # #[derive(Clone, Debug)] struct Tick;
+/// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+/// let c = Correlator::<Tick>::builder()
+///     .inbox_capacity(1024)
+///     .wait_strategy(WaitStrategy::SpinThenYield)
+///     .pinning(PinningPlan::none())
+///     .build()?;
+/// # Ok::<(), correlator::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "call build() to create the correlator"]
+pub struct CorrelatorBuilder<E> {
+    config: Config,
+    max_channels: usize,
+    _event: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E: Event> Default for CorrelatorBuilder<E> {
+    fn default() -> Self {
+        Self {
+            config: Config {
+                capacity: DEFAULT_INBOX_CAPACITY,
+                wait: WaitStrategy::default(),
+                pinning: PinningPlan::none(),
+                max_contexts: DEFAULT_MAX_CONTEXTS,
+                status_interval: None,
+            },
+            max_channels: DEFAULT_MAX_CHANNELS,
+            _event: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<E: Event> CorrelatorBuilder<E> {
+    /// Capacity of every context's inbox, in entries (default [`DEFAULT_INBOX_CAPACITY`] = 20,000).
+    /// A sender that finds an inbox full waits for room (R5.1).
+    pub fn inbox_capacity(mut self, capacity: usize) -> Self {
+        self.config.capacity = capacity;
+        self
+    }
+
+    /// How idle contexts wait (default [`WaitStrategy::SpinYieldPark`]); a context's options can
+    /// override it.
+    pub fn wait_strategy(mut self, wait: WaitStrategy) -> Self {
+        self.config.wait = wait;
+        self
+    }
+
+    /// Which core each context is pinned to (default: none).
+    pub fn pinning(mut self, plan: PinningPlan) -> Self {
+        self.config.pinning = plan;
+        self
+    }
+
+    /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256).
+    pub fn max_contexts(mut self, max: usize) -> Self {
+        self.config.max_contexts = max;
+        self
+    }
+
+    /// The most channel names (default [`DEFAULT_MAX_CHANNELS`] = 1024).
+    pub fn max_channels(mut self, max: usize) -> Self {
+        self.max_channels = max;
+        self
+    }
+
+    /// Logs a status line through `tracing` (target `correlator::status`, level INFO) every
+    /// `interval` while the correlator runs (default: off).
+    pub fn status_interval(mut self, interval: Duration) -> Self {
+        self.config.status_interval = Some(interval);
+        self
+    }
+
+    /// Checks the settings and creates the correlator with its `main` context (public). No event is
+    /// taken before [`Correlator::start`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidCapacity`], [`Error::InvalidLimit`], [`Error::NoSuchCore`] for a pinning
+    /// plan naming a core this process cannot run on, [`Error::ThreadSpawn`].
+    pub fn build(self) -> Result<Correlator<E>, Error> {
+        let config = self.config;
+        if config.capacity == 0 || config.capacity > MAX_CAPACITY {
+            return Err(Error::InvalidCapacity {
+                requested: config.capacity,
+                max: MAX_CAPACITY,
+            });
+        }
+        if config.max_contexts == 0 {
+            return Err(Error::InvalidLimit {
+                setting: "max_contexts",
+            });
+        }
+        if self.max_channels == 0 {
+            return Err(Error::InvalidLimit {
+                setting: "max_channels",
+            });
+        }
+        // Read the core list once, before anything is pinned: a pinned thread sees only its own core.
+        let available_cores: Vec<usize> = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        for &core in config.pinning.core_list() {
+            if !available_cores.contains(&core) {
+                return Err(Error::NoSuchCore {
+                    core,
+                    available: available_cores,
+                });
+            }
+        }
+        let shared = Arc::new(Shared {
+            channels: Channels::new(self.max_channels, config.max_contexts),
+            waits: WaitGraph::new(config.max_contexts),
+            contexts: RwLock::new(Vec::new()),
+            started: AtomicBool::new(false),
+            input_closed: AtomicBool::new(false),
+            shut_down: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            available_cores,
+            threads: Mutex::new(Vec::new()),
+            creating: Mutex::new(()),
+            config,
+        });
+        let main = create_context(&shared, ContextOptions::new("main").public(true))?;
+        Ok(Correlator {
+            shared,
+            main,
+            status_logger: Mutex::new(None),
+        })
+    }
+}
+
+struct StatusLogger {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+/// An event correlator: contexts, monitors, listeners, channels (see the crate docs).
+///
+/// Dropping a correlator that was not shut down shuts it down gracefully.
+pub struct Correlator<E: Event> {
+    shared: Arc<Shared<E>>,
+    main: ContextRef,
+    status_logger: Mutex<Option<StatusLogger>>,
+}
+
+impl<E: Event> Correlator<E> {
+    /// A builder with the default settings.
+    pub fn builder() -> CorrelatorBuilder<E> {
+        CorrelatorBuilder::default()
+    }
+
+    /// The `main` context (public, created with the correlator: R1.1).
+    pub fn main(&self) -> ContextRef {
+        self.main
+    }
+
+    /// Creates a context (R1.2); it starts taking its inbox once the correlator is started.
+    ///
+    /// # Errors
+    /// [`Error::TooManyContexts`], [`Error::NoSuchCore`], [`Error::ThreadSpawn`],
+    /// [`Error::ShutDown`].
+    pub fn create_context(&self, options: ContextOptions) -> Result<ContextRef, Error> {
+        create_context(&self.shared, options)
+    }
+
+    /// The name a context was created with.
+    pub fn context_name(&self, ctx: ContextRef) -> Option<String> {
+        sync::read_lock(&self.shared.contexts)
+            .get(ctx.id as usize)
+            .map(|c| c.name.clone())
+    }
+
+    /// Loads a monitor: its first instance is created in `main`, where its load hook runs (R6.1).
+    /// The instance travels through `main`'s inbox, so it keeps its order with later input.
+    ///
+    /// # Errors
+    /// [`Error::ShutDown`], [`Error::FullBeforeStart`].
+    pub fn load<M: Monitor<E>>(&self, monitor: M) -> Result<(), Error> {
+        self.load_in(self.main, monitor)
+    }
+
+    /// Loads a monitor with its first instance in `ctx`.
+    ///
+    /// # Errors
+    /// [`Error::ShutDown`], [`Error::UnknownContext`], [`Error::ContextStopped`],
+    /// [`Error::FullBeforeStart`].
+    pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
+        let mut links = Links::new(self.shared.clone(), None);
+        links
+            .push_entry(ctx, Entry::Spawn(load_instance(monitor)), Wait::Block)
+            .map_err(|(kind, _)| kind_to_error(kind, ctx))
+    }
+
+    /// The channel called `name` (created on first use); `""` is [`Channel::DEFAULT`].
+    ///
+    /// # Errors
+    /// [`Error::TooManyChannels`] past the builder's `max_channels`.
+    pub fn channel(&self, name: &str) -> Result<Channel, Error> {
+        self.shared.channels.intern(name)
+    }
+
+    /// The name of a channel.
+    pub fn channel_name(&self, channel: Channel) -> String {
+        self.shared.channels.name(channel)
+    }
+
+    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on.
+    pub fn output(&self, channel: Channel) -> OutputReceiver<E> {
+        OutputReceiver::new(self.shared.channels.add_output(channel))
+    }
+
+    /// A new input handle (one sender for the FIFO rule R2.3).
+    pub fn input(&self) -> InputHandle<E> {
+        InputHandle::new(Links::new(self.shared.clone(), None))
+    }
+
+    /// Lets the contexts take their inboxes. Until then, input and loaded monitors wait in order, so
+    /// that a recorded stream can be queued and replayed deterministically. Calling it again does
+    /// nothing.
+    pub fn start(&self) {
+        if self.shared.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for ctx in self.shared.snapshot() {
+            ctx.unpark();
+        }
+        if let Some(interval) = self.shared.config.status_interval {
+            self.start_status_logger(interval);
+        }
+    }
+
+    /// Whether [`start`](Self::start) was called.
+    pub fn is_started(&self) -> bool {
+        self.shared.started.load(Ordering::Acquire)
+    }
+
+    fn start_status_logger(&self, interval: Duration) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = self.shared.clone();
+        let flag = stop.clone();
+        // A helper thread, parked between lines: it never competes with the contexts for a core.
+        let thread = sync::spawn_named("correlator-status".into(), move || {
+            let mut next = Instant::now() + interval;
+            while !flag.load(Ordering::Acquire) {
+                let now = Instant::now();
+                if now < next {
+                    sync::park_timeout(next - now);
+                    continue;
+                }
+                next += interval;
+                let status = status_of(&shared);
+                tracing::info!(target: "correlator::status", "{status}");
+            }
+        });
+        if let Ok(thread) = thread {
+            *sync::lock(&self.status_logger) = Some(StatusLogger { stop, thread });
+        }
+    }
+
+    /// A status snapshot (R9.1): cheap, callable from any thread at any time.
+    pub fn status(&self) -> Status {
+        status_of(&self.shared)
+    }
+
+    /// Shuts down gracefully (R8.1): stops external input, processes everything already accepted
+    /// (routes, inboxes, cross-context sends in flight), ends every instance with
+    /// [`DieReason::Shutdown`](crate::DieReason::Shutdown), and joins the threads. Returns the final
+    /// status. Calling it again returns the status at once.
+    ///
+    /// # Errors
+    /// [`Error::ThreadSpawn`] is never returned here; the result is `Err` only if a context thread
+    /// itself panicked (a bug in the engine, reported rather than propagated), as
+    /// [`Error::ContextStopped`].
+    pub fn shutdown(&self) -> Result<Status, Error> {
+        let shared = &self.shared;
+        if shared.shut_down.load(Ordering::Acquire) {
+            return Ok(self.status());
+        }
+        shared.input_closed.store(true, Ordering::Release);
+        for ctx in shared.snapshot() {
+            ctx.inbox.close_input();
+        }
+        self.start();
+        wait_quiescent(shared);
+        let contexts = {
+            let _creating = sync::lock(&shared.creating);
+            shared.snapshot()
+        };
+        for ctx in &contexts {
+            ctx.inbox.close();
+            ctx.exit.store(true, Ordering::Release);
+            ctx.unpark();
+        }
+        let threads = std::mem::take(&mut *sync::lock(&shared.threads));
+        let mut failed = None;
+        for (i, t) in threads.into_iter().enumerate() {
+            if t.join().is_err() {
+                failed.get_or_insert(ContextRef { id: i as u32 });
+            }
+        }
+        shared.channels.close_outputs();
+        if let Some(logger) = sync::lock(&self.status_logger).take() {
+            logger.stop.store(true, Ordering::Release);
+            logger.thread.thread().unpark();
+            let _ = logger.thread.join();
+        }
+        shared.shut_down.store(true, Ordering::Release);
+        match failed {
+            Some(ctx) => Err(Error::ContextStopped(ctx)),
+            None => Ok(self.status()),
+        }
+    }
+}
+
+impl<E: Event> Drop for Correlator<E> {
+    fn drop(&mut self) {
+        if !self.shared.shut_down.load(Ordering::Acquire) {
+            let _ = self.shutdown();
+        }
+    }
+}
+
+/// Blocks until no context has anything accepted and not yet processed (see the module docs).
+fn wait_quiescent<E: Event>(shared: &Shared<E>) {
+    let scan = || -> Option<Vec<u64>> {
+        let contexts = shared.snapshot();
+        let mut done = Vec::with_capacity(contexts.len());
+        for c in &contexts {
+            if !c.inbox.is_empty() {
+                return None;
+            }
+            done.push(c.stats.done.load(Ordering::Acquire));
+        }
+        Some(done)
+    };
+    let mut pause = Duration::from_micros(50);
+    loop {
+        if let Some(first) = scan() {
+            if scan().is_some_and(|second| second == first) {
+                return;
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+fn status_of<E: Event>(shared: &Shared<E>) -> Status {
+    let contexts: Vec<ContextStatus> = shared
+        .snapshot()
+        .iter()
+        .map(|c| {
+            let s: &ContextStats = &c.stats;
+            ContextStatus {
+                context: Some(c.reference()),
+                name: c.name.clone(),
+                public: c.public,
+                core: c.core,
+                pinned: c.pinned.load(Ordering::Acquire),
+                processed: s.processed.load(Ordering::Relaxed),
+                routed: s.routed.load(Ordering::Relaxed),
+                sent: s.sent.load(Ordering::Relaxed),
+                received: s.received.load(Ordering::Relaxed),
+                inbox_len: c.inbox.len() as u64,
+                max_route_depth: s.max_route_depth.load(Ordering::Relaxed),
+                listeners: s.listeners.load(Ordering::Relaxed),
+                instances: s.instances.load(Ordering::Relaxed),
+                blocked_ns: s.blocked_ns.load(Ordering::Relaxed),
+                overruns: c.inbox.overruns(),
+                handler_panics: s.handler_panics.load(Ordering::Relaxed),
+                stopped: c.stopped.load(Ordering::Acquire),
+            }
+        })
+        .collect();
+    let totals = Status::sum(contexts.clone(), shared.dropped.load(Ordering::Relaxed));
+    Status {
+        contexts,
+        totals,
+        started: shared.started.load(Ordering::Acquire),
+        shut_down: shared.shut_down.load(Ordering::Acquire),
+    }
+}

@@ -1,0 +1,434 @@
+//! The one push path: every send (from a context or an input handle; blocking, non-blocking or
+//! timed; to a context or a channel) goes through [`reserve`] and [`Inbox::commit`].
+//!
+//! # Back-pressure and deadlock avoidance (SPEC §5)
+//! A sender that finds an inbox full waits for room (R5.1), escalating spin → yield → park through
+//! the inbox's room-waiter protocol. A *context* about to wait first records the edge
+//! "I wait on target" in the correlator's wait graph and walks the graph from the target: if the walk
+//! comes back to the sender, waiting would close a cycle of contexts each waiting on the next one's
+//! full inbox (a context sending to its own full inbox is the shortest), so the sender takes a place
+//! beyond capacity instead (R5.2). The graph is a mutex-guarded vector touched only by senders that
+//! are about to block, so every edge insertion is totally ordered: of two contexts closing a cycle at
+//! the same moment, the second to record its edge sees the first's and overruns. Edges are removed
+//! when the wait ends.
+//!
+//! A sender never holds a reservation while it waits: a reserved, uncommitted place makes the
+//! consumer spin for it, so holding one while blocked could stall a context outside the wait graph.
+//! Multi-target non-blocking sends are all-or-nothing by reserving every target first and cancelling
+//! on the first refusal.
+
+use std::time::Instant;
+
+use crate::channel::Channel;
+use crate::config::{Backoff, Step, WaitStrategy};
+use crate::context::{ContextRef, ContextShared, Entry};
+use crate::correlator::Shared;
+use crate::error::{Error, SendError, SendErrorKind};
+use crate::event::Event;
+use crate::inbox::{Refusal, Reservation, RoomWait, Sender};
+use crate::sync::{self, Arc, AtomicU64, Mutex, Ordering};
+
+/// How long a send may wait for room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Until there is room (or the target closes).
+    Block,
+    /// Not at all.
+    Never,
+    /// Until this instant.
+    Until(Instant),
+}
+
+const NO_EDGE: u32 = u32::MAX;
+
+/// Which context waits on which (see the module docs).
+pub(crate) struct WaitGraph {
+    edges: Mutex<Vec<u32>>,
+    overruns: AtomicU64,
+}
+
+impl WaitGraph {
+    pub(crate) fn new(max_contexts: usize) -> Self {
+        Self {
+            edges: Mutex::new(vec![NO_EDGE; max_contexts]),
+            overruns: AtomicU64::new(0),
+        }
+    }
+
+    /// Records "`me` waits on `target`"; returns `true` (and removes the edge) if that closes a cycle.
+    pub(crate) fn would_deadlock(&self, me: u32, target: u32) -> bool {
+        let mut edges = sync::lock(&self.edges);
+        let Some(slot) = edges.get_mut(me as usize) else {
+            return false;
+        };
+        *slot = target;
+        let mut cur = target;
+        for _ in 0..edges.len() {
+            if cur == me {
+                edges[me as usize] = NO_EDGE;
+                self.overruns.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            match edges.get(cur as usize) {
+                Some(&next) if next != NO_EDGE => cur = next,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Removes `me`'s edge.
+    pub(crate) fn clear(&self, me: u32) {
+        if let Some(slot) = sync::lock(&self.edges).get_mut(me as usize) {
+            *slot = NO_EDGE;
+        }
+    }
+}
+
+fn refusal_kind<E: Event>(target: &ContextShared<E>) -> SendErrorKind {
+    if target.inbox.is_closed() {
+        SendErrorKind::ContextStopped
+    } else {
+        SendErrorKind::Closed
+    }
+}
+
+/// Turns a refused spawn or load into the operation error.
+pub(crate) fn kind_to_error(kind: SendErrorKind, ctx: ContextRef) -> Error {
+    match kind {
+        SendErrorKind::UnknownContext => Error::UnknownContext(ctx),
+        SendErrorKind::ContextStopped => Error::ContextStopped(ctx),
+        SendErrorKind::FullBeforeStart => Error::FullBeforeStart(ctx),
+        _ => Error::ShutDown,
+    }
+}
+
+/// Reserves a place in `target`'s inbox, waiting as `wait` allows. `me` is the sending context (for
+/// the wait graph), `None` for an input handle. Adds the time spent waiting to `blocked_ns`.
+pub(crate) fn reserve<E: Event>(
+    shared: &Shared<E>,
+    me: Option<u32>,
+    strategy: WaitStrategy,
+    target: &ContextShared<E>,
+    wait: Wait,
+    blocked_ns: &mut u64,
+) -> Result<Reservation, SendErrorKind> {
+    let sender = if me.is_some() {
+        Sender::Context
+    } else {
+        Sender::External
+    };
+    match target.inbox.try_reserve(sender) {
+        Ok(r) => return Ok(r),
+        Err(Refusal::Closed) => return Err(refusal_kind(target)),
+        Err(Refusal::Full) => {}
+    }
+    let deadline = match wait {
+        Wait::Never => return Err(SendErrorKind::Full),
+        Wait::Until(d) => Some(d),
+        Wait::Block => None,
+    };
+    if !shared.started.load(Ordering::Acquire) {
+        // Nobody takes entries before `start()`: a wait could only end by timing out.
+        if deadline.is_none() {
+            return Err(SendErrorKind::FullBeforeStart);
+        }
+    }
+    let began = Instant::now();
+    let mut edge = false;
+    let result = 'wait: {
+        if let Some(me) = me {
+            if shared.waits.would_deadlock(me, target.id) {
+                let r = target.inbox.reserve_overrun(sender);
+                tracing::warn!(
+                    from = me,
+                    to = target.id,
+                    overruns = target.inbox.overruns(),
+                    "inbox taken beyond capacity: waiting would close a cycle of full inboxes"
+                );
+                break 'wait r.map_err(|_| refusal_kind(target));
+            }
+            edge = true;
+        }
+        let mut backoff = Backoff::new(strategy);
+        loop {
+            match backoff.next_or_park() {
+                Step::Spin => sync::spin_hint(),
+                Step::Yield => sync::yield_now(),
+                Step::Park => match target.inbox.wait_for_room(sender, deadline) {
+                    RoomWait::Retry => {}
+                    RoomWait::Closed => break 'wait Err(refusal_kind(target)),
+                    RoomWait::TimedOut => break 'wait Err(SendErrorKind::Timeout),
+                },
+            }
+            match target.inbox.try_reserve(sender) {
+                Ok(r) => break 'wait Ok(r),
+                Err(Refusal::Closed) => break 'wait Err(refusal_kind(target)),
+                Err(Refusal::Full) => {}
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break 'wait Err(SendErrorKind::Timeout);
+            }
+        }
+    };
+    if edge {
+        if let Some(me) = me {
+            shared.waits.clear(me);
+        }
+    }
+    *blocked_ns += began.elapsed().as_nanos() as u64;
+    result
+}
+
+/// How many receivers a channel send reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Deliveries {
+    pub(crate) contexts: usize,
+    pub(crate) outputs: usize,
+}
+
+impl Deliveries {
+    pub(crate) fn total(self) -> usize {
+        self.contexts + self.outputs
+    }
+}
+
+/// A sender's view of the correlator: a local cache of the context registry, so that a send looks
+/// its target up without a lock, refreshed only when it meets a context it does not know yet.
+pub(crate) struct Links<E: Event> {
+    shared: Arc<Shared<E>>,
+    contexts: Vec<Arc<ContextShared<E>>>,
+    me: Option<ContextRef>,
+    strategy: WaitStrategy,
+    /// Reused buffer of channel subscribers.
+    targets: Vec<u32>,
+    /// Reused buffer of reservations for all-or-nothing sends.
+    reserved: Vec<(u32, Reservation)>,
+    blocked_ns: u64,
+}
+
+impl<E: Event> Links<E> {
+    pub(crate) fn new(shared: Arc<Shared<E>>, me: Option<ContextRef>) -> Self {
+        let strategy = match me {
+            Some(c) => sync::read_lock(&shared.contexts)
+                .get(c.id as usize)
+                .map(|ctx| ctx.wait)
+                .unwrap_or_default(),
+            None => WaitStrategy::default(),
+        };
+        Self {
+            shared,
+            contexts: Vec::new(),
+            me,
+            strategy,
+            targets: Vec::new(),
+            reserved: Vec::new(),
+            blocked_ns: 0,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<E>> {
+        &self.shared
+    }
+
+    /// Time spent blocked since the last call.
+    pub(crate) fn take_blocked_ns(&mut self) -> u64 {
+        std::mem::take(&mut self.blocked_ns)
+    }
+
+    /// Makes sure `id` is in the local cache; returns whether it exists.
+    #[inline]
+    fn know(&mut self, id: u32) -> bool {
+        if (id as usize) < self.contexts.len() {
+            return true;
+        }
+        let registry = sync::read_lock(&self.shared.contexts);
+        self.contexts
+            .extend(registry[self.contexts.len()..].iter().cloned());
+        (id as usize) < self.contexts.len()
+    }
+
+    /// Pushes one entry into `to`'s inbox.
+    pub(crate) fn push_entry(
+        &mut self,
+        to: ContextRef,
+        entry: Entry<E>,
+        wait: Wait,
+    ) -> Result<(), (SendErrorKind, Entry<E>)> {
+        if !self.know(to.id) {
+            return Err((SendErrorKind::UnknownContext, entry));
+        }
+        let target = &self.contexts[to.id as usize];
+        let me = self.me.map(|c| c.id);
+        match reserve(
+            &self.shared,
+            me,
+            self.strategy,
+            target,
+            wait,
+            &mut self.blocked_ns,
+        ) {
+            Ok(r) => {
+                target.inbox.commit(r, entry);
+                Ok(())
+            }
+            Err(kind) => Err((kind, entry)),
+        }
+    }
+
+    /// Sends an event to one context.
+    pub(crate) fn send_to(
+        &mut self,
+        to: ContextRef,
+        event: E,
+        wait: Wait,
+    ) -> Result<(), SendError<E>> {
+        self.push_entry(to, Entry::Event(event), wait)
+            .map_err(|(kind, entry)| match entry {
+                Entry::Event(e) => SendError::new(kind, Some(to), e),
+                Entry::Spawn(_) => unreachable!("send_to pushes events only"),
+            })
+    }
+
+    /// Delivers `event` to the output receivers of `channel`.
+    pub(crate) fn emit(&mut self, channel: Channel, event: &E) -> usize {
+        self.shared.channels.deliver_outputs(channel, event)
+    }
+
+    fn collect_targets(&mut self, channel: Channel) {
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        self.shared
+            .channels
+            .for_each_subscriber(channel, |c| targets.push(c));
+        if let Some(&max) = targets.last() {
+            self.know(max);
+        }
+        self.targets = targets;
+    }
+
+    /// Sends to every subscriber of `channel` one after the other, waiting as `wait` allows for each;
+    /// a subscriber that stopped is skipped. Counts a drop when nobody received it (R4.5).
+    pub(crate) fn send_channel(
+        &mut self,
+        channel: Channel,
+        event: E,
+        wait: Wait,
+        outputs: bool,
+    ) -> Deliveries {
+        self.collect_targets(channel);
+        let mut d = Deliveries::default();
+        if outputs {
+            d.outputs = self.shared.channels.deliver_outputs(channel, &event);
+        }
+        let me = self.me.map(|c| c.id);
+        let mut event = Some(event);
+        for i in 0..self.targets.len() {
+            let id = self.targets[i];
+            let Some(target) = self.contexts.get(id as usize) else {
+                continue;
+            };
+            let last = i + 1 == self.targets.len();
+            if let Ok(r) = reserve(
+                &self.shared,
+                me,
+                self.strategy,
+                target,
+                wait,
+                &mut self.blocked_ns,
+            ) {
+                let e = if last { event.take() } else { event.clone() };
+                if let Some(e) = e {
+                    target.inbox.commit(r, Entry::Event(e));
+                    d.contexts += 1;
+                }
+            }
+        }
+        if d.total() == 0 {
+            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        d
+    }
+
+    /// All-or-nothing channel send for input handles: every subscribed context gets a copy, or none
+    /// does and the event comes back. Waits (without holding places) until `deadline` if given.
+    pub(crate) fn try_send_channel(
+        &mut self,
+        channel: Channel,
+        event: E,
+        deadline: Option<Instant>,
+    ) -> Result<Deliveries, SendError<E>> {
+        let me = self.me.map(|c| c.id);
+        loop {
+            self.collect_targets(channel);
+            let mut refused = None;
+            for i in 0..self.targets.len() {
+                let id = self.targets[i];
+                let Some(target) = self.contexts.get(id as usize) else {
+                    continue;
+                };
+                match reserve(
+                    &self.shared,
+                    me,
+                    self.strategy,
+                    target,
+                    Wait::Never,
+                    &mut self.blocked_ns,
+                ) {
+                    Ok(r) => self.reserved.push((id, r)),
+                    Err(kind) => {
+                        refused = Some((id, kind));
+                        break;
+                    }
+                }
+            }
+            let Some((id, kind)) = refused else {
+                break;
+            };
+            for (rid, r) in self.reserved.drain(..) {
+                self.contexts[rid as usize].inbox.cancel(r);
+            }
+            let timed_out = deadline.is_none_or(|d| Instant::now() >= d);
+            if kind != SendErrorKind::Full || timed_out {
+                let kind = if kind == SendErrorKind::Full && deadline.is_some() {
+                    SendErrorKind::Timeout
+                } else {
+                    kind
+                };
+                return Err(SendError::new(kind, Some(ContextRef { id }), event));
+            }
+            // Wait for room in the inbox that refused, holding nothing, then try the round again.
+            match self.contexts[id as usize]
+                .inbox
+                .wait_for_room(Sender::External, deadline)
+            {
+                RoomWait::Retry | RoomWait::TimedOut => {}
+                RoomWait::Closed => {
+                    let kind = refusal_kind(&self.contexts[id as usize]);
+                    return Err(SendError::new(kind, Some(ContextRef { id }), event));
+                }
+            }
+        }
+        let mut d = Deliveries {
+            contexts: 0,
+            outputs: self.shared.channels.deliver_outputs(channel, &event),
+        };
+        let n = self.reserved.len();
+        let mut event = Some(event);
+        for (i, (id, r)) in self.reserved.drain(..).enumerate() {
+            let e = if i + 1 == n {
+                event.take()
+            } else {
+                event.clone()
+            };
+            if let Some(e) = e {
+                self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
+                d.contexts += 1;
+            }
+        }
+        if d.total() == 0 {
+            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(d)
+    }
+}

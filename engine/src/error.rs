@@ -1,0 +1,203 @@
+//! Typed errors. Every error a user can cause comes back as one of these, with a message that says
+//! what to change (SPEC R8.2); a send error always hands the event back, so nothing is lost.
+
+use std::fmt;
+
+use crate::context::ContextRef;
+
+/// Errors of configuration and of correlator operations other than sending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A pinning plan or context option names a core this machine does not have.
+    NoSuchCore {
+        /// The core asked for.
+        core: usize,
+        /// The cores this process may run on.
+        available: Vec<usize>,
+    },
+    /// `inbox_capacity` outside `1..=MAX`.
+    InvalidCapacity {
+        /// The capacity asked for.
+        requested: usize,
+        /// The largest capacity accepted.
+        max: usize,
+    },
+    /// A size limit of the builder was set to zero.
+    InvalidLimit {
+        /// Which setting.
+        setting: &'static str,
+    },
+    /// Creating one more context would exceed `max_contexts`.
+    TooManyContexts {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// Naming one more channel would exceed `max_channels`.
+    TooManyChannels {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// The context reference does not belong to this correlator.
+    UnknownContext(ContextRef),
+    /// The operation needs a running correlator, but it has been shut down.
+    ShutDown,
+    /// The target context has stopped.
+    ContextStopped(ContextRef),
+    /// The operating system refused to start a context thread.
+    ThreadSpawn(String),
+    /// The target inbox was full before the correlator was started: waiting could never end.
+    FullBeforeStart(ContextRef),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoSuchCore { core, available } => write!(
+                f,
+                "core {core} does not exist for this process (available cores: {available:?}); \
+                 fix the pinning plan or leave pinning off"
+            ),
+            Error::InvalidCapacity { requested, max } => write!(
+                f,
+                "inbox capacity {requested} is invalid; choose a capacity between 1 and {max}"
+            ),
+            Error::InvalidLimit { setting } => {
+                write!(f, "builder setting `{setting}` must be at least 1")
+            }
+            Error::TooManyContexts { max } => write!(
+                f,
+                "cannot create another context: the correlator allows {max}; raise \
+                 `max_contexts` on the builder"
+            ),
+            Error::TooManyChannels { max } => write!(
+                f,
+                "cannot name another channel: the correlator allows {max}; raise \
+                 `max_channels` on the builder"
+            ),
+            Error::UnknownContext(c) => write!(
+                f,
+                "{c} does not belong to this correlator; use a reference returned by it"
+            ),
+            Error::ShutDown => write!(
+                f,
+                "the correlator has been shut down; build a new one to process more events"
+            ),
+            Error::ContextStopped(c) => write!(f, "{c} has stopped and takes no more entries"),
+            Error::ThreadSpawn(e) => write!(f, "could not start a context thread: {e}"),
+            Error::FullBeforeStart(c) => write!(
+                f,
+                "the inbox of {c} is full and the correlator is not started, so waiting could \
+                 never end; call `start()` first or raise `inbox_capacity`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Why a send was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SendErrorKind {
+    /// The inbox is at capacity (non-blocking send).
+    Full,
+    /// The bound of a timed send passed before there was room.
+    Timeout,
+    /// External input is closed: the correlator is shutting down or has shut down.
+    Closed,
+    /// The target context has stopped.
+    ContextStopped,
+    /// The context reference does not belong to this correlator.
+    UnknownContext,
+    /// The inbox is full and the correlator was never started: a blocking send could not end.
+    FullBeforeStart,
+}
+
+/// A refused send. It owns the event, so nothing is lost: take it back with
+/// [`into_event`](Self::into_event).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SendError<E> {
+    kind: SendErrorKind,
+    target: Option<ContextRef>,
+    event: E,
+}
+
+impl<E> SendError<E> {
+    pub(crate) fn new(kind: SendErrorKind, target: Option<ContextRef>, event: E) -> Self {
+        Self {
+            kind,
+            target,
+            event,
+        }
+    }
+
+    /// Why the send was refused.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+
+    /// The context that refused it, when one did.
+    pub fn target(&self) -> Option<ContextRef> {
+        self.target
+    }
+
+    /// The event that was not sent.
+    pub fn event(&self) -> &E {
+        &self.event
+    }
+
+    /// Takes the event back.
+    pub fn into_event(self) -> E {
+        self.event
+    }
+}
+
+impl<E> fmt::Debug for SendError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendError")
+            .field("kind", &self.kind)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E> fmt::Display for SendError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let to = match self.target {
+            Some(c) => format!(" to {c}"),
+            None => String::new(),
+        };
+        match self.kind {
+            SendErrorKind::Full => write!(
+                f,
+                "send{to} refused: the inbox is full; retry later, use a blocking or timed send, \
+                 or raise `inbox_capacity`"
+            ),
+            SendErrorKind::Timeout => write!(
+                f,
+                "send{to} timed out waiting for room; the receiver is slower than the senders: \
+                 retry, lengthen the timeout, or raise `inbox_capacity`"
+            ),
+            SendErrorKind::Closed => write!(
+                f,
+                "send{to} refused: the correlator is shutting down or shut down; it takes no more \
+                 external input"
+            ),
+            SendErrorKind::ContextStopped => {
+                write!(f, "send{to} refused: the context has stopped")
+            }
+            SendErrorKind::UnknownContext => write!(
+                f,
+                "send{to} refused: the context does not belong to this correlator"
+            ),
+            SendErrorKind::FullBeforeStart => write!(
+                f,
+                "send{to} refused: the inbox is full and the correlator is not started, so a \
+                 blocking send could never end; call `start()` first or raise `inbox_capacity`"
+            ),
+        }
+    }
+}
+
+impl<E> std::error::Error for SendError<E> {}

@@ -1,0 +1,177 @@
+//! External input handles and output receivers (SPEC R2.1, R4.2, R4.3, R5.3).
+
+use std::cell::RefCell;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::channel::Channel;
+use crate::context::ContextRef;
+use crate::deliver::{Links, Wait};
+use crate::error::SendError;
+use crate::event::Event;
+
+pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
+
+/// Feeds events into the correlator from the service's own threads.
+///
+/// Each handle is one *sender* for the per-sender FIFO rule (R2.3): two events one handle puts into
+/// the same inbox are processed in that order. A handle is `Send` but not `Sync`: clone it for each
+/// thread (a clone is a new sender). Entries sent before [`Correlator::start`]
+/// (crate::Correlator::start) wait in the inboxes, which is how a recorded stream is replayed
+/// deterministically.
+///
+/// Three ways to send (R5.3): blocking (`send_to`, `send`) waits for room; `try_*` returns
+/// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to
+/// a bound and then returns [`SendErrorKind::Timeout`](crate::SendErrorKind::Timeout) with the event.
+pub struct InputHandle<E: Event> {
+    links: RefCell<Links<E>>,
+}
+
+impl<E: Event> InputHandle<E> {
+    pub(crate) fn new(links: Links<E>) -> Self {
+        Self {
+            links: RefCell::new(links),
+        }
+    }
+
+    /// Appends `event` to `ctx`'s inbox, waiting for room if it is full.
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began, `ContextStopped`, `UnknownContext`, or `FullBeforeStart` when
+    /// the inbox is full and the correlator was never started. The event comes back in the error.
+    pub fn send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
+        self.links.borrow_mut().send_to(ctx, event, Wait::Block)
+    }
+
+    /// Appends `event` to `ctx`'s inbox if there is room now.
+    ///
+    /// # Errors
+    /// `Full` (with the event) when the inbox is at capacity; otherwise as [`send_to`](Self::send_to).
+    pub fn try_send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
+        self.links.borrow_mut().send_to(ctx, event, Wait::Never)
+    }
+
+    /// Appends `event` to `ctx`'s inbox, waiting at most `timeout` for room.
+    ///
+    /// # Errors
+    /// `Timeout` (with the event) when no room appeared in time; otherwise as
+    /// [`send_to`](Self::send_to).
+    pub fn send_to_timeout(
+        &self,
+        ctx: ContextRef,
+        event: E,
+        timeout: Duration,
+    ) -> Result<(), SendError<E>> {
+        let deadline = Instant::now() + timeout;
+        self.links
+            .borrow_mut()
+            .send_to(ctx, event, Wait::Until(deadline))
+    }
+
+    /// Sends `event` to `channel`: one copy to every subscribed context (waiting for room in each, one
+    /// after the other) and to every output receiver. Returns how many received it; 0 means it was
+    /// dropped and counted (R4.5).
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began.
+    pub fn send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
+        let mut links = self.links.borrow_mut();
+        if links.shared().input_closed() {
+            return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+        }
+        Ok(links
+            .send_channel(channel, event, Wait::Block, true)
+            .total())
+    }
+
+    /// Sends `event` to `channel` only if every subscribed context has room now: all of them get a
+    /// copy, or none does and the event comes back.
+    ///
+    /// # Errors
+    /// `Full` (with the event and the context that was full), `Closed`.
+    pub fn try_send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
+        let mut links = self.links.borrow_mut();
+        if links.shared().input_closed() {
+            return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+        }
+        links
+            .try_send_channel(channel, event, None)
+            .map(|d| d.total())
+    }
+
+    /// Like [`try_send`](Self::try_send), retrying for at most `timeout` (holding no place while it
+    /// waits).
+    ///
+    /// # Errors
+    /// `Timeout` (with the event), `Closed`.
+    pub fn send_timeout(
+        &self,
+        channel: Channel,
+        event: E,
+        timeout: Duration,
+    ) -> Result<usize, SendError<E>> {
+        let mut links = self.links.borrow_mut();
+        if links.shared().input_closed() {
+            return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+        }
+        let deadline = Instant::now() + timeout;
+        links
+            .try_send_channel(channel, event, Some(deadline))
+            .map(|d| d.total())
+    }
+}
+
+impl<E: Event> Clone for InputHandle<E> {
+    /// A new, independent sender.
+    fn clone(&self) -> Self {
+        let shared = self.links.borrow().shared().clone();
+        Self::new(Links::new(shared, None))
+    }
+}
+
+/// Receives the events sent or emitted to one channel (R4.2, R4.3), in the order each sending
+/// context produced them. The stream ends ([`RecvError`]) once the correlator has shut down and
+/// everything was received.
+pub struct OutputReceiver<E> {
+    rx: mpsc::Receiver<E>,
+}
+
+impl<E> OutputReceiver<E> {
+    pub(crate) fn new(rx: mpsc::Receiver<E>) -> Self {
+        Self { rx }
+    }
+
+    /// Waits for the next event.
+    ///
+    /// # Errors
+    /// [`RecvError`] once the correlator has shut down and nothing is left.
+    pub fn recv(&self) -> Result<E, RecvError> {
+        self.rx.recv()
+    }
+
+    /// The next event if one is waiting.
+    ///
+    /// # Errors
+    /// [`TryRecvError::Empty`] if none is waiting, [`TryRecvError::Disconnected`] after shutdown.
+    pub fn try_recv(&self) -> Result<E, TryRecvError> {
+        self.rx.try_recv()
+    }
+
+    /// Waits at most `timeout` for the next event.
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`], or [`RecvTimeoutError::Disconnected`] after shutdown.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<E, RecvTimeoutError> {
+        self.rx.recv_timeout(timeout)
+    }
+
+    /// Everything received until the stream ends.
+    pub fn iter(&self) -> mpsc::Iter<'_, E> {
+        self.rx.iter()
+    }
+
+    /// Everything waiting now, without blocking.
+    pub fn try_iter(&self) -> mpsc::TryIter<'_, E> {
+        self.rx.try_iter()
+    }
+}

@@ -1,0 +1,369 @@
+//! Monitors, their instances, and the `Scope` handlers act through (SPEC §6).
+//!
+//! A monitor is a plain Rust struct (its state) implementing [`Monitor`]. Loading it creates its
+//! first *instance* in a context and runs [`Monitor::on_load`] there; the load hook registers
+//! listeners. Each listener's handler gets `&mut` to the instance's state and a [`Scope`], through
+//! which it routes, sends, registers more listeners, spawns and dies.
+//!
+//! An instance ends (R6.8) when a handler calls [`Scope::die`], when one of its handlers panics, or
+//! when it has no listener left after a handler returns; at graceful shutdown every remaining
+//! instance ends with [`DieReason::Shutdown`]. Its [`Monitor::on_die`] hook runs exactly once, with the
+//! reason; a panic inside `on_die` is caught and reported through `tracing`. Its listeners and
+//! subscriptions are removed; the context and every other instance carry on; events it already
+//! routed or sent are still delivered.
+
+use std::any::Any;
+use std::marker::PhantomData;
+
+use crate::channel::Channel;
+use crate::config::ContextOptions;
+use crate::context::{ContextRef, Effects, Entry, Handler, NewInstance, Op};
+use crate::deliver::Wait;
+use crate::error::{Error, SendError};
+use crate::event::Event;
+use crate::listener::Mode;
+use crate::pattern::Pattern;
+
+/// Why a monitor instance ended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DieReason {
+    /// A handler called [`Scope::die`].
+    Died,
+    /// It had no listener left after a handler returned.
+    NoListeners,
+    /// One of its handlers panicked; the message of the panic.
+    Panicked(String),
+    /// The correlator shut down.
+    Shutdown,
+}
+
+/// A monitor: user state plus the listeners its load hook registers.
+///
+/// ```
+/// use correlator::{DieReason, Event, Monitor, Pattern, Scope};
+///
+/// #[derive(Clone, Debug)]
+/// struct Reading(u32);
+/// impl Event for Reading {
+///     type Kind = ();
+///     fn kind(&self) {}
+/// }
+///
+/// /// Counts readings and stops after three.
+/// #[derive(Clone, Default)]
+/// struct Counter { seen: u32 }
+///
+/// impl Monitor<Reading> for Counter {
+///     fn on_load(&mut self, cx: &mut Scope<'_, Reading, Self>) {
+///         cx.on_all(Pattern::kind(()), |m: &mut Counter, cx: &mut Scope<'_, Reading, Counter>, _r: &Reading| {
+///             m.seen += 1;
+///             if m.seen == 3 {
+///                 cx.die();
+///             }
+///         });
+///     }
+///
+///     fn on_die(&mut self, reason: &DieReason, _cx: &mut Scope<'_, Reading, Self>) {
+///         assert!(matches!(reason, DieReason::Died | DieReason::Shutdown));
+///     }
+/// }
+/// ```
+pub trait Monitor<E: Event>: Send + Sized + 'static {
+    /// Runs in the context where the instance is created (`main` for [`Correlator::load`]
+    /// (crate::Correlator::load)); registers the first listeners.
+    fn on_load(&mut self, cx: &mut Scope<'_, E, Self>);
+
+    /// Runs exactly once when the instance ends. What it routes and sends is delivered; listeners and
+    /// subscriptions it registers are dropped, since the instance is gone.
+    fn on_die(&mut self, reason: &DieReason, cx: &mut Scope<'_, E, Self>) {
+        let _ = (reason, cx);
+    }
+}
+
+/// A handle to a listener, returned when it is registered; pass it to [`Scope::quit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenerHandle {
+    context: ContextRef,
+    id: u64,
+}
+
+impl ListenerHandle {
+    /// The context the listener lives in.
+    pub fn context(&self) -> ContextRef {
+        self.context
+    }
+}
+
+/// What a handler acts through: the context it runs in and the instance it belongs to.
+///
+/// Routes and sends take effect at once. Registering or quitting listeners, subscribing and
+/// unsubscribing, and local spawns take effect when the handler returns, before the next listener of
+/// the same event fires; a listener registered while an event is processed never matches that event
+/// (R6.5).
+pub struct Scope<'a, E: Event, M> {
+    fx: &'a mut Effects<E>,
+    _monitor: PhantomData<fn() -> M>,
+}
+
+fn erase_handler<E, M, F>(mut f: F) -> Handler<E>
+where
+    E: Event,
+    M: 'static,
+    F: FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+{
+    Box::new(move |state: &mut dyn Any, fx: &mut Effects<E>, e: &E| {
+        // Invariant: a listener is only ever attached to an instance of the monitor type that
+        // registered it, so the downcast cannot fail.
+        if let Some(m) = state.downcast_mut::<M>() {
+            f(m, &mut Scope::new(fx), e);
+        }
+    })
+}
+
+fn on_die_hook<E: Event, M: Monitor<E>>(
+    state: &mut dyn Any,
+    reason: &DieReason,
+    fx: &mut Effects<E>,
+) {
+    if let Some(m) = state.downcast_mut::<M>() {
+        m.on_die(reason, &mut Scope::new(fx));
+    }
+}
+
+/// The first instance of a monitor: its load hook is the initialiser.
+pub(crate) fn load_instance<E: Event, M: Monitor<E>>(monitor: M) -> NewInstance<E> {
+    NewInstance {
+        state: Box::new(monitor),
+        on_die: on_die_hook::<E, M>,
+        init: Box::new(|state: &mut dyn Any, fx: &mut Effects<E>| {
+            if let Some(m) = state.downcast_mut::<M>() {
+                m.on_load(&mut Scope::new(fx));
+            }
+        }),
+    }
+}
+
+fn spawned_instance<E, M, F>(state: M, init: F) -> NewInstance<E>
+where
+    E: Event,
+    M: Monitor<E>,
+    F: FnOnce(&mut M, &mut Scope<'_, E, M>) + Send + 'static,
+{
+    NewInstance {
+        state: Box::new(state),
+        on_die: on_die_hook::<E, M>,
+        init: Box::new(move |state: &mut dyn Any, fx: &mut Effects<E>| {
+            if let Some(m) = state.downcast_mut::<M>() {
+                init(m, &mut Scope::new(fx));
+            }
+        }),
+    }
+}
+
+impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
+    pub(crate) fn new(fx: &'a mut Effects<E>) -> Self {
+        Self {
+            fx,
+            _monitor: PhantomData,
+        }
+    }
+
+    /// The context this handler runs in.
+    pub fn context(&self) -> ContextRef {
+        self.fx.me
+    }
+
+    /// Puts `event` at the front of this context's queue (R3.1): it is processed after the events
+    /// this handler's event routes before it, and before anything that was pending (R3.2). Never
+    /// refused, never counted against the inbox capacity (R3.5).
+    #[inline]
+    pub fn route(&mut self, event: E) {
+        self.fx.stats.routed += 1;
+        self.fx.routes.push(event);
+    }
+
+    /// Appends `event` to the back of `ctx`'s inbox (R4.1), this context included. Waits for room
+    /// if the inbox is full (R5.1), unless waiting would close a cycle of waiting contexts, in which
+    /// case the entry is taken beyond capacity (R5.2).
+    ///
+    /// # Errors
+    /// [`SendErrorKind::ContextStopped`](crate::SendErrorKind::ContextStopped) if `ctx` has stopped
+    /// (R4.6), [`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext) if `ctx` is
+    /// not of this correlator. The error hands the event back.
+    pub fn send_to(&mut self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
+        let r = self.fx.links.send_to(ctx, event, Wait::Block);
+        if r.is_ok() {
+            self.fx.stats.sent += 1;
+        }
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        r
+    }
+
+    /// Delivers one copy of `event` to every context subscribed to `channel` (once per context) and
+    /// to every output receiver of it (R4.2); returns how many got one. Nobody receiving is not an
+    /// error: the event is dropped and counted (R4.5).
+    pub fn send(&mut self, channel: Channel, event: E) -> usize {
+        let n = self
+            .fx
+            .links
+            .send_channel(channel, event, Wait::Block, true);
+        self.fx.stats.sent += n.contexts as u64;
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        n.total()
+    }
+
+    /// Delivers `event` to the output receivers of `channel` only, never to a context (R4.3);
+    /// returns how many got one.
+    pub fn emit(&mut self, channel: Channel, event: E) -> usize {
+        self.fx.links.emit(channel, &event)
+    }
+
+    /// The channel called `name` (created on first use).
+    ///
+    /// # Errors
+    /// [`Error::TooManyChannels`] past the builder's `max_channels`.
+    pub fn channel(&mut self, name: &str) -> Result<Channel, Error> {
+        self.fx.links.shared().channels.intern(name)
+    }
+
+    /// Subscribes this instance to `channel` (R4.4). Subscriptions are counted per context: the
+    /// context receives one copy per send however many subscriptions it holds; they end with
+    /// [`unsubscribe`](Self::unsubscribe) or with the instance.
+    pub fn subscribe(&mut self, channel: Channel) {
+        let op = Op::Subscribe(self.fx.current, channel);
+        self.fx.ops.push(op);
+    }
+
+    /// Gives back one of this instance's subscriptions to `channel`; does nothing if it holds none.
+    pub fn unsubscribe(&mut self, channel: Channel) {
+        let op = Op::Unsubscribe(self.fx.current, channel);
+        self.fx.ops.push(op);
+    }
+
+    /// Creates a context (R1.2) and starts its thread.
+    ///
+    /// # Errors
+    /// [`Error::TooManyContexts`], [`Error::NoSuchCore`], [`Error::ThreadSpawn`],
+    /// [`Error::ShutDown`].
+    pub fn create_context(&mut self, options: ContextOptions) -> Result<ContextRef, Error> {
+        let shared = self.fx.links.shared().clone();
+        crate::correlator::create_context(&shared, options)
+    }
+
+    fn listen(
+        &mut self,
+        mode: Mode,
+        pattern: Pattern<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        let id = self.fx.next_handle;
+        self.fx.next_handle += 1;
+        let op = Op::Listen {
+            handle: id,
+            instance: self.fx.current,
+            mode,
+            pattern,
+            handler: erase_handler(handler),
+        };
+        self.fx.ops.push(op);
+        ListenerHandle {
+            context: self.fx.me,
+            id,
+        }
+    }
+
+    /// Registers a listener that fires once on the next event matching `pattern`, then ends (R6.3).
+    pub fn on(
+        &mut self,
+        pattern: Pattern<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        self.listen(Mode::Once, pattern, handler)
+    }
+
+    /// Registers a listener that fires on every event matching `pattern` until quit (R6.3).
+    /// Listeners matching one event fire in registration order (R6.4).
+    pub fn on_all(
+        &mut self,
+        pattern: Pattern<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        self.listen(Mode::All, pattern, handler)
+    }
+
+    /// Registers a listener that fires for events matching `pattern` that no ordinary (`on`,
+    /// `on_all`) listener of this context matched (R6.6).
+    pub fn unmatched(
+        &mut self,
+        pattern: Pattern<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        self.listen(Mode::Unmatched, pattern, handler)
+    }
+
+    /// Registers a listener that fires for an event matching `pattern` once its ordinary and
+    /// unmatched listeners have run and every event routed from it, transitively, has been processed
+    /// (R6.7). It fires for events that arrive after it is registered.
+    pub fn completed(
+        &mut self,
+        pattern: Pattern<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        self.listen(Mode::Completed, pattern, handler)
+    }
+
+    /// Ends a listener of this context (R6.3): it fires no more, even later in the current dispatch.
+    /// A handle of another context, or of a listener that has ended, is ignored.
+    pub fn quit(&mut self, handle: ListenerHandle) {
+        if handle.context == self.fx.me {
+            self.fx.ops.push(Op::Quit(handle.id));
+        }
+    }
+
+    /// Ends this instance once the handler returns (R6.8).
+    pub fn die(&mut self) {
+        self.fx.die_requested = true;
+    }
+}
+
+impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
+    /// Creates a new instance in this context with a copy of `state` (listeners are not copied) and
+    /// runs `init` in it when this handler returns (R6.2).
+    pub fn spawn(
+        &mut self,
+        state: &M,
+        init: impl FnOnce(&mut M, &mut Scope<'_, E, M>) + Send + 'static,
+    ) where
+        M: Clone,
+    {
+        let op = Op::Spawn(spawned_instance(state.clone(), init));
+        self.fx.ops.push(op);
+    }
+
+    /// Like [`spawn`](Self::spawn), in context `ctx`: the new instance travels through `ctx`'s inbox,
+    /// so it keeps its order with this context's later sends to `ctx` (R2.4).
+    ///
+    /// # Errors
+    /// [`Error::ContextStopped`] or [`Error::UnknownContext`]; the caller keeps its own state.
+    pub fn spawn_to(
+        &mut self,
+        ctx: ContextRef,
+        state: &M,
+        init: impl FnOnce(&mut M, &mut Scope<'_, E, M>) + Send + 'static,
+    ) -> Result<(), Error>
+    where
+        M: Clone,
+    {
+        let entry = Entry::Spawn(spawned_instance(state.clone(), init));
+        let r = self.fx.links.push_entry(ctx, entry, Wait::Block);
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        match r {
+            Ok(()) => {
+                self.fx.stats.sent += 1;
+                Ok(())
+            }
+            Err((kind, _)) => Err(crate::deliver::kind_to_error(kind, ctx)),
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The synchronisation shim.
+//!
+//! Every atomic, cell, `Arc`, spin hint, park/unpark and thread handle that the inbox, the wake-up
+//! protocol and the context loop use comes from this module. Under `cfg(loom)` the items are loom's,
+//! so that `loom-tests/` can explore every interleaving of the real code; otherwise they are `std`'s.
+//! The `std` side offers loom's API (`UnsafeCell::with`/`with_mut`), never the reverse, so that the same
+//! code compiles against both. Nothing else in the engine imports `std::sync::atomic` directly.
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use std::thread::{current, park, park_timeout, yield_now, JoinHandle, Thread};
+
+    /// Starts a named thread.
+    pub(crate) fn spawn_named<F>(name: String, f: F) -> std::io::Result<JoinHandle<()>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        std::thread::Builder::new().name(name).spawn(f)
+    }
+
+    /// One step of a spin loop: a CPU pause hint. Under loom this yields so that the model checker
+    /// can schedule the thread that the loop is waiting for.
+    #[inline(always)]
+    pub(crate) fn spin_hint() {
+        std::hint::spin_loop();
+    }
+
+    /// `std::cell::UnsafeCell` behind loom's closure-based API.
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Runs `f` with a shared raw pointer to the value.
+        #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        /// Runs `f` with a unique raw pointer to the value.
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+    pub(crate) use loom::thread::{current, park, yield_now, JoinHandle, Thread};
+
+    /// Starts a (model) thread; loom threads have no names.
+    pub(crate) fn spawn_named<F>(_name: String, f: F) -> std::io::Result<JoinHandle<()>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        Ok(loom::thread::spawn(f))
+    }
+
+    /// loom has no timed park; a timed park may return spuriously, so yielding is a faithful model.
+    pub(crate) fn park_timeout(_: std::time::Duration) {
+        loom::thread::yield_now();
+    }
+
+    /// Under loom a spin step must yield, or the model would never schedule the thread it waits for.
+    #[inline(always)]
+    pub(crate) fn spin_hint() {
+        loom::thread::yield_now();
+    }
+}
+
+pub(crate) use imp::*;
+
+/// Locks `m`, recovering the data if a panicking thread poisoned it: every structure guarded by a
+/// mutex in the engine stays consistent at every await point, so poison carries no information.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// The registry lock. It guards the list of contexts, which changes only when a context is created;
+/// senders keep a local copy and take the read side only when they meet a context they do not know.
+/// It is `std`'s under loom too: the registry is not part of any modelled protocol.
+pub(crate) use std::sync::RwLock;
+
+/// Read-locks `l`, recovering from poison (see [`lock`]).
+pub(crate) fn read_lock<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Write-locks `l`, recovering from poison (see [`lock`]).
+pub(crate) fn write_lock<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
