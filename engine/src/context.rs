@@ -208,7 +208,7 @@ impl<E: Event> Core<E> {
     pub(crate) fn new(
         shared: sync::Arc<ContextShared<E>>,
         consumer: Consumer<Entry<E>>,
-        correlator: std::sync::Arc<Shared<E>>,
+        correlator: sync::Arc<Shared<E>>,
     ) -> Self {
         let me = shared.reference();
         Self {

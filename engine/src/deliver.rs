@@ -42,13 +42,15 @@ pub(crate) enum Wait {
 const NO_EDGE: u32 = u32::MAX;
 
 /// Which context waits on which (see the module docs).
-pub(crate) struct WaitGraph {
+#[derive(Debug)]
+pub struct WaitGraph {
     edges: Mutex<Vec<u32>>,
     overruns: AtomicU64,
 }
 
 impl WaitGraph {
-    pub(crate) fn new(max_contexts: usize) -> Self {
+    /// A graph for contexts `0..max_contexts`, with no edge.
+    pub fn new(max_contexts: usize) -> Self {
         Self {
             edges: Mutex::new(vec![NO_EDGE; max_contexts]),
             overruns: AtomicU64::new(0),
@@ -56,7 +58,7 @@ impl WaitGraph {
     }
 
     /// Records "`me` waits on `target`"; returns `true` (and removes the edge) if that closes a cycle.
-    pub(crate) fn would_deadlock(&self, me: u32, target: u32) -> bool {
+    pub fn would_deadlock(&self, me: u32, target: u32) -> bool {
         let mut edges = sync::lock(&self.edges);
         let Some(slot) = edges.get_mut(me as usize) else {
             return false;
@@ -78,7 +80,7 @@ impl WaitGraph {
     }
 
     /// Removes `me`'s edge.
-    pub(crate) fn clear(&self, me: u32) {
+    pub fn clear(&self, me: u32) {
         if let Some(slot) = sync::lock(&self.edges).get_mut(me as usize) {
             *slot = NO_EDGE;
         }

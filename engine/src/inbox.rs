@@ -507,3 +507,7 @@ impl<T> Consumer<T> {
         state.fetch_and(!SLEEPING, Ordering::AcqRel);
     }
 }
+
+#[cfg(test)]
+#[path = "inbox_tests.rs"]
+mod tests;

@@ -72,6 +72,12 @@ pub mod route;
 mod status;
 mod sync;
 
+/// Engine internals exposed for the loom models in `loom-tests/`; not a stable API.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::deliver::WaitGraph;
+}
+
 pub use channel::Channel;
 pub use config::{ContextOptions, PinningPlan, WaitStrategy, SPIN_LIMIT, YIELD_LIMIT};
 pub use context::ContextRef;
