@@ -70,7 +70,7 @@ impl Monitor<Ev> for Seed {
 }
 
 /// Runs the example and returns the processing order.
-fn seed_order() -> Result<Vec<&'static str>, Box<dyn std::error::Error>> {
+pub fn seed_order() -> Result<Vec<&'static str>, Box<dyn std::error::Error>> {
     let c = Correlator::<Ev>::builder().build()?;
     let trace = c.channel("trace")?;
     let rx = c.output(trace);

@@ -71,11 +71,16 @@ impl<E: Event> Shared<E> {
 }
 
 /// Creates a context and starts its thread (it waits for `start()` if the correlator is not started).
+///
+/// `from_handler` is true when a handler asks: that stays possible while shutdown drains accepted
+/// work (the new context then refuses external input like every other), while the user's own
+/// threads are refused as soon as shutdown begins.
 pub(crate) fn create_context<E: Event>(
     shared: &Arc<Shared<E>>,
     options: ContextOptions,
+    from_handler: bool,
 ) -> Result<ContextRef, Error> {
-    if shared.input_closed() {
+    if shared.shut_down.load(Ordering::Acquire) || (!from_handler && shared.input_closed()) {
         return Err(Error::ShutDown);
     }
     let _creating = sync::lock(&shared.creating);
@@ -111,6 +116,9 @@ pub(crate) fn create_context<E: Event>(
         stopped: AtomicBool::new(false),
         thread: std::sync::OnceLock::new(),
     });
+    if shared.input_closed() {
+        ctx.inbox.close_input();
+    }
     sync::write_lock(&shared.contexts).push(ctx.clone());
     if ctx.public {
         shared
@@ -271,7 +279,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             creating: Mutex::new(()),
             config,
         });
-        let main = create_context(&shared, ContextOptions::new("main").public(true))?;
+        let main = create_context(&shared, ContextOptions::new("main").public(true), false)?;
         Ok(Correlator {
             shared,
             main,
@@ -311,7 +319,7 @@ impl<E: Event> Correlator<E> {
     /// [`Error::TooManyContexts`], [`Error::NoSuchCore`], [`Error::ThreadSpawn`],
     /// [`Error::ShutDown`].
     pub fn create_context(&self, options: ContextOptions) -> Result<ContextRef, Error> {
-        create_context(&self.shared, options)
+        create_context(&self.shared, options, false)
     }
 
     /// The name a context was created with.

@@ -87,11 +87,12 @@ impl WaitGraph {
     }
 }
 
-fn refusal_kind<E: Event>(target: &ContextShared<E>) -> SendErrorKind {
-    if target.inbox.is_closed() {
-        SendErrorKind::ContextStopped
-    } else {
-        SendErrorKind::Closed
+/// Why a closed inbox refused `sender`: an input handle is refused because external input closed
+/// (shutdown), which is what it needs to know; a context only by a context that stopped.
+fn refusal_kind(sender: Sender) -> SendErrorKind {
+    match sender {
+        Sender::External => SendErrorKind::Closed,
+        Sender::Context => SendErrorKind::ContextStopped,
     }
 }
 
@@ -122,7 +123,7 @@ pub(crate) fn reserve<E: Event>(
     };
     match target.inbox.try_reserve(sender) {
         Ok(r) => return Ok(r),
-        Err(Refusal::Closed) => return Err(refusal_kind(target)),
+        Err(Refusal::Closed) => return Err(refusal_kind(sender)),
         Err(Refusal::Full) => {}
     }
     let deadline = match wait {
@@ -148,7 +149,7 @@ pub(crate) fn reserve<E: Event>(
                     overruns = target.inbox.overruns(),
                     "inbox taken beyond capacity: waiting would close a cycle of full inboxes"
                 );
-                break 'wait r.map_err(|_| refusal_kind(target));
+                break 'wait r.map_err(|_| refusal_kind(sender));
             }
             edge = true;
         }
@@ -159,13 +160,13 @@ pub(crate) fn reserve<E: Event>(
                 Step::Yield => sync::yield_now(),
                 Step::Park => match target.inbox.wait_for_room(sender, deadline) {
                     RoomWait::Retry => {}
-                    RoomWait::Closed => break 'wait Err(refusal_kind(target)),
+                    RoomWait::Closed => break 'wait Err(refusal_kind(sender)),
                     RoomWait::TimedOut => break 'wait Err(SendErrorKind::Timeout),
                 },
             }
             match target.inbox.try_reserve(sender) {
                 Ok(r) => break 'wait Ok(r),
-                Err(Refusal::Closed) => break 'wait Err(refusal_kind(target)),
+                Err(Refusal::Closed) => break 'wait Err(refusal_kind(sender)),
                 Err(Refusal::Full) => {}
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -406,7 +407,7 @@ impl<E: Event> Links<E> {
             {
                 RoomWait::Retry | RoomWait::TimedOut => {}
                 RoomWait::Closed => {
-                    let kind = refusal_kind(&self.contexts[id as usize]);
+                    let kind = refusal_kind(Sender::External);
                     return Err(SendError::new(kind, Some(ContextRef { id }), event));
                 }
             }

@@ -11,7 +11,10 @@ fn r2_3_single_sender_fifo() {
             let r = inbox.try_reserve(Sender::External).expect("room");
             inbox.commit(r, round * 4 + i);
         }
-        assert_eq!(inbox.try_reserve(Sender::External).unwrap_err(), Refusal::Full);
+        assert_eq!(
+            inbox.try_reserve(Sender::External).unwrap_err(),
+            Refusal::Full
+        );
         for i in 0..4 {
             assert_eq!(consumer.pop(), Some(round * 4 + i));
             consumer.release(1);

@@ -248,7 +248,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`Error::ShutDown`].
     pub fn create_context(&mut self, options: ContextOptions) -> Result<ContextRef, Error> {
         let shared = self.fx.links.shared().clone();
-        crate::correlator::create_context(&shared, options)
+        crate::correlator::create_context(&shared, options, true)
     }
 
     fn listen(

@@ -1,0 +1,130 @@
+//! Shared helpers of the behaviour tests: a small event type, a log, and a monitor whose load hook
+//! is a closure, so that each test states its listeners where it asserts on them.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use correlator::{Correlator, DieReason, Event, Monitor, Scope};
+
+/// A test event: a kind, a value, and a free-form tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ev {
+    pub kind: u32,
+    pub val: u64,
+    pub tag: &'static str,
+}
+
+impl Event for Ev {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        self.kind
+    }
+}
+
+pub fn ev(kind: u32, val: u64) -> Ev {
+    Ev { kind, val, tag: "" }
+}
+
+pub fn tagged(kind: u32, tag: &'static str) -> Ev {
+    Ev { kind, val: 0, tag }
+}
+
+/// A thread-safe list of what happened, in order.
+#[derive(Clone, Default, Debug)]
+pub struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    pub fn push(&self, s: impl Into<String>) {
+        self.0.lock().unwrap().push(s.into());
+    }
+
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    pub fn snapshot(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn count(&self, s: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|x| *x == s).count()
+    }
+}
+
+pub type Cx<'a> = Scope<'a, Ev, Script>;
+type LoadFn = Box<dyn FnOnce(&mut Script, &mut Cx<'_>) + Send>;
+
+/// A monitor whose load hook is a closure; `on_die` logs `"<name> die <reason>"`.
+pub struct Script {
+    pub name: &'static str,
+    pub log: Log,
+    pub count: u64,
+    load: Option<LoadFn>,
+}
+
+impl Script {
+    pub fn new(
+        name: &'static str,
+        log: &Log,
+        load: impl FnOnce(&mut Script, &mut Cx<'_>) + Send + 'static,
+    ) -> Self {
+        Self {
+            name,
+            log: log.clone(),
+            count: 0,
+            load: Some(Box::new(load)),
+        }
+    }
+}
+
+impl Clone for Script {
+    /// A spawned copy: the same state, no load hook (listeners are not copied, R6.2).
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name,
+            log: self.log.clone(),
+            count: self.count,
+            load: None,
+        }
+    }
+}
+
+impl Monitor<Ev> for Script {
+    fn on_load(&mut self, cx: &mut Cx<'_>) {
+        if let Some(f) = self.load.take() {
+            f(self, cx);
+        }
+    }
+
+    fn on_die(&mut self, reason: &DieReason, _cx: &mut Cx<'_>) {
+        let r = match reason {
+            DieReason::Died => "died".to_string(),
+            DieReason::NoListeners => "no-listeners".to_string(),
+            DieReason::Panicked(m) => format!("panicked({m})"),
+            DieReason::Shutdown => "shutdown".to_string(),
+            other => format!("{other:?}"),
+        };
+        self.log.push(format!("{} die {r}", self.name));
+    }
+}
+
+/// A correlator with a small capacity, for tests.
+pub fn correlator(capacity: usize) -> Correlator<Ev> {
+    Correlator::builder()
+        .inbox_capacity(capacity)
+        .build()
+        .expect("valid test configuration")
+}
+
+/// Waits up to 10 s for `cond`; returns whether it became true.
+pub fn eventually(cond: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}

@@ -1,0 +1,190 @@
+//! SPEC §8: shutdown and errors.
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use correlator::{ContextOptions, Correlator, Error, Pattern, SendErrorKind};
+
+// R8.1: graceful shutdown processes everything accepted: routes, inboxes, and cross-context sends
+// still in flight (a relay chain main -> b -> c that is mid-way when shutdown is called).
+#[test]
+fn r8_1_shutdown_processes_everything_accepted() {
+    const N: u64 = 2_000;
+    let c = correlator(8);
+    let b = c.create_context(ContextOptions::new("b")).unwrap();
+    let d = c.create_context(ContextOptions::new("d")).unwrap();
+    let log = Log::default();
+    let arrived = Arc::new(AtomicU64::new(0));
+    let arrived2 = arrived.clone();
+    let next = [(c.main(), Some(b)), (b, Some(d)), (d, None)];
+    for (ctx, to) in next {
+        let arrived = arrived2.clone();
+        c.load_in(
+            ctx,
+            Script::new("relay", &log, move |_, cx| {
+                cx.on_all(Pattern::kind(1), move |_, cx: &mut Cx<'_>, e: &Ev| {
+                    // Each hop also routes a little work of its own.
+                    cx.route(ev(2, e.val));
+                    match to {
+                        Some(to) => cx.send_to(to, e.clone()).unwrap(),
+                        None => {
+                            arrived.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+                cx.on_all(Pattern::kind(2), |m: &mut Script, _, _| m.count += 1);
+            }),
+        )
+        .unwrap();
+    }
+    let input = c.input();
+    c.start();
+    for i in 0..N {
+        input.send_to(c.main(), ev(1, i)).unwrap();
+    }
+    let s = c.shutdown().unwrap();
+    assert_eq!(
+        arrived.load(Ordering::Relaxed),
+        N,
+        "nothing accepted is lost"
+    );
+    assert_eq!(s.totals.inbox_len, 0);
+    assert!(s.contexts.iter().all(|c| c.stopped));
+    assert_eq!(log.count("relay die shutdown"), 3);
+    // After shutdown every send is a typed error that hands the event back.
+    let err = input.send_to(c.main(), ev(1, 7)).unwrap_err();
+    assert_eq!(err.into_event().val, 7);
+}
+
+// R8.1: input queued before start is processed when shutdown is called without start.
+#[test]
+fn r8_1_shutdown_without_start_processes_queued_input() {
+    let c = correlator(8);
+    let n = Arc::new(AtomicU64::new(0));
+    let n2 = n.clone();
+    let log = Log::default();
+    c.load(Script::new("m", &log, move |_, cx| {
+        cx.on_all(Pattern::kind(1), move |_, _, _| {
+            n2.fetch_add(1, Ordering::Relaxed);
+        });
+    }))
+    .unwrap();
+    let input = c.input();
+    for i in 0..5 {
+        input.send_to(c.main(), ev(1, i)).unwrap();
+    }
+    c.shutdown().unwrap();
+    assert_eq!(n.load(Ordering::Relaxed), 5);
+}
+
+// R8.1: dropping a correlator shuts it down gracefully.
+#[test]
+fn r8_1_drop_is_a_graceful_shutdown() {
+    let n = Arc::new(AtomicU64::new(0));
+    {
+        let c = correlator(8);
+        let n2 = n.clone();
+        let log = Log::default();
+        c.load(Script::new("m", &log, move |_, cx| {
+            cx.on_all(Pattern::kind(1), move |_, _, _| {
+                n2.fetch_add(1, Ordering::Relaxed);
+            });
+        }))
+        .unwrap();
+        c.start();
+        for i in 0..5 {
+            c.input().send_to(c.main(), ev(1, i)).unwrap();
+        }
+    }
+    assert_eq!(n.load(Ordering::Relaxed), 5);
+}
+
+// R8.2: every configuration error is typed, with a message that says what to change.
+#[test]
+fn r8_2_configuration_errors_are_typed() {
+    let e = Correlator::<Ev>::builder()
+        .inbox_capacity(0)
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::InvalidCapacity { requested: 0, .. }));
+    assert!(e.to_string().contains("between 1 and"));
+    let e = Correlator::<Ev>::builder()
+        .max_contexts(0)
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(
+        e,
+        Error::InvalidLimit {
+            setting: "max_contexts"
+        }
+    ));
+    let c = Correlator::<Ev>::builder().max_contexts(2).build().unwrap();
+    c.create_context(ContextOptions::new("one")).unwrap();
+    let e = c.create_context(ContextOptions::new("two")).unwrap_err();
+    assert_eq!(e, Error::TooManyContexts { max: 2 });
+    assert!(e.to_string().contains("max_contexts"));
+    let c = Correlator::<Ev>::builder().max_channels(2).build().unwrap();
+    c.channel("a").unwrap();
+    let e = c.channel("b").unwrap_err();
+    assert_eq!(e, Error::TooManyChannels { max: 2 });
+}
+
+// R8.2: a blocking send into a full inbox of a correlator that was never started would wait forever:
+// it is a typed error instead, and the event comes back; loading likewise.
+#[test]
+fn r8_2_full_before_start_is_an_error() {
+    let c = correlator(2);
+    let input = c.input();
+    input.send_to(c.main(), ev(1, 1)).unwrap();
+    input.send_to(c.main(), ev(1, 2)).unwrap();
+    let err = input.send_to(c.main(), ev(1, 3)).unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::FullBeforeStart);
+    assert!(err.to_string().contains("start()"));
+    assert_eq!(err.into_event().val, 3);
+    let log = Log::default();
+    let e = c
+        .load(Script::new("m", &log, |_, cx| {
+            cx.on(Pattern::kind(1), |_, _, _| {});
+        }))
+        .unwrap_err();
+    assert_eq!(e, Error::FullBeforeStart(c.main()));
+}
+
+// R8.2: operations after shutdown are typed errors, not panics.
+#[test]
+fn r8_2_operations_after_shutdown() {
+    let c = correlator(2);
+    c.start();
+    c.shutdown().unwrap();
+    let log = Log::default();
+    assert_eq!(
+        c.load(Script::new("m", &log, |_, _| {})).unwrap_err(),
+        Error::ShutDown
+    );
+    assert_eq!(
+        c.create_context(ContextOptions::new("late")).unwrap_err(),
+        Error::ShutDown
+    );
+    // A second shutdown is harmless.
+    assert!(c.shutdown().unwrap().shut_down);
+}
+
+// R8.2: a context reference of another correlator is refused with a typed error.
+#[test]
+fn r8_2_unknown_context() {
+    let c1 = correlator(2);
+    let c2 = correlator(2);
+    let foreign = c2.create_context(ContextOptions::new("x")).unwrap();
+    let err = c1.input().send_to(foreign, ev(1, 1)).unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::UnknownContext);
+    let log = Log::default();
+    assert_eq!(
+        c1.load_in(foreign, Script::new("m", &log, |_, _| {}))
+            .unwrap_err(),
+        Error::UnknownContext(foreign)
+    );
+}
