@@ -91,3 +91,8 @@ pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRe
 pub use monitor::{DieReason, ListenerHandle, Monitor, Scope};
 pub use pattern::Pattern;
 pub use status::{ContextStatus, Status, Totals};
+
+/// The README's embedding example, compiled and run as a doc test so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
