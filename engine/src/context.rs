@@ -28,12 +28,17 @@ use crate::channel::Channel;
 use crate::config::{Backoff, Step, WaitStrategy};
 use crate::correlator::Shared;
 use crate::event::Event;
+use crate::expr::Expr;
+use crate::expr::{ExprListener, Match, StepOut, Stimulus};
 use crate::inbox::{Consumer, Inbox};
-use crate::listener::{ListenerTable, Mode};
+use crate::listener::{Body, ListenerTable, Mode};
 use crate::monitor::DieReason;
 use crate::pattern::Pattern;
 use crate::route::{RouteStack, Routed};
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering, Thread};
+use crate::time::Time;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// A reference to a context: a small `Copy` value that can be stored in events and state, compared
 /// and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the first.
@@ -65,6 +70,8 @@ impl fmt::Display for ContextRef {
 pub(crate) type Handler<E> = Box<dyn FnMut(&mut dyn Any, &mut Effects<E>, &E) + Send>;
 /// An instance initialiser (load hook or spawn initialiser) with its monitor type erased.
 pub(crate) type Init<E> = Box<dyn FnOnce(&mut dyn Any, &mut Effects<E>) + Send>;
+/// A `when`/`when_all` handler with its monitor type erased.
+pub(crate) type MatchHandler<E> = Box<dyn FnMut(&mut dyn Any, &mut Effects<E>, &Match<E>) + Send>;
 /// An `on_die` hook with its monitor type erased.
 pub(crate) type OnDie<E> = fn(&mut dyn Any, &DieReason, &mut Effects<E>);
 
@@ -79,6 +86,8 @@ pub(crate) struct NewInstance<E: Event> {
 pub(crate) enum Entry<E: Event> {
     Event(E),
     Spawn(NewInstance<E>),
+    /// A clock tick: the context's logical time advances to it (R7.1).
+    Tick(Time),
 }
 
 /// Counters a context publishes for the status snapshot (R9.1). Written only by the context's
@@ -140,14 +149,19 @@ pub(crate) struct LocalStats {
     pub(crate) handler_panics: u64,
 }
 
+/// What a new listener waits for.
+pub(crate) enum Spec<E: Event> {
+    Template(Pattern<E>, Handler<E>),
+    Expr(Expr<E>, MatchHandler<E>),
+}
+
 /// A deferred change requested by a handler, applied when it returns.
 pub(crate) enum Op<E: Event> {
     Listen {
         handle: u64,
         instance: u32,
         mode: Mode,
-        pattern: Pattern<E>,
-        handler: Handler<E>,
+        spec: Spec<E>,
     },
     Quit(u64),
     Subscribe(u32, Channel),
@@ -167,6 +181,8 @@ pub(crate) struct Effects<E: Event> {
     pub(crate) links: crate::deliver::Links<E>,
     pub(crate) stats: LocalStats,
     pub(crate) next_handle: u64,
+    /// The context's logical time: the last tick taken (R7.1).
+    pub(crate) now: Time,
 }
 
 pub(crate) struct Instance<E: Event> {
@@ -191,6 +207,12 @@ pub(crate) struct Core<E: Event> {
     touched: Vec<u32>,
     /// How deep `after_handler` calls are nested (a spawn's initialiser runs inside its parent's).
     nesting: u32,
+    /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
+    timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    timer_seq: u64,
+    /// Reused buffers for expression steps.
+    step_timers: Vec<Time>,
+    fired: Vec<Match<E>>,
     fx: Effects<E>,
 }
 
@@ -221,6 +243,10 @@ impl<E: Event> Core<E> {
             subscriptions: HashMap::new(),
             touched: Vec::new(),
             nesting: 0,
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            step_timers: Vec::new(),
+            fired: Vec::new(),
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -230,6 +256,7 @@ impl<E: Event> Core<E> {
                 links: crate::deliver::Links::new(correlator, Some(me)),
                 stats: LocalStats::default(),
                 next_handle: 0,
+                now: Time::ZERO,
             },
         }
     }
@@ -302,8 +329,44 @@ impl<E: Event> Core<E> {
         match entry {
             Entry::Event(e) => self.fx.routes.push(e),
             Entry::Spawn(new) => self.create_instance(new),
+            Entry::Tick(t) => {
+                self.advance_time(t);
+                return;
+            }
         }
         self.drain_routes();
+    }
+
+    /// Advances the logical clock to `t`, firing every due timer in trigger-time order, then
+    /// creation order, each run to completion with the clock at its trigger time (R7.2). A tick
+    /// earlier than the clock changes nothing: logical time never goes back.
+    fn advance_time(&mut self, t: Time) {
+        while let Some(&Reverse((due, _, handle))) = self.timers.peek() {
+            if due > t {
+                break;
+            }
+            self.timers.pop();
+            if due > self.fx.now {
+                self.fx.now = due;
+            }
+            if let Some(slot) = self.table.slot_of(handle) {
+                self.fire_expr(slot, Stimulus::Time(due));
+                self.drain_routes();
+                if self.table.needs_compaction() {
+                    self.table.compact();
+                }
+            }
+        }
+        if t > self.fx.now {
+            self.fx.now = t;
+        }
+    }
+
+    fn schedule(&mut self, handle: u64) {
+        for due in self.step_timers.drain(..) {
+            self.timers.push(Reverse((due, self.timer_seq, handle)));
+            self.timer_seq += 1;
+        }
     }
 
     /// Drains the route stack completely (R3.2).
@@ -332,31 +395,70 @@ impl<E: Event> Core<E> {
         let Some(b) = self.table.bucket_of(&e.kind()) else {
             return false;
         };
-        let mut matched = false;
-        let n = self.table.buckets[b].ordinary.len();
-        for i in 0..n {
-            let slot = self.table.buckets[b].ordinary[i];
-            matched |= self.try_fire(slot, e);
-        }
-        if !matched {
-            let n = self.table.buckets[b].unmatched.len();
-            for i in 0..n {
-                let slot = self.table.buckets[b].unmatched[i];
-                self.try_fire(slot, e);
-            }
+        let key = e.key();
+        if !self.dispatch_lists(b, Mode::All, key, e) {
+            self.dispatch_lists(b, Mode::Unmatched, key, e);
         }
         !self.table.buckets[b].completed.is_empty()
     }
 
     fn dispatch_completed(&mut self, e: &E) {
-        let Some(b) = self.table.bucket_of(&e.kind()) else {
-            return;
-        };
-        let n = self.table.buckets[b].completed.len();
-        for i in 0..n {
-            let slot = self.table.buckets[b].completed[i];
-            self.try_fire(slot, e);
+        if let Some(b) = self.table.bucket_of(&e.kind()) {
+            self.dispatch_lists(b, Mode::Completed, e.key(), e);
         }
+    }
+
+    /// Offers `e` to the listeners of bucket `b` in `mode`'s lists: the unkeyed ones and those keyed
+    /// on `e`'s key, merged in registration order (R6.4). Only listeners present when the dispatch
+    /// started are offered (R6.5). Returns whether any matched.
+    #[inline]
+    fn dispatch_lists(&mut self, b: usize, mode: Mode, key: Option<u64>, e: &E) -> bool {
+        let lists = self.table.buckets[b].lists(mode);
+        let plain_len = lists.plain.len();
+        let keyed_len = match key {
+            Some(k) if !lists.keyed.is_empty() => lists.keyed.get(&k).map_or(0, Vec::len),
+            _ => 0,
+        };
+        let mut matched = false;
+        if keyed_len == 0 {
+            for i in 0..plain_len {
+                let slot = self.table.buckets[b].lists(mode).plain[i];
+                matched |= self.try_fire(slot, e);
+            }
+            return matched;
+        }
+        let k = key.unwrap_or_default();
+        let (mut i, mut j) = (0, 0);
+        while i < plain_len || j < keyed_len {
+            let lists = self.table.buckets[b].lists(mode);
+            let keyed_slot = if j < keyed_len {
+                lists.keyed.get(&k).and_then(|v| v.get(j).copied())
+            } else {
+                None
+            };
+            let plain_slot = if i < plain_len {
+                Some(lists.plain[i])
+            } else {
+                None
+            };
+            let slot = match (plain_slot, keyed_slot) {
+                (Some(p), Some(q)) if self.table.handle_at(p) < self.table.handle_at(q) => {
+                    i += 1;
+                    p
+                }
+                (_, Some(q)) => {
+                    j += 1;
+                    q
+                }
+                (Some(p), None) => {
+                    i += 1;
+                    p
+                }
+                (None, None) => break,
+            };
+            matched |= self.try_fire(slot, e);
+        }
+        matched
     }
 
     /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
@@ -365,7 +467,14 @@ impl<E: Event> Core<E> {
         let Some(l) = self.table.slots[slot as usize].as_mut() else {
             return false;
         };
-        if !l.alive || !l.template.matches(e) {
+        if !l.alive {
+            return false;
+        }
+        let template = match &l.body {
+            Body::Template { template, .. } => template,
+            Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
+        };
+        if !template.matches_same_kind(e) {
             return false;
         }
         let instance = l.instance;
@@ -377,17 +486,71 @@ impl<E: Event> Core<E> {
         let Some(l) = self.table.slots[slot as usize].as_mut() else {
             return true;
         };
+        let Body::Template { handler, .. } = &mut l.body else {
+            return true;
+        };
         let Some(inst) = self.instances[instance as usize].as_mut() else {
             return true;
         };
         self.fx.current = instance;
         self.fx.die_requested = false;
-        let handler = &mut l.handler;
         let state = &mut *inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
         self.after_handler(instance, result);
         true
+    }
+
+    /// Steps an expression listener with an event or a timer; fires its handler for every match.
+    /// Returns whether the stimulus advanced it.
+    fn fire_expr(&mut self, slot: u32, stim: Stimulus<'_, E>) -> bool {
+        let now = self.fx.now;
+        let mut out = StepOut {
+            timers: std::mem::take(&mut self.step_timers),
+            progressed: false,
+        };
+        let mut fired = std::mem::take(&mut self.fired);
+        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+            return false;
+        };
+        let (handle, instance) = (l.handle, l.instance);
+        let Body::Expr { expr, .. } = &mut l.body else {
+            return false;
+        };
+        let (progressed, alive) = expr.step(stim, now, &mut out, &mut fired);
+        self.step_timers = out.timers;
+        if alive {
+            self.schedule(handle);
+        } else {
+            self.step_timers.clear();
+            // It can no longer fire: it ends before its last handler runs (R7.3).
+            self.table.kill(slot);
+            self.listener_ended(instance);
+        }
+        for m in fired.drain(..) {
+            let Some(l) = self.table.slots[slot as usize].as_mut() else {
+                break;
+            };
+            let Body::Expr { handler, .. } = &mut l.body else {
+                break;
+            };
+            let Some(inst) = self.instances[instance as usize].as_mut() else {
+                break;
+            };
+            self.fx.current = instance;
+            self.fx.die_requested = false;
+            let state = &mut *inst.state;
+            let fx = &mut self.fx;
+            let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &m)));
+            self.after_handler(instance, result);
+            if self.table.slot_of(handle).is_none() && alive {
+                // Quit, or its instance ended, while matches were being delivered.
+                break;
+            }
+        }
+        fired.clear();
+        self.fired = fired;
+        progressed
     }
 
     fn listener_ended(&mut self, instance: u32) {
@@ -449,16 +612,8 @@ impl<E: Event> Core<E> {
                     handle,
                     instance,
                     mode,
-                    pattern,
-                    handler,
-                } => {
-                    let Some(inst) = self.instances[instance as usize].as_mut() else {
-                        continue;
-                    };
-                    let slot = self.table.insert(handle, instance, mode, pattern, handler);
-                    inst.live_listeners += 1;
-                    inst.listeners.push(slot);
-                }
+                    spec,
+                } => self.listen(handle, instance, mode, spec),
                 Op::Quit(handle) => {
                     if let Some(slot) = self.table.slot_of(handle) {
                         if let Some(instance) = self.table.kill(slot) {
@@ -474,6 +629,38 @@ impl<E: Event> Core<E> {
         // Keep the capacity: no allocation for operations in the steady state.
         if self.fx.ops.is_empty() {
             self.fx.ops = ops;
+        }
+    }
+
+    fn listen(&mut self, handle: u64, instance: u32, mode: Mode, spec: Spec<E>) {
+        if self.instances[instance as usize].is_none() {
+            return;
+        }
+        let (body, index) = match spec {
+            Spec::Template(p, handler) => {
+                let index = [(p.template.kind, p.template.key)];
+                let body = Body::Template {
+                    template: p.template,
+                    handler,
+                };
+                (body, index.to_vec())
+            }
+            Spec::Expr(expr, handler) => {
+                let mut out = StepOut {
+                    timers: std::mem::take(&mut self.step_timers),
+                    progressed: false,
+                };
+                let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
+                self.step_timers = out.timers;
+                self.schedule(handle);
+                let index = l.leaves();
+                (Body::Expr { expr: l, handler }, index)
+            }
+        };
+        let slot = self.table.insert(handle, instance, mode, body, &index);
+        if let Some(inst) = self.instances[instance as usize].as_mut() {
+            inst.live_listeners += 1;
+            inst.listeners.push(slot);
         }
     }
 

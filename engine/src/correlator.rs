@@ -24,6 +24,7 @@ use crate::inbox::{Inbox, MAX_CAPACITY};
 use crate::monitor::{load_instance, Monitor};
 use crate::status::{ContextStatus, Status};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
+use crate::time::Time;
 
 /// The default inbox capacity (SPEC R5.1).
 pub const DEFAULT_INBOX_CAPACITY: usize = 20_000;
@@ -31,6 +32,8 @@ pub const DEFAULT_INBOX_CAPACITY: usize = 20_000;
 pub const DEFAULT_MAX_CONTEXTS: usize = 256;
 /// The default limit on channel names.
 pub const DEFAULT_MAX_CHANNELS: usize = 1024;
+/// The default rate of the clock thread's ticks, per second (R7.1).
+pub const DEFAULT_TICK_RATE: u32 = 10;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -39,6 +42,8 @@ pub(crate) struct Config {
     pub(crate) pinning: PinningPlan,
     pub(crate) max_contexts: usize,
     pub(crate) status_interval: Option<Duration>,
+    /// Clock ticks per second; `None` when the user drives time (`external_time`).
+    pub(crate) tick_rate: Option<u32>,
 }
 
 /// State shared by the facade, every context thread and every handle.
@@ -181,6 +186,7 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 pinning: PinningPlan::none(),
                 max_contexts: DEFAULT_MAX_CONTEXTS,
                 status_interval: None,
+                tick_rate: Some(DEFAULT_TICK_RATE),
             },
             max_channels: DEFAULT_MAX_CHANNELS,
             _event: std::marker::PhantomData,
@@ -228,6 +234,24 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
+    /// How many clock ticks per second the correlator's clock thread sends to every context
+    /// (default [`DEFAULT_TICK_RATE`] = 10). Logical time counts from `start()`. A tick that finds an
+    /// inbox full is skipped for that context: the next one carries the later time, and timers
+    /// catch up in order (R7.2).
+    pub fn tick_rate(mut self, per_second: u32) -> Self {
+        self.config.tick_rate = Some(per_second);
+        self
+    }
+
+    /// No clock thread: logical time advances only through
+    /// [`InputHandle::send_time`](crate::InputHandle::send_time) and
+    /// [`send_time_to`](crate::InputHandle::send_time_to). This is what replays and tests use: every
+    /// run then processes the same entries in the same order.
+    pub fn external_time(mut self) -> Self {
+        self.config.tick_rate = None;
+        self
+    }
+
     /// Checks the settings and creates the correlator with its `main` context (public). No event is
     /// taken before [`Correlator::start`].
     ///
@@ -245,6 +269,11 @@ impl<E: Event> CorrelatorBuilder<E> {
         if config.max_contexts == 0 {
             return Err(Error::InvalidLimit {
                 setting: "max_contexts",
+            });
+        }
+        if config.tick_rate == Some(0) {
+            return Err(Error::InvalidLimit {
+                setting: "tick_rate",
             });
         }
         if self.max_channels == 0 {
@@ -284,13 +313,48 @@ impl<E: Event> CorrelatorBuilder<E> {
             shared,
             main,
             status_logger: Mutex::new(None),
+            clock: Mutex::new(None),
         })
     }
 }
 
-struct StatusLogger {
+/// A helper thread (status line, clock) that parks between its periodic jobs.
+struct Periodic {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
+}
+
+impl Periodic {
+    /// Runs `job` every `interval` on a parked helper thread until stopped.
+    fn start(
+        name: &str,
+        interval: Duration,
+        mut job: impl FnMut() + Send + 'static,
+    ) -> Option<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        // It never competes with the contexts for a core: it sleeps between jobs.
+        let thread = sync::spawn_named(name.to_owned(), move || {
+            let mut next = Instant::now() + interval;
+            while !flag.load(Ordering::Acquire) {
+                let now = Instant::now();
+                if now < next {
+                    sync::park_timeout(next - now);
+                    continue;
+                }
+                next += interval;
+                job();
+            }
+        })
+        .ok()?;
+        Some(Self { stop, thread })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
 }
 
 /// An event correlator: contexts, monitors, listeners, channels (see the crate docs).
@@ -299,7 +363,8 @@ struct StatusLogger {
 pub struct Correlator<E: Event> {
     shared: Arc<Shared<E>>,
     main: ContextRef,
-    status_logger: Mutex<Option<StatusLogger>>,
+    status_logger: Mutex<Option<Periodic>>,
+    clock: Mutex<Option<Periodic>>,
 }
 
 impl<E: Event> Correlator<E> {
@@ -347,7 +412,7 @@ impl<E: Event> Correlator<E> {
         let mut links = Links::new(self.shared.clone(), None);
         links
             .push_entry(ctx, Entry::Spawn(load_instance(monitor)), Wait::Block)
-            .map_err(|(kind, _)| kind_to_error(kind, ctx))
+            .map_err(|kind| kind_to_error(kind, ctx))
     }
 
     /// The channel called `name` (created on first use); `""` is [`Channel::DEFAULT`].
@@ -386,6 +451,9 @@ impl<E: Event> Correlator<E> {
         if let Some(interval) = self.shared.config.status_interval {
             self.start_status_logger(interval);
         }
+        if let Some(rate) = self.shared.config.tick_rate {
+            self.start_clock(rate);
+        }
     }
 
     /// Whether [`start`](Self::start) was called.
@@ -394,26 +462,23 @@ impl<E: Event> Correlator<E> {
     }
 
     fn start_status_logger(&self, interval: Duration) {
-        let stop = Arc::new(AtomicBool::new(false));
         let shared = self.shared.clone();
-        let flag = stop.clone();
-        // A helper thread, parked between lines: it never competes with the contexts for a core.
-        let thread = sync::spawn_named("correlator-status".into(), move || {
-            let mut next = Instant::now() + interval;
-            while !flag.load(Ordering::Acquire) {
-                let now = Instant::now();
-                if now < next {
-                    sync::park_timeout(next - now);
-                    continue;
-                }
-                next += interval;
-                let status = status_of(&shared);
-                tracing::info!(target: "correlator::status", "{status}");
-            }
+        let logger = Periodic::start("correlator-status", interval, move || {
+            let status = status_of(&shared);
+            tracing::info!(target: "correlator::status", "{status}");
         });
-        if let Ok(thread) = thread {
-            *sync::lock(&self.status_logger) = Some(StatusLogger { stop, thread });
-        }
+        *sync::lock(&self.status_logger) = logger;
+    }
+
+    fn start_clock(&self, per_second: u32) {
+        let mut links = Links::new(self.shared.clone(), None);
+        let origin = Instant::now();
+        let interval = Duration::from_secs(1) / per_second;
+        let clock = Periodic::start("correlator-clock", interval, move || {
+            // Never wait: a full inbox skips this tick, the next carries the later time.
+            links.send_time_all(Time::from(origin.elapsed()), Wait::Never);
+        });
+        *sync::lock(&self.clock) = clock;
     }
 
     /// A status snapshot (R9.1): cheap, callable from any thread at any time.
@@ -434,6 +499,9 @@ impl<E: Event> Correlator<E> {
         let shared = &self.shared;
         if shared.shut_down.load(Ordering::Acquire) {
             return Ok(self.status());
+        }
+        if let Some(clock) = sync::lock(&self.clock).take() {
+            clock.stop();
         }
         shared.input_closed.store(true, Ordering::Release);
         for ctx in shared.snapshot() {
@@ -459,9 +527,7 @@ impl<E: Event> Correlator<E> {
         }
         shared.channels.close_outputs();
         if let Some(logger) = sync::lock(&self.status_logger).take() {
-            logger.stop.store(true, Ordering::Release);
-            logger.thread.thread().unpark();
-            let _ = logger.thread.join();
+            logger.stop();
         }
         shared.shut_down.store(true, Ordering::Release);
         match failed {

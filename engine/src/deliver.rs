@@ -245,10 +245,37 @@ impl<E: Event> Links<E> {
         if (id as usize) < self.contexts.len() {
             return true;
         }
+        self.refresh();
+        (id as usize) < self.contexts.len()
+    }
+
+    /// Copies the contexts created since the last refresh into the local cache.
+    fn refresh(&mut self) {
         let registry = sync::read_lock(&self.shared.contexts);
         self.contexts
             .extend(registry[self.contexts.len()..].iter().cloned());
-        (id as usize) < self.contexts.len()
+    }
+
+    /// Reserves a place in `to`'s inbox; the caller commits into the returned inbox.
+    fn reserve_to(
+        &mut self,
+        to: ContextRef,
+        wait: Wait,
+    ) -> Result<(&Arc<ContextShared<E>>, Reservation), SendErrorKind> {
+        if !self.know(to.id) {
+            return Err(SendErrorKind::UnknownContext);
+        }
+        let target = &self.contexts[to.id as usize];
+        let me = self.me.map(|c| c.id);
+        let r = reserve(
+            &self.shared,
+            me,
+            self.strategy,
+            target,
+            wait,
+            &mut self.blocked_ns,
+        )?;
+        Ok((target, r))
     }
 
     /// Pushes one entry into `to`'s inbox.
@@ -257,26 +284,10 @@ impl<E: Event> Links<E> {
         to: ContextRef,
         entry: Entry<E>,
         wait: Wait,
-    ) -> Result<(), (SendErrorKind, Entry<E>)> {
-        if !self.know(to.id) {
-            return Err((SendErrorKind::UnknownContext, entry));
-        }
-        let target = &self.contexts[to.id as usize];
-        let me = self.me.map(|c| c.id);
-        match reserve(
-            &self.shared,
-            me,
-            self.strategy,
-            target,
-            wait,
-            &mut self.blocked_ns,
-        ) {
-            Ok(r) => {
-                target.inbox.commit(r, entry);
-                Ok(())
-            }
-            Err(kind) => Err((kind, entry)),
-        }
+    ) -> Result<(), SendErrorKind> {
+        let (target, r) = self.reserve_to(to, wait)?;
+        target.inbox.commit(r, entry);
+        Ok(())
     }
 
     /// Sends an event to one context.
@@ -286,11 +297,28 @@ impl<E: Event> Links<E> {
         event: E,
         wait: Wait,
     ) -> Result<(), SendError<E>> {
-        self.push_entry(to, Entry::Event(event), wait)
-            .map_err(|(kind, entry)| match entry {
-                Entry::Event(e) => SendError::new(kind, Some(to), e),
-                Entry::Spawn(_) => unreachable!("send_to pushes events only"),
-            })
+        match self.reserve_to(to, wait) {
+            Ok((target, r)) => {
+                target.inbox.commit(r, Entry::Event(event));
+                Ok(())
+            }
+            Err(kind) => Err(SendError::new(kind, Some(to), event)),
+        }
+    }
+
+    /// Sends a clock tick to every context, in id order (R7.1); returns how many took it.
+    pub(crate) fn send_time_all(&mut self, t: crate::time::Time, wait: Wait) -> usize {
+        self.refresh();
+        let mut n = 0;
+        for id in 0..self.contexts.len() as u32 {
+            if self
+                .push_entry(ContextRef { id }, Entry::Tick(t), wait)
+                .is_ok()
+            {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Delivers `event` to the output receivers of `channel`.

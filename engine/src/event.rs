@@ -39,4 +39,12 @@ pub trait Event: Clone + Send + 'static {
 
     /// The kind of this event.
     fn kind(&self) -> Self::Kind;
+
+    /// The value of the event's key field, if it has one (a device id, a symbol). Templates with an
+    /// equality on the key ([`Pattern::key`](crate::Pattern::key)) are dispatched through a hash
+    /// index, so many listeners on distinct keys cost the same per event as one (R6.9). Default:
+    /// no key.
+    fn key(&self) -> Option<u64> {
+        None
+    }
 }

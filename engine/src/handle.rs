@@ -9,6 +9,7 @@ use crate::context::ContextRef;
 use crate::deliver::{Links, Wait};
 use crate::error::SendError;
 use crate::event::Event;
+use crate::time::Time;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 
@@ -118,6 +119,34 @@ impl<E: Event> InputHandle<E> {
         links
             .try_send_channel(channel, event, Some(deadline))
             .map(|d| d.total())
+    }
+}
+
+impl<E: Event> InputHandle<E> {
+    /// Advances the logical clock of every context to `t` (R7.1), for correlators built with
+    /// [`external_time`](crate::CorrelatorBuilder::external_time). The tick travels through each
+    /// inbox like an event, so it keeps its order with this handle's other sends; it waits for room.
+    /// Returns how many contexts took it.
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began (the error carries `t`).
+    pub fn send_time(&self, t: Time) -> Result<usize, SendError<Time>> {
+        let mut links = self.links.borrow_mut();
+        if links.shared().input_closed() {
+            return Err(SendError::new(crate::SendErrorKind::Closed, None, t));
+        }
+        Ok(links.send_time_all(t, Wait::Block))
+    }
+
+    /// Advances the logical clock of one context to `t`: contexts' clocks are independent.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to), carrying `t`.
+    pub fn send_time_to(&self, ctx: ContextRef, t: Time) -> Result<(), SendError<Time>> {
+        self.links
+            .borrow_mut()
+            .push_entry(ctx, crate::context::Entry::Tick(t), Wait::Block)
+            .map_err(|kind| SendError::new(kind, Some(ctx), t))
     }
 }
 

@@ -63,6 +63,7 @@ mod correlator;
 mod deliver;
 mod error;
 mod event;
+pub mod expr;
 mod handle;
 pub mod inbox;
 mod listener;
@@ -71,6 +72,7 @@ mod pattern;
 pub mod route;
 mod status;
 mod sync;
+mod time;
 
 /// Engine internals exposed for the loom models in `loom-tests/`; not a stable API.
 #[doc(hidden)]
@@ -83,14 +85,16 @@ pub use config::{ContextOptions, PinningPlan, WaitStrategy, SPIN_LIMIT, YIELD_LI
 pub use context::ContextRef;
 pub use correlator::{
     Correlator, CorrelatorBuilder, DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_CHANNELS,
-    DEFAULT_MAX_CONTEXTS,
+    DEFAULT_MAX_CONTEXTS, DEFAULT_TICK_RATE,
 };
 pub use error::{Error, SendError, SendErrorKind};
 pub use event::Event;
+pub use expr::{at, not, wait, Expr, Match};
 pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRecvError};
 pub use monitor::{DieReason, ListenerHandle, Monitor, Scope};
 pub use pattern::Pattern;
 pub use status::{ContextStatus, Status, Totals};
+pub use time::Time;
 
 /// The README's embedding example, compiled and run as a doc test so that it stays true.
 #[cfg(doctest)]

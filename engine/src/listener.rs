@@ -14,16 +14,17 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::context::Handler;
+use crate::context::{Handler, MatchHandler};
 use crate::event::Event;
-use crate::pattern::{Expr, Pattern, Template};
+use crate::expr::ExprListener;
+use crate::pattern::Template;
 
 /// How a listener fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// `on`: fires once, then ends.
+    /// `on` / `when`: fires once, then ends.
     Once,
-    /// `on_all`: fires on every match until quit.
+    /// `on_all` / `when_all`: fires on every match until quit.
     All,
     /// `unmatched`: fires for events that no ordinary listener of the context matched.
     Unmatched,
@@ -31,22 +32,75 @@ pub(crate) enum Mode {
     Completed,
 }
 
+/// What a listener waits for, with the handler of the matching shape.
+pub(crate) enum Body<E: Event> {
+    /// One template; the handler gets the event.
+    Template {
+        template: Template<E>,
+        handler: Handler<E>,
+    },
+    /// An event expression; the handler gets the match.
+    Expr {
+        expr: ExprListener<E>,
+        handler: MatchHandler<E>,
+    },
+}
+
 pub(crate) struct ListenerSlot<E: Event> {
     pub(crate) handle: u64,
     pub(crate) instance: u32,
-    pub(crate) bucket: u32,
     pub(crate) mode: Mode,
-    pub(crate) template: Template<E>,
-    pub(crate) handler: Handler<E>,
+    pub(crate) body: Body<E>,
+    /// Where the slot is listed: `(bucket, key)`.
+    regs: Vec<(u32, Option<u64>)>,
     pub(crate) alive: bool,
+}
+
+/// The listeners of one event kind in one mode: unkeyed ones, and keyed ones by key; each list in
+/// registration order.
+#[derive(Default)]
+pub(crate) struct Lists {
+    pub(crate) plain: Vec<u32>,
+    pub(crate) keyed: KindMap<u64, Vec<u32>>,
+}
+
+impl Lists {
+    fn list_mut(&mut self, key: Option<u64>) -> &mut Vec<u32> {
+        match key {
+            None => &mut self.plain,
+            Some(k) => self.keyed.entry(k).or_default(),
+        }
+    }
+
+    /// Whether no listener is registered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.plain.is_empty() && self.keyed.is_empty()
+    }
 }
 
 #[derive(Default)]
 pub(crate) struct Bucket {
-    pub(crate) ordinary: Vec<u32>,
-    pub(crate) unmatched: Vec<u32>,
-    pub(crate) completed: Vec<u32>,
-    dirty: bool,
+    pub(crate) ordinary: Lists,
+    pub(crate) unmatched: Lists,
+    pub(crate) completed: Lists,
+}
+
+impl Bucket {
+    pub(crate) fn lists(&self, mode: Mode) -> &Lists {
+        match mode {
+            Mode::Once | Mode::All => &self.ordinary,
+            Mode::Unmatched => &self.unmatched,
+            Mode::Completed => &self.completed,
+        }
+    }
+
+    fn lists_mut(&mut self, mode: Mode) -> &mut Lists {
+        match mode {
+            Mode::Once | Mode::All => &mut self.ordinary,
+            Mode::Unmatched => &mut self.unmatched,
+            Mode::Completed => &mut self.completed,
+        }
+    }
 }
 
 /// A small, fast hasher for event kinds (the multiply-rotate of rustc's `FxHasher`): kinds are
@@ -96,7 +150,8 @@ pub(crate) struct ListenerTable<E: Event> {
     by_handle: HashMap<u64, u32>,
     kinds: KindMap<E::Kind, u32>,
     pub(crate) buckets: Vec<Bucket>,
-    dirty: Vec<u32>,
+    /// Lists holding dead listeners: `(bucket, mode, key)`, compacted between dispatches.
+    dirty: Vec<(u32, Mode, Option<u64>)>,
     /// Live listeners in the table.
     pub(crate) live: usize,
 }
@@ -122,28 +177,34 @@ impl<E: Event> ListenerTable<E> {
         self.kinds.get(kind).map(|&b| b as usize)
     }
 
-    /// Adds a listener; returns its slot.
+    fn bucket_for(&mut self, kind: E::Kind) -> u32 {
+        let next = self.buckets.len() as u32;
+        let b = *self.kinds.entry(kind).or_insert(next);
+        if b == next {
+            self.buckets.push(Bucket::default());
+        }
+        b
+    }
+
+    /// Adds a listener listed under every `(kind, key)` of `index`; returns its slot.
     pub(crate) fn insert(
         &mut self,
         handle: u64,
         instance: u32,
         mode: Mode,
-        pattern: Pattern<E>,
-        handler: Handler<E>,
+        body: Body<E>,
+        index: &[(E::Kind, Option<u64>)],
     ) -> u32 {
-        let Expr::Template(template) = pattern.expr;
-        let next_bucket = self.buckets.len() as u32;
-        let bucket = *self.kinds.entry(template.kind).or_insert(next_bucket);
-        if bucket == next_bucket {
-            self.buckets.push(Bucket::default());
-        }
+        let regs: Vec<(u32, Option<u64>)> = index
+            .iter()
+            .map(|&(kind, key)| (self.bucket_for(kind), key))
+            .collect();
         let slot = ListenerSlot {
             handle,
             instance,
-            bucket,
             mode,
-            template,
-            handler,
+            body,
+            regs,
             alive: true,
         };
         let index = match self.free.pop() {
@@ -156,11 +217,13 @@ impl<E: Event> ListenerTable<E> {
                 (self.slots.len() - 1) as u32
             }
         };
-        let b = &mut self.buckets[bucket as usize];
-        match mode {
-            Mode::Once | Mode::All => b.ordinary.push(index),
-            Mode::Unmatched => b.unmatched.push(index),
-            Mode::Completed => b.completed.push(index),
+        if let Some(slot) = &self.slots[index as usize] {
+            for &(b, key) in &slot.regs {
+                self.buckets[b as usize]
+                    .lists_mut(mode)
+                    .list_mut(key)
+                    .push(index);
+            }
         }
         self.by_handle.insert(handle, index);
         self.live += 1;
@@ -172,6 +235,14 @@ impl<E: Event> ListenerTable<E> {
         self.by_handle.get(&handle).copied()
     }
 
+    /// The handle of the listener in `slot` (for merging keyed and unkeyed lists in order).
+    #[inline]
+    pub(crate) fn handle_at(&self, slot: u32) -> u64 {
+        self.slots[slot as usize]
+            .as_ref()
+            .map_or(u64::MAX, |l| l.handle)
+    }
+
     /// Marks a listener dead; returns its instance if it was alive.
     pub(crate) fn kill(&mut self, slot: u32) -> Option<u32> {
         let l = self.slots.get_mut(slot as usize)?.as_mut()?;
@@ -181,33 +252,36 @@ impl<E: Event> ListenerTable<E> {
         l.alive = false;
         self.live -= 1;
         self.by_handle.remove(&l.handle);
-        let b = &mut self.buckets[l.bucket as usize];
-        if !b.dirty {
-            b.dirty = true;
-            self.dirty.push(l.bucket);
+        for &(b, key) in &l.regs {
+            self.dirty.push((b, l.mode, key));
         }
         Some(l.instance)
     }
 
-    /// Removes dead listeners from their buckets and frees their slots. Call only between dispatches.
+    /// Removes dead listeners from the lists that hold them and frees their slots. Call only between
+    /// dispatches.
     pub(crate) fn compact(&mut self) {
-        while let Some(b) = self.dirty.pop() {
+        while let Some((b, mode, key)) = self.dirty.pop() {
             let slots = &mut self.slots;
             let free = &mut self.free;
-            let bucket = &mut self.buckets[b as usize];
-            bucket.dirty = false;
-            for list in [
-                &mut bucket.ordinary,
-                &mut bucket.unmatched,
-                &mut bucket.completed,
-            ] {
-                list.retain(|&s| {
-                    let alive = slots[s as usize].as_ref().is_some_and(|l| l.alive);
-                    if !alive && slots[s as usize].take().is_some() {
-                        free.push(s);
+            let lists = self.buckets[b as usize].lists_mut(mode);
+            let keep = |s: &u32| {
+                let alive = slots[*s as usize].as_ref().is_some_and(|l| l.alive);
+                if !alive && slots[*s as usize].take().is_some() {
+                    free.push(*s);
+                }
+                alive
+            };
+            match key {
+                None => lists.plain.retain(keep),
+                Some(k) => {
+                    if let Some(list) = lists.keyed.get_mut(&k) {
+                        list.retain(keep);
+                        if list.is_empty() {
+                            lists.keyed.remove(&k);
+                        }
                     }
-                    alive
-                });
+                }
             }
         }
     }

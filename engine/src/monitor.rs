@@ -17,12 +17,14 @@ use std::marker::PhantomData;
 
 use crate::channel::Channel;
 use crate::config::ContextOptions;
-use crate::context::{ContextRef, Effects, Entry, Handler, NewInstance, Op};
+use crate::context::{ContextRef, Effects, Entry, Handler, MatchHandler, NewInstance, Op, Spec};
 use crate::deliver::Wait;
 use crate::error::{Error, SendError};
 use crate::event::Event;
+use crate::expr::{Expr, Match};
 use crate::listener::Mode;
 use crate::pattern::Pattern;
+use crate::time::Time;
 
 /// Why a monitor instance ended.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -119,6 +121,22 @@ where
             f(m, &mut Scope::new(fx), e);
         }
     })
+}
+
+fn erase_match_handler<E, M, F>(mut f: F) -> MatchHandler<E>
+where
+    E: Event,
+    M: 'static,
+    F: FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+{
+    Box::new(
+        move |state: &mut dyn Any, fx: &mut Effects<E>, m: &Match<E>| {
+            // Invariant: as for `erase_handler`.
+            if let Some(s) = state.downcast_mut::<M>() {
+                f(s, &mut Scope::new(fx), m);
+            }
+        },
+    )
 }
 
 fn on_die_hook<E: Event, M: Monitor<E>>(
@@ -251,26 +269,59 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         crate::correlator::create_context(&shared, options, true)
     }
 
-    fn listen(
-        &mut self,
-        mode: Mode,
-        pattern: Pattern<E>,
-        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
-    ) -> ListenerHandle {
+    fn register(&mut self, mode: Mode, spec: Spec<E>) -> ListenerHandle {
         let id = self.fx.next_handle;
         self.fx.next_handle += 1;
         let op = Op::Listen {
             handle: id,
             instance: self.fx.current,
             mode,
-            pattern,
-            handler: erase_handler(handler),
+            spec,
         };
         self.fx.ops.push(op);
         ListenerHandle {
             context: self.fx.me,
             id,
         }
+    }
+
+    fn listen(
+        &mut self,
+        mode: Mode,
+        pattern: Pattern<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        self.register(mode, Spec::Template(pattern, erase_handler(handler)))
+    }
+
+    /// The context's logical time: the time of the last clock tick it took (R7.1). It does not
+    /// change while one inbox entry is processed, so it is also the time at which the current event
+    /// was taken; during a timer's handler it is the timer's trigger time.
+    pub fn now(&self) -> Time {
+        self.fx.now
+    }
+
+    /// Registers a listener for an event expression (R7.3) that fires once, for the first match,
+    /// then ends. It also ends, without firing, once the expression can no longer match.
+    pub fn when(
+        &mut self,
+        expr: impl Into<Expr<E>>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+    ) -> ListenerHandle {
+        let spec = Spec::Expr(expr.into(), erase_match_handler(handler));
+        self.register(Mode::Once, spec)
+    }
+
+    /// Registers a listener for an event expression (R7.3) that fires for every match until quit:
+    /// a new match starts as soon as the previous one made progress, so `when_all(a.then(b))`
+    /// starts a match at every `a`, and `when_all(wait(d))` fires every `d`.
+    pub fn when_all(
+        &mut self,
+        expr: impl Into<Expr<E>>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+    ) -> ListenerHandle {
+        let spec = Spec::Expr(expr.into(), erase_match_handler(handler));
+        self.register(Mode::All, spec)
     }
 
     /// Registers a listener that fires once on the next event matching `pattern`, then ends (R6.3).
@@ -363,7 +414,7 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
                 self.fx.stats.sent += 1;
                 Ok(())
             }
-            Err((kind, _)) => Err(crate::deliver::kind_to_error(kind, ctx)),
+            Err(kind) => Err(crate::deliver::kind_to_error(kind, ctx)),
         }
     }
 }

@@ -1,104 +1,143 @@
-//! Patterns: what a listener waits for.
+//! Templates: an event kind, an optional key, and optional filters (SPEC R6.3, R6.9, R7.3).
 //!
-//! Today a pattern is one *template*: an event kind plus an optional filter on the event's fields.
-//! The type is opaque on purpose: event expressions (followed-by, `and`, `or`, `not`, `within`, SPEC
-//! R7.3) are further variants of the private `Expr`, built through methods on [`Pattern`], so the
-//! listener API (`on`, `on_all`, ...) does not change when they arrive.
+//! A [`Pattern`] is what `on`, `on_all`, `unmatched` and `completed` listen for. It is also the leaf
+//! of an event expression: `Pattern`'s combinators ([`then`](Pattern::then), [`and`](Pattern::and),
+//! [`or`](Pattern::or), [`within`](Pattern::within)) build an [`Expr`](crate::Expr) for `when` and
+//! `when_all` (see the `expr` module for the grammar).
+//!
+//! A template with a [`key`](Pattern::key) is indexed by that key: delivering an event costs the same
+//! whether 1 or 100,000 listeners wait on other keys of its kind.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::event::Event;
+use crate::expr::Expr;
 
 type Filter<E> = Box<dyn Fn(&E) -> bool + Send>;
 
-/// A template: an event kind and an optional filter.
+/// A template: an event kind, an optional key and an optional filter.
 pub(crate) struct Template<E: Event> {
     pub(crate) kind: E::Kind,
+    pub(crate) key: Option<u64>,
     filter: Option<Filter<E>>,
 }
 
 impl<E: Event> Template<E> {
+    /// Whether `event` (already known to be of this template's kind) matches key and filter.
     #[inline]
-    pub(crate) fn matches(&self, event: &E) -> bool {
+    pub(crate) fn matches_same_kind(&self, event: &E) -> bool {
+        if let Some(k) = self.key {
+            if event.key() != Some(k) {
+                return false;
+            }
+        }
         match &self.filter {
             None => true,
             Some(f) => f(event),
         }
     }
+
+    /// Whether `event` matches (kind included).
+    #[inline]
+    pub(crate) fn matches(&self, event: &E) -> bool {
+        self.kind == event.kind() && self.matches_same_kind(event)
+    }
 }
 
-pub(crate) enum Expr<E: Event> {
-    Template(Template<E>),
-}
-
-/// What a listener matches.
+/// What a listener matches: every event of one kind, narrowed by an optional key and filters.
 ///
 /// ```
 /// use correlator::{Event, Pattern};
 /// #[derive(Clone, Debug)]
-/// struct Trade { symbol: u32, price: f64 }
+/// struct Trade { symbol: u64, price: f64 }
 /// impl Event for Trade {
 ///     type Kind = ();
 ///     fn kind(&self) {}
+///     fn key(&self) -> Option<u64> { Some(self.symbol) }
 /// }
-/// // Every trade of symbol 7 above 100.
-/// let p = Pattern::<Trade>::kind(()).filter(|t| t.symbol == 7).filter(|t| t.price > 100.0);
+/// // Every trade of symbol 7 (indexed by key) above 100.
+/// let p = Pattern::<Trade>::kind(()).key(7).filter(|t| t.price > 100.0);
 /// assert!(p.matches(&Trade { symbol: 7, price: 101.0 }));
 /// assert!(!p.matches(&Trade { symbol: 7, price: 99.0 }));
+/// assert!(!p.matches(&Trade { symbol: 8, price: 101.0 }));
 /// ```
 pub struct Pattern<E: Event> {
-    pub(crate) expr: Expr<E>,
+    pub(crate) template: Template<E>,
 }
 
 impl<E: Event> Pattern<E> {
     /// Every event of `kind`.
     pub fn kind(kind: E::Kind) -> Self {
         Self {
-            expr: Expr::Template(Template { kind, filter: None }),
+            template: Template {
+                kind,
+                key: None,
+                filter: None,
+            },
         }
+    }
+
+    /// Only events whose [`Event::key`] is `Some(key)`. Keyed templates are dispatched through a hash
+    /// index (R6.9).
+    pub fn key(mut self, key: u64) -> Self {
+        self.template.key = Some(key);
+        self
     }
 
     /// Narrows the pattern to events for which `f` returns true (filters combine with *and*).
     pub fn filter(self, f: impl Fn(&E) -> bool + Send + 'static) -> Self {
-        match self.expr {
-            Expr::Template(Template { kind, filter }) => {
-                let filter: Filter<E> = match filter {
-                    None => Box::new(f),
-                    Some(prev) => Box::new(move |e| prev(e) && f(e)),
-                };
-                Self {
-                    expr: Expr::Template(Template {
-                        kind,
-                        filter: Some(filter),
-                    }),
-                }
-            }
+        let Template { kind, key, filter } = self.template;
+        let filter: Filter<E> = match filter {
+            None => Box::new(f),
+            Some(prev) => Box::new(move |e| prev(e) && f(e)),
+        };
+        Self {
+            template: Template {
+                kind,
+                key,
+                filter: Some(filter),
+            },
         }
     }
 
     /// The event kind this pattern is indexed under.
     pub fn event_kind(&self) -> E::Kind {
-        match &self.expr {
-            Expr::Template(t) => t.kind,
-        }
+        self.template.kind
     }
 
-    /// Whether `event` matches this pattern on its own (kind and filters).
+    /// Whether `event` matches this pattern (kind, key and filters).
     pub fn matches(&self, event: &E) -> bool {
-        match &self.expr {
-            Expr::Template(t) => t.kind == event.kind() && t.matches(event),
-        }
+        self.template.matches(event)
+    }
+
+    /// `self -> next`: this template, then `next` (see [`Expr::then`]).
+    pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).then(next)
+    }
+
+    /// Both this template and `other`, in any order (see [`Expr::and`]).
+    pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).and(other)
+    }
+
+    /// This template or `other` (see [`Expr::or`]).
+    pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).or(other)
+    }
+
+    /// This template, within `d` of the moment it starts being looked for (see [`Expr::within`]).
+    pub fn within(self, d: Duration) -> Expr<E> {
+        Expr::from(self).within(d)
     }
 }
 
 impl<E: Event> fmt::Debug for Pattern<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.expr {
-            Expr::Template(t) => f
-                .debug_struct("Pattern")
-                .field("kind", &t.kind)
-                .field("filtered", &t.filter.is_some())
-                .finish(),
-        }
+        f.debug_struct("Pattern")
+            .field("kind", &self.template.kind)
+            .field("key", &self.template.key)
+            .field("filtered", &self.template.filter.is_some())
+            .finish()
     }
 }

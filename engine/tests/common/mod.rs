@@ -109,10 +109,12 @@ impl Monitor<Ev> for Script {
     }
 }
 
-/// A correlator with a small capacity, for tests.
+/// A correlator with a small capacity and externally driven time (so that no clock tick enters
+/// an inbox unless the test sends it), for tests.
 pub fn correlator(capacity: usize) -> Correlator<Ev> {
     Correlator::builder()
         .inbox_capacity(capacity)
+        .external_time()
         .build()
         .expect("valid test configuration")
 }

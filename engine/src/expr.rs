@@ -1,0 +1,686 @@
+//! Event expressions (SPEC R7.3) and their evaluation.
+//!
+//! # Grammar
+//! ```text
+//! expr := template                 an event: Pattern::kind(k).key(..).filter(..)
+//!       | wait(d)                  a timer: d after the expression starts being evaluated
+//!       | at(t)                    a timer: when the context's logical clock reaches t
+//!       | expr.then(expr)          followed-by (a -> b): b is looked for only after a matched
+//!       | expr.and(expr)           both, in any order
+//!       | expr.or(expr)            either
+//!       | not(expr)                holds until expr matches, then fails (use it with `and`)
+//!       | expr.within(d)           expr must match within d of the moment it starts
+//! ```
+//! Each primary matches once: a template matches the first matching event after it starts, a timer
+//! fires once. `within(d)` expires when the clock reaches the bound: an event taken at a logical time
+//! before `start + d` counts, a tick to exactly `start + d` ends it. `not(x).within(d)` matches at
+//! the bound if `x` did not happen ("no heartbeat for 5 s").
+//!
+//! ```
+//! use std::time::Duration;
+//! use correlator::{not, wait, Event, Expr, Pattern};
+//! # #[derive(Clone, Debug)] struct Ev(u32);
+//! # impl Event for Ev { type Kind = u32; fn kind(&self) -> u32 { self.0 } }
+//! let spike = Pattern::<Ev>::kind(1);
+//! let drop = Pattern::<Ev>::kind(2);
+//! // A spike followed by a drop within 5 s.
+//! let alert: Expr<Ev> = spike.then(drop.within(Duration::from_secs(5)));
+//! // No heartbeat (kind 3) for 5 s.
+//! let silent: Expr<Ev> = wait(Duration::from_secs(5)).and(not(Pattern::kind(3)));
+//! # let _ = (alert, silent);
+//! ```
+//!
+//! # Listening
+//! [`Scope::when`](crate::Scope::when) fires once for the first match and then ends;
+//! [`Scope::when_all`](crate::Scope::when_all) fires for every match: it keeps one *fresh* matcher
+//! that has seen nothing yet, and as soon as it makes progress (`a` in `a.then(b)`, say), another
+//! fresh one starts, so `when_all(a.then(b))` starts a new match at every `a`; a repeating timer
+//! (`when_all(wait(d))`) fires every `d`, and a large jump of the clock fires every due occurrence in
+//! order. A listener that can no longer fire (its expression failed, and for `when_all` its fresh
+//! matcher failed too) is removed.
+//!
+//! # Evaluation
+//! An expression is flattened into a vector of definitions; a matcher is a tree of small states
+//! mirroring it, created lazily (the right side of `then` only when the left side matched, with its
+//! own start time). Every state ends as `Matched` or `Failed` and keeps that result. Timers are
+//! registered with the context's timer queue and come back as time stimuli, in trigger-time order,
+//! then creation order.
+
+use std::time::Duration;
+
+use crate::event::Event;
+use crate::pattern::{Pattern, Template};
+use crate::time::Time;
+
+pub(crate) enum Def<E: Event> {
+    Leaf(Template<E>),
+    Wait(Duration),
+    At(Time),
+    Then(usize, usize),
+    And(usize, usize),
+    Or(usize, usize),
+    Not(usize),
+    Within(usize, Duration),
+}
+
+enum Node<E: Event> {
+    Leaf(Template<E>),
+    Wait(Duration),
+    At(Time),
+    Then(Box<Node<E>>, Box<Node<E>>),
+    And(Box<Node<E>>, Box<Node<E>>),
+    Or(Box<Node<E>>, Box<Node<E>>),
+    Not(Box<Node<E>>),
+    Within(Box<Node<E>>, Duration),
+}
+
+/// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
+/// [`not`] (see the module docs for the grammar).
+pub struct Expr<E: Event> {
+    root: Node<E>,
+}
+
+impl<E: Event> From<Pattern<E>> for Expr<E> {
+    fn from(p: Pattern<E>) -> Self {
+        Expr {
+            root: Node::Leaf(p.template),
+        }
+    }
+}
+
+/// A timer primary: fires `d` after the expression (or the part of it) starts being evaluated.
+pub fn wait<E: Event>(d: Duration) -> Expr<E> {
+    Expr {
+        root: Node::Wait(d),
+    }
+}
+
+/// A timer primary: fires when the context's logical clock reaches `t`.
+pub fn at<E: Event>(t: Time) -> Expr<E> {
+    Expr { root: Node::At(t) }
+}
+
+/// Holds until `x` matches, then fails: `a.and(not(b))` matches `a` unless `b` comes first.
+pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
+    Expr {
+        root: Node::Not(Box::new(x.into().root)),
+    }
+}
+
+impl<E: Event> Expr<E> {
+    /// Followed-by (`self -> next`): `next` is looked for only after `self` matched.
+    pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
+        Expr {
+            root: Node::Then(Box::new(self.root), Box::new(next.into().root)),
+        }
+    }
+
+    /// Both, in any order.
+    pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr {
+            root: Node::And(Box::new(self.root), Box::new(other.into().root)),
+        }
+    }
+
+    /// Either.
+    pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr {
+            root: Node::Or(Box::new(self.root), Box::new(other.into().root)),
+        }
+    }
+
+    /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
+    /// the bound.
+    pub fn within(self, d: Duration) -> Expr<E> {
+        Expr {
+            root: Node::Within(Box::new(self.root), d),
+        }
+    }
+
+    /// Flattens the tree: children before parents; the root is the last definition.
+    pub(crate) fn compile(self) -> Vec<Def<E>> {
+        fn go<E: Event>(n: Node<E>, out: &mut Vec<Def<E>>) -> usize {
+            let d = match n {
+                Node::Leaf(t) => Def::Leaf(t),
+                Node::Wait(d) => Def::Wait(d),
+                Node::At(t) => Def::At(t),
+                Node::Then(a, b) => Def::Then(go(*a, out), go(*b, out)),
+                Node::And(a, b) => Def::And(go(*a, out), go(*b, out)),
+                Node::Or(a, b) => Def::Or(go(*a, out), go(*b, out)),
+                Node::Not(a) => Def::Not(go(*a, out)),
+                Node::Within(a, d) => Def::Within(go(*a, out), d),
+            };
+            out.push(d);
+            out.len() - 1
+        }
+        let mut out = Vec::new();
+        go(self.root, &mut out);
+        out
+    }
+}
+
+/// A completed match, handed to `when`/`when_all` handlers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Match<E> {
+    /// The events that matched the expression's templates, in expression order (left to right).
+    pub events: Vec<E>,
+    /// The logical time at which the match completed.
+    pub time: Time,
+}
+
+/// What happened to an expression (or part of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Pending,
+    Matched,
+    Failed,
+    /// A `not` that has not failed: counts as matched inside `and`, pending elsewhere.
+    Holding,
+}
+
+/// What a matcher is stepped with.
+pub(crate) enum Stimulus<'a, E> {
+    Event(&'a E),
+    Time(Time),
+}
+
+impl<E> Clone for Stimulus<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Stimulus<'_, E> {}
+
+enum StateKind<E> {
+    Leaf {
+        def: usize,
+        got: Option<E>,
+    },
+    Timer {
+        due: Time,
+    },
+    Then {
+        left: Box<State<E>>,
+        right_def: usize,
+        right: Option<Box<State<E>>>,
+    },
+    And(Box<State<E>>, Box<State<E>>),
+    Or(Box<State<E>>, Box<State<E>>),
+    Not(Box<State<E>>),
+    Within {
+        inner: Box<State<E>>,
+        deadline: Time,
+    },
+}
+
+pub(crate) struct State<E> {
+    kind: StateKind<E>,
+    /// `Matched` or `Failed` once final.
+    fin: Option<Status>,
+}
+
+/// Side effects of stepping a matcher.
+pub(crate) struct StepOut {
+    /// Timers the new states need, as trigger times.
+    pub(crate) timers: Vec<Time>,
+    /// Whether any state changed (an event was consumed or a timer fired).
+    pub(crate) progressed: bool,
+}
+
+impl<E: Event> State<E> {
+    /// Creates the state of definition `def`, started at `now`.
+    pub(crate) fn start(defs: &[Def<E>], def: usize, now: Time, out: &mut StepOut) -> Self {
+        let kind = match &defs[def] {
+            Def::Leaf(_) => StateKind::Leaf { def, got: None },
+            Def::Wait(d) => {
+                let due = now + *d;
+                out.timers.push(due);
+                StateKind::Timer { due }
+            }
+            Def::At(t) => {
+                out.timers.push(*t);
+                StateKind::Timer { due: *t }
+            }
+            Def::Then(a, b) => StateKind::Then {
+                left: Box::new(Self::start(defs, *a, now, out)),
+                right_def: *b,
+                right: None,
+            },
+            Def::And(a, b) => StateKind::And(
+                Box::new(Self::start(defs, *a, now, out)),
+                Box::new(Self::start(defs, *b, now, out)),
+            ),
+            Def::Or(a, b) => StateKind::Or(
+                Box::new(Self::start(defs, *a, now, out)),
+                Box::new(Self::start(defs, *b, now, out)),
+            ),
+            Def::Not(a) => StateKind::Not(Box::new(Self::start(defs, *a, now, out))),
+            Def::Within(a, d) => {
+                let deadline = now + *d;
+                out.timers.push(deadline);
+                StateKind::Within {
+                    inner: Box::new(Self::start(defs, *a, now, out)),
+                    deadline,
+                }
+            }
+        };
+        State { kind, fin: None }
+    }
+
+    /// Steps this state with `stim` at logical time `now`.
+    pub(crate) fn step(
+        &mut self,
+        defs: &[Def<E>],
+        stim: Stimulus<'_, E>,
+        now: Time,
+        out: &mut StepOut,
+    ) -> Status {
+        if let Some(s) = self.fin {
+            return s;
+        }
+        let status = match &mut self.kind {
+            StateKind::Leaf { def, got } => match (stim, &defs[*def]) {
+                (Stimulus::Event(e), Def::Leaf(t)) if t.matches(e) => {
+                    *got = Some(e.clone());
+                    out.progressed = true;
+                    Status::Matched
+                }
+                _ => Status::Pending,
+            },
+            StateKind::Timer { due } => match stim {
+                Stimulus::Time(t) if t >= *due => {
+                    out.progressed = true;
+                    Status::Matched
+                }
+                _ => Status::Pending,
+            },
+            StateKind::Then {
+                left,
+                right_def,
+                right,
+            } => match right {
+                Some(r) => r.step(defs, stim, now, out),
+                None => match left.step(defs, stim, now, out) {
+                    Status::Matched => {
+                        // The right side starts now and does not see the stimulus that completed
+                        // the left side.
+                        let r = Box::new(State::start(defs, *right_def, now, out));
+                        let s = r.initial();
+                        *right = Some(r);
+                        s
+                    }
+                    Status::Failed => Status::Failed,
+                    Status::Pending | Status::Holding => Status::Pending,
+                },
+            },
+            StateKind::And(a, b) => {
+                let sa = a.step(defs, stim, now, out);
+                let sb = b.step(defs, stim, now, out);
+                combine_and(sa, sb)
+            }
+            StateKind::Or(a, b) => {
+                let sa = a.step(defs, stim, now, out);
+                let sb = b.step(defs, stim, now, out);
+                match (sa, sb) {
+                    (Status::Matched, _) | (_, Status::Matched) => Status::Matched,
+                    (Status::Failed, Status::Failed) => Status::Failed,
+                    _ => Status::Pending,
+                }
+            }
+            StateKind::Not(x) => match x.step(defs, stim, now, out) {
+                Status::Matched => {
+                    out.progressed = true;
+                    Status::Failed
+                }
+                _ => Status::Holding,
+            },
+            StateKind::Within { inner, deadline } => {
+                let s = inner.step(defs, stim, now, out);
+                let expired = matches!(stim, Stimulus::Time(t) if t >= *deadline);
+                match s {
+                    Status::Matched => Status::Matched,
+                    Status::Failed => Status::Failed,
+                    Status::Holding if expired => {
+                        out.progressed = true;
+                        Status::Matched
+                    }
+                    _ if expired => {
+                        out.progressed = true;
+                        Status::Failed
+                    }
+                    other => other,
+                }
+            }
+        };
+        if matches!(status, Status::Matched | Status::Failed) {
+            self.fin = Some(status);
+        }
+        status
+    }
+
+    /// The status of a state just started (before any stimulus).
+    fn initial(&self) -> Status {
+        match &self.kind {
+            StateKind::Not(_) => Status::Holding,
+            StateKind::And(a, b) => combine_and(a.initial(), b.initial()),
+            _ => Status::Pending,
+        }
+    }
+
+    /// The events the templates matched, left to right.
+    pub(crate) fn collect(&self, out: &mut Vec<E>)
+    where
+        E: Clone,
+    {
+        match &self.kind {
+            StateKind::Leaf { got, .. } => out.extend(got.iter().cloned()),
+            StateKind::Timer { .. } => {}
+            StateKind::Then { left, right, .. } => {
+                left.collect(out);
+                if let Some(r) = right {
+                    r.collect(out);
+                }
+            }
+            StateKind::And(a, b) | StateKind::Or(a, b) => {
+                a.collect(out);
+                b.collect(out);
+            }
+            StateKind::Not(_) => {}
+            StateKind::Within { inner, .. } => inner.collect(out),
+        }
+    }
+}
+
+fn combine_and(a: Status, b: Status) -> Status {
+    use Status::*;
+    match (a, b) {
+        (Failed, _) | (_, Failed) => Failed,
+        (Matched, Matched) | (Matched, Holding) | (Holding, Matched) => Matched,
+        (Holding, Holding) => Holding,
+        _ => Pending,
+    }
+}
+
+/// The templates of an expression: `(kind, key)` of every leaf, for the listener index.
+pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, Option<u64>)> {
+    let mut v: Vec<(E::Kind, Option<u64>)> = Vec::new();
+    for d in defs {
+        if let Def::Leaf(t) = d {
+            if !v.iter().any(|(k, key)| *k == t.kind && *key == t.key) {
+                v.push((t.kind, t.key));
+            }
+        }
+    }
+    v
+}
+
+/// The matchers of one expression listener (see the module docs for `when` vs `when_all`).
+pub(crate) struct ExprListener<E: Event> {
+    defs: Vec<Def<E>>,
+    /// Active matchers; for `when_all` the last one is the fresh one (if `fresh`).
+    matchers: Vec<State<E>>,
+    all: bool,
+    /// Whether the last matcher has seen nothing yet (`when_all` only).
+    fresh: bool,
+}
+
+impl<E: Event> ExprListener<E> {
+    pub(crate) fn new(expr: Expr<E>, all: bool, now: Time, out: &mut StepOut) -> Self {
+        let defs = expr.compile();
+        let root = defs.len() - 1;
+        let first = State::start(&defs, root, now, out);
+        Self {
+            defs,
+            matchers: vec![first],
+            all,
+            fresh: all,
+        }
+    }
+
+    pub(crate) fn leaves(&self) -> Vec<(E::Kind, Option<u64>)> {
+        leaves(&self.defs)
+    }
+
+    /// Steps every matcher; pushes completed matches to `fired`. Returns whether the stimulus
+    /// advanced anything, and whether the listener can still fire.
+    pub(crate) fn step(
+        &mut self,
+        stim: Stimulus<'_, E>,
+        now: Time,
+        out: &mut StepOut,
+        fired: &mut Vec<Match<E>>,
+    ) -> (bool, bool) {
+        let root = self.defs.len() - 1;
+        let mut progressed_any = false;
+        let mut i = 0;
+        let mut restart = false;
+        while i < self.matchers.len() {
+            let is_fresh = self.fresh && i + 1 == self.matchers.len();
+            out.progressed = false;
+            let status = self.matchers[i].step(&self.defs, stim, now, out);
+            progressed_any |= out.progressed;
+            match status {
+                Status::Matched => {
+                    let m = self.matchers.remove(i);
+                    let mut events = Vec::new();
+                    m.collect(&mut events);
+                    fired.push(Match { events, time: now });
+                    if is_fresh {
+                        restart = true;
+                    }
+                }
+                Status::Failed => {
+                    self.matchers.remove(i);
+                    if is_fresh {
+                        // The expression can no longer start a match: no new fresh matcher.
+                        self.fresh = false;
+                    }
+                }
+                Status::Pending | Status::Holding => {
+                    if is_fresh && out.progressed {
+                        restart = true;
+                    }
+                    i += 1;
+                }
+            }
+            if !self.all && !fired.is_empty() {
+                self.matchers.clear();
+                return (true, false);
+            }
+        }
+        if restart && self.all {
+            out.progressed = false;
+            let fresh = State::start(&self.defs, root, now, out);
+            self.matchers.push(fresh);
+            self.fresh = true;
+        }
+        (progressed_any, !self.matchers.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Ev(u32, u64);
+    impl Event for Ev {
+        type Kind = u32;
+        fn kind(&self) -> u32 {
+            self.0
+        }
+    }
+
+    fn p(k: u32) -> Pattern<Ev> {
+        Pattern::kind(k)
+    }
+
+    struct Run {
+        l: ExprListener<Ev>,
+        timers: Vec<Time>,
+        log: Vec<String>,
+        alive: bool,
+    }
+
+    impl Run {
+        fn new(e: Expr<Ev>, all: bool) -> Self {
+            let mut out = StepOut {
+                timers: Vec::new(),
+                progressed: false,
+            };
+            let l = ExprListener::new(e, all, Time::ZERO, &mut out);
+            Self {
+                l,
+                timers: out.timers,
+                log: Vec::new(),
+                alive: true,
+            }
+        }
+
+        fn feed(&mut self, stim: Stimulus<'_, Ev>, now: Time) {
+            let mut out = StepOut {
+                timers: Vec::new(),
+                progressed: false,
+            };
+            let mut fired = Vec::new();
+            let (_, alive) = self.l.step(stim, now, &mut out, &mut fired);
+            self.alive = alive;
+            self.timers.extend(out.timers);
+            for m in fired {
+                let vals: Vec<String> = m
+                    .events
+                    .iter()
+                    .map(|e| format!("{}.{}", e.0, e.1))
+                    .collect();
+                self.log
+                    .push(format!("@{} [{}]", m.time.as_nanos(), vals.join(" ")));
+            }
+        }
+
+        fn ev(&mut self, k: u32, v: u64, now: u64) {
+            self.feed(Stimulus::Event(&Ev(k, v)), Time::from_nanos(now));
+        }
+
+        fn tick(&mut self, now: u64) {
+            self.feed(Stimulus::Time(Time::from_nanos(now)), Time::from_nanos(now));
+        }
+    }
+
+    // R7.3: followed-by matches the first a, then the first b after it.
+    #[test]
+    fn r7_3_followed_by_once() {
+        let mut r = Run::new(p(1).then(p(2)), false);
+        r.ev(2, 0, 1);
+        r.ev(1, 1, 2);
+        r.ev(1, 2, 3);
+        r.ev(2, 3, 4);
+        assert_eq!(r.log, ["@4 [1.1 2.3]"]);
+        assert!(!r.alive, "an `on` listener ends after it fired");
+    }
+
+    // R7.3: when_all(a -> b) starts a new match at every a.
+    #[test]
+    fn r7_3_all_followed_by_starts_at_every_a() {
+        let mut r = Run::new(p(1).then(p(2)), true);
+        r.ev(1, 1, 1);
+        r.ev(1, 2, 2);
+        r.ev(2, 3, 3);
+        r.ev(2, 4, 4);
+        assert_eq!(r.log, ["@3 [1.1 2.3]", "@3 [1.2 2.3]"]);
+        assert!(r.alive);
+    }
+
+    // R7.3: and, or.
+    #[test]
+    fn r7_3_and_or() {
+        let mut r = Run::new(p(1).and(p(2)), false);
+        r.ev(2, 1, 1);
+        r.ev(2, 2, 2);
+        r.ev(1, 3, 3);
+        assert_eq!(r.log, ["@3 [1.3 2.1]"]);
+        let mut r = Run::new(p(1).or(p(2)), true);
+        r.ev(2, 1, 1);
+        r.ev(3, 0, 2);
+        r.ev(1, 2, 3);
+        assert_eq!(r.log, ["@1 [2.1]", "@3 [1.2]"]);
+    }
+
+    // R7.3: `not` cancels a pending followed-by.
+    #[test]
+    fn r7_3_not_cancels_pending_followed_by() {
+        let mut r = Run::new(p(1).then(p(2)).and(not(p(3))), false);
+        r.ev(1, 1, 1);
+        r.ev(3, 0, 2);
+        r.ev(2, 2, 3);
+        assert!(r.log.is_empty());
+        assert!(!r.alive, "it can no longer fire and is removed");
+        let mut r = Run::new(p(1).then(p(2)).and(not(p(3))), false);
+        r.ev(1, 1, 1);
+        r.ev(2, 2, 3);
+        assert_eq!(r.log, ["@3 [1.1 2.2]"]);
+    }
+
+    // R7.3 / R7.2: within expires exactly at the bound, evaluated on the logical clock.
+    #[test]
+    fn r7_3_within_expires_at_the_bound() {
+        let five = Duration::from_nanos(5);
+        // b must come within 5 of a (a at 10: bound 15).
+        let mut r = Run::new(p(1).then(p(2).within(five)), false);
+        r.ev(1, 1, 10);
+        assert_eq!(r.timers, [Time::from_nanos(15)]);
+        r.tick(14);
+        r.ev(2, 2, 14);
+        assert_eq!(r.log, ["@14 [1.1 2.2]"]);
+        let mut r = Run::new(p(1).then(p(2).within(five)), false);
+        r.ev(1, 1, 10);
+        r.tick(15);
+        assert!(!r.alive);
+        r.ev(2, 2, 15);
+        assert!(r.log.is_empty());
+    }
+
+    // R7.2: a repeating timer fires every due occurrence of a large jump, in order.
+    #[test]
+    fn r7_2_repeating_timer_catches_up() {
+        let mut r = Run::new(wait(Duration::from_nanos(10)), true);
+        assert_eq!(r.timers, [Time::from_nanos(10)]);
+        // The context pops due timers in order and steps the listener at each trigger time.
+        let mut fired_at = Vec::new();
+        while let Some(pos) = r.timers.iter().position(|&t| t <= Time::from_nanos(35)) {
+            let t = r.timers.remove(pos);
+            r.tick(t.as_nanos());
+            fired_at.push(t.as_nanos());
+        }
+        assert_eq!(fired_at, [10, 20, 30]);
+        assert_eq!(r.log, ["@10 []", "@20 []", "@30 []"]);
+        assert_eq!(r.timers, [Time::from_nanos(40)]);
+    }
+
+    // R7.3: "no heartbeat for 5": not(x).within(d) matches at the bound if x did not happen.
+    #[test]
+    fn r7_3_not_within_is_absence() {
+        let five = Duration::from_nanos(5);
+        let mut r = Run::new(not(p(3)).within(five), false);
+        r.tick(4);
+        assert!(r.log.is_empty());
+        r.tick(5);
+        assert_eq!(r.log, ["@5 []"]);
+        let mut r = Run::new(not(p(3)).within(five), false);
+        r.ev(3, 0, 2);
+        r.tick(5);
+        assert!(r.log.is_empty());
+        assert!(!r.alive);
+        // The same with a timer and `and`.
+        let mut r = Run::new(wait(five).and(not(p(3))), false);
+        r.tick(5);
+        assert_eq!(r.log, ["@5 []"]);
+    }
+
+    #[test]
+    fn leaves_are_deduplicated() {
+        let e = p(1).then(p(2)).or(p(1)).and(not(Pattern::kind(4).key(9)));
+        let defs = e.compile();
+        assert_eq!(leaves(&defs), [(1, None), (2, None), (4, Some(9))]);
+    }
+}
