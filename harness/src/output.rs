@@ -1,0 +1,231 @@
+//! Writes a result folder: `env.json`, `summary.json`, `summary.csv`, `runs.json`, one `.hgrm`
+//! per latency record, the SVG plots and `report.md`.
+
+use crate::record::{Summary, SummaryRecord};
+use crate::runner::RunResult;
+use crate::{plots, report, stats};
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+/// A file-name-safe form of `id` + `metric` (`pingpong_engine.latency_one_way`).
+pub fn file_stem(id: &str, metric: &str) -> String {
+    let clean = |s: &str| {
+        s.replace('@', "_at_")
+            .replace('%', "pct")
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>()
+    };
+    format!("{}.{}", clean(id), clean(metric))
+}
+
+/// A value with its unit, scaled for reading (`12.3 M events/s`, `84 ns`).
+pub fn fmt_value(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return format!("- {unit}");
+    }
+    let a = v.abs();
+    let (x, p) = if unit.ends_with("/s") {
+        if a >= 1e9 {
+            (v / 1e9, "G ")
+        } else if a >= 1e6 {
+            (v / 1e6, "M ")
+        } else if a >= 1e3 {
+            (v / 1e3, "k ")
+        } else {
+            (v, "")
+        }
+    } else {
+        (v, "")
+    };
+    let digits = if x.abs() >= 100.0 || x == x.trunc() {
+        0
+    } else if x.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.digits$} {p}{unit}")
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `summary.csv`: the rows of `summary.json`, percentiles flattened.
+pub fn csv(summary: &Summary) -> String {
+    let mut s =
+        String::from("id,metric,unit,median,min,max,runs,p50,p90,p99,p99.9,p_max,checks,better\n");
+    for r in &summary.records {
+        let p = |f: fn(&crate::record::Percentiles) -> f64| {
+            r.percentiles
+                .as_ref()
+                .map_or(String::new(), |p| format!("{}", f(p)))
+        };
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.id),
+            csv_field(&r.metric),
+            csv_field(&r.unit),
+            r.median,
+            r.min,
+            r.max,
+            r.runs,
+            p(|p| p.p50),
+            p(|p| p.p90),
+            p(|p| p.p99),
+            p(|p| p.p99_9),
+            p(|p| p.max),
+            csv_field(&r.checks),
+            match r.better {
+                crate::record::Better::Higher => "higher",
+                crate::record::Better::Lower => "lower",
+            }
+        );
+    }
+    s
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(v).map_err(io::Error::other)?;
+    std::fs::write(path, text + "\n")
+}
+
+/// Writes everything into `r.out`.
+///
+/// # Errors
+/// Any I/O error while writing.
+pub fn write_all(r: &RunResult) -> io::Result<()> {
+    let dir = &r.out;
+    std::fs::create_dir_all(dir)?;
+    let mut summary = r.summary.clone();
+    // One .hgrm per latency record, merged over runs.
+    for row in summary.records.iter_mut() {
+        if row.percentiles.is_none() {
+            continue;
+        }
+        let Some(runs) = r.runs.iter().find(|(id, _)| *id == row.id).map(|x| &x.1) else {
+            continue;
+        };
+        if let Some(h) = stats::merged_hist(runs, &row.metric) {
+            let name = format!("{}.hgrm", file_stem(&row.id, &row.metric));
+            std::fs::write(dir.join(&name), stats::hgrm(&h, 1.0))?;
+            row.hgrm = Some(name);
+        }
+    }
+    let mut env = r.env.clone();
+    env.warnings.extend(r.scenario_warnings.iter().cloned());
+    write_json(&dir.join("env.json"), &env)?;
+    write_json(&dir.join("summary.json"), &summary)?;
+    std::fs::write(dir.join("summary.csv"), csv(&summary))?;
+    let runs: serde_json::Map<String, serde_json::Value> = r
+        .runs
+        .iter()
+        .map(|(id, recs)| {
+            (
+                id.clone(),
+                serde_json::to_value(recs).unwrap_or(serde_json::Value::Null),
+            )
+        })
+        .collect();
+    write_json(&dir.join("runs.json"), &runs)?;
+    let plots = plots::write_all(dir, &summary, &r.runs)?;
+    let md = report::render(&r.env, &summary, &r.scenario_warnings, &plots);
+    std::fs::write(dir.join("report.md"), md)?;
+    Ok(())
+}
+
+/// Reads `summary.json` from a result folder.
+///
+/// # Errors
+/// When the file is missing, is not JSON, or has another schema.
+pub fn read_summary(dir: &Path) -> Result<Summary, String> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let s: Summary = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a summary: {e}", path.display()))?;
+    if s.schema != crate::record::SCHEMA {
+        return Err(format!(
+            "{} has schema {}, this harness reads schema {}",
+            path.display(),
+            s.schema,
+            crate::record::SCHEMA
+        ));
+    }
+    Ok(s)
+}
+
+/// Looks a row up.
+pub fn row<'a>(s: &'a Summary, id: &str, metric: &str) -> Option<&'a SummaryRecord> {
+    s.get(id, metric)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Better, Percentiles, SCHEMA};
+
+    #[test]
+    fn stems_are_file_safe() {
+        assert_eq!(
+            file_stem("openloop/rate", "latency_corrected@50%"),
+            "openloop_rate.latency_corrected_at_50pct"
+        );
+        assert_eq!(
+            file_stem("idle/wakeup", "wake[busy-spin]"),
+            "idle_wakeup.wake_busy-spin_"
+        );
+    }
+
+    #[test]
+    fn values_scale() {
+        assert_eq!(fmt_value(12_345_678.0, "events/s"), "12.3 M events/s");
+        assert_eq!(fmt_value(84.0, "ns"), "84 ns");
+        assert_eq!(fmt_value(0.5, "allocs/event"), "0.50 allocs/event");
+    }
+
+    #[test]
+    fn csv_has_a_row_per_record_and_quotes_commas() {
+        let s = Summary {
+            schema: SCHEMA,
+            records: vec![SummaryRecord {
+                id: "a/b".into(),
+                metric: "latency".into(),
+                unit: "ns".into(),
+                median: 1.0,
+                min: 1.0,
+                max: 2.0,
+                runs: 3,
+                percentiles: Some(Percentiles {
+                    p50: 1.0,
+                    p90: 2.0,
+                    p99: 3.0,
+                    p99_9: 4.0,
+                    max: 5.0,
+                }),
+                checks: "failed: lost 1, reordered 2".into(),
+                better: Better::Lower,
+                placement: String::new(),
+                hgrm: None,
+            }],
+        };
+        let text = csv(&s);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1]
+            .starts_with("a/b,latency,ns,1,1,2,3,1,2,3,4,5,\"failed: lost 1, reordered 2\",lower"));
+    }
+}

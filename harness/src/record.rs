@@ -1,0 +1,145 @@
+//! What a run writes and what a result folder holds.
+//!
+//! A child process (`harness run-one`) prints one [`RunRecord`] as a JSON line on stdout: the
+//! scenario id, the check outcome, every measured value of that run (latencies with their full
+//! histogram), and where each measured thread ran. The parent aggregates the records of all runs
+//! of a scenario into [`SummaryRecord`]s, one per `(id, metric)`, which are the rows of
+//! `summary.json` and `summary.csv`.
+
+use crate::pin::Placement;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `summary.json`'s schema version.
+pub const SCHEMA: u32 = 1;
+
+/// Which direction of a metric is an improvement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// Throughput-like: more is better.
+    Higher,
+    /// Latency-, cost- or count-like: less is better.
+    Lower,
+}
+
+/// One value measured in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measure {
+    /// Metric name, unique within its scenario (`throughput`, `latency_one_way`, ...).
+    pub metric: String,
+    /// Unit of `value` (`events/s`, `ns`, `allocs/event`, ...).
+    pub unit: String,
+    /// The run's figure; for a latency metric the p50 of `hist`.
+    pub value: f64,
+    /// Direction of improvement.
+    pub better: Better,
+    /// For latency metrics: the run's merged histogram as `[value_ns, count]` pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hist: Option<Vec<[u64; 2]>>,
+}
+
+impl Measure {
+    /// A plain (non-latency) figure.
+    pub fn value(metric: &str, unit: &str, value: f64, better: Better) -> Self {
+        Measure {
+            metric: metric.into(),
+            unit: unit.into(),
+            value,
+            better,
+            hist: None,
+        }
+    }
+}
+
+/// The JSON line a child prints: one run of one scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Scenario id.
+    pub id: String,
+    /// `ok`, or `failed: <why>` when the scenario's own check (counts, checksums) failed.
+    pub check: String,
+    /// Everything measured.
+    pub metrics: Vec<Measure>,
+    /// Where each measured thread was meant to run and ran.
+    pub placement: Vec<Placement>,
+    /// Sizes and settings of the run (event counts, capacities, strategies).
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// Things a reader must know about this run (oversubscription, pin mismatches).
+    pub notes: Vec<String>,
+    /// Wall time of the whole run, milliseconds.
+    pub wall_ms: f64,
+}
+
+impl RunRecord {
+    /// Whether the run's check passed.
+    pub fn ok(&self) -> bool {
+        self.check == "ok"
+    }
+}
+
+/// Percentiles of a latency record (nanoseconds), from the histogram merged over all runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    #[serde(rename = "p99.9")]
+    pub p99_9: f64,
+    /// Largest value recorded.
+    pub max: f64,
+}
+
+/// One row of `summary.json` / `summary.csv`: a metric of a scenario over all its runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRecord {
+    /// Scenario id.
+    pub id: String,
+    /// Metric name.
+    pub metric: String,
+    /// Unit.
+    pub unit: String,
+    /// Median over runs of the per-run figure.
+    pub median: f64,
+    /// Smallest per-run figure.
+    pub min: f64,
+    /// Largest per-run figure.
+    pub max: f64,
+    /// Number of runs aggregated.
+    pub runs: usize,
+    /// Latency records only: percentiles of the histogram merged over runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentiles: Option<Percentiles>,
+    /// `ok` or `failed: <why>`.
+    pub checks: String,
+    /// Direction of improvement.
+    pub better: Better,
+    /// Thread placement, as `role@planned(seen cores)`, from the first run.
+    #[serde(default)]
+    pub placement: String,
+    /// Latency records only: the `.hgrm` file written for it, relative to the result folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hgrm: Option<String>,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always [`SCHEMA`].
+    pub schema: u32,
+    /// One row per `(id, metric)`.
+    pub records: Vec<SummaryRecord>,
+}
+
+impl Summary {
+    /// The row for `(id, metric)`.
+    pub fn get(&self, id: &str, metric: &str) -> Option<&SummaryRecord> {
+        self.records
+            .iter()
+            .find(|r| r.id == id && r.metric == metric)
+    }
+}

@@ -1,0 +1,229 @@
+//! End-to-end: the built `harness` binary runs `--smoke` into a temporary folder, and everything
+//! BENCHMARKS.md says a result folder holds is there, with every record's checks ok. Also: a
+//! deliberate loss fails the run, `compare` prints ratios, a bad pinning plan is refused.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_harness");
+
+/// The tests run harness processes that spin on every core: one at a time, so that a smoke run
+/// is not measured next to another.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harness-it-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect()
+}
+
+/// Every scenario id of BENCHMARKS.md (N = 2 and K = 1 stand for their families).
+const IDS: &[&str] = &[
+    "calibration/cacheline-pingpong",
+    "calibration/timer",
+    "route/dispatch",
+    "route/crossbeam-channel",
+    "route/tree",
+    "listeners/indexed",
+    "pingpong/engine",
+    "pingpong/engine-park",
+    "pingpong/crossbeam-channel",
+    "stream/1to1/engine",
+    "stream/1to1/crossbeam-channel",
+    "stream/1to1/std-mpsc",
+    "stream/1to1/arrayqueue",
+    "stream/2to1/engine",
+    "stream/2to1/crossbeam-channel",
+    "fanout/channel",
+    "pipeline/1",
+    "openloop/rate",
+    "idle/wakeup",
+    "backpressure/flood",
+    "alloc/route",
+    "alloc/send",
+    "alloc/channel",
+];
+
+#[test]
+fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
+    let _one = serial();
+    let out = tmpdir("smoke");
+    let run = Command::new(BIN)
+        .args(["run", "--smoke", "--no-progress", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run the harness");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "harness run --smoke failed: {stderr}");
+
+    for f in [
+        "env.json",
+        "summary.json",
+        "summary.csv",
+        "report.md",
+        "runs.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    assert!(!files_with_ext(&out, "svg").is_empty(), "no .svg plot");
+    assert!(!files_with_ext(&out, "hgrm").is_empty(), "no .hgrm file");
+
+    let env = json(&out.join("env.json"));
+    for key in [
+        "cpu_model",
+        "logical_cpus",
+        "smt_siblings",
+        "caches",
+        "virt_vm",
+        "governor",
+        "kernel",
+        "rustc",
+        "build",
+        "allocator",
+        "git_commit",
+        "git_dirty",
+        "args",
+    ] {
+        assert!(env.get(key).is_some(), "env.json lacks {key}");
+    }
+    assert!(env["allocator"].as_str().unwrap().contains("mimalloc"));
+
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(summary["schema"], 1);
+    let records = summary["records"].as_array().expect("records");
+    let ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    for id in IDS {
+        assert!(ids.contains(id), "no record for {id}");
+    }
+    for r in records {
+        assert_eq!(
+            r["checks"], "ok",
+            "record {} {} failed: {}",
+            r["id"], r["metric"], r["checks"]
+        );
+        for k in ["id", "metric", "unit", "median", "min", "max", "runs"] {
+            assert!(r.get(k).is_some(), "record lacks {k}: {r}");
+        }
+        assert!(r["median"].as_f64().unwrap().is_finite());
+        assert!(r["min"].as_f64().unwrap() <= r["max"].as_f64().unwrap());
+        if let Some(p) = r.get("percentiles") {
+            for k in ["p50", "p90", "p99", "p99.9", "max"] {
+                assert!(p.get(k).is_some(), "percentiles lack {k}");
+            }
+            assert!(p["p50"].as_f64().unwrap() <= p["p99"].as_f64().unwrap());
+            let h = r["hgrm"].as_str().expect("latency record names its .hgrm");
+            let text = std::fs::read_to_string(out.join(h)).unwrap();
+            assert!(text.contains("Percentile") && text.contains("#[Max"));
+        }
+    }
+    // Every latency-kind metric of the scenarios carries percentiles.
+    let pp = records
+        .iter()
+        .find(|r| r["id"] == "pingpong/engine" && r["metric"] == "latency_one_way")
+        .expect("pingpong/engine latency");
+    assert!(pp.get("percentiles").is_some());
+
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        records.len() + 1,
+        "csv rows != records"
+    );
+    assert!(csv.starts_with("id,metric,unit,median,min,max,runs"));
+
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("## Targets"));
+    for t in [
+        "route/dispatch >= 5x",
+        "pingpong/engine one-way p50",
+        "stream/1to1/engine >= 1.5x",
+        "alloc/route",
+    ] {
+        assert!(report.contains(t), "report.md lacks target {t}");
+    }
+    assert!(report.contains(".svg)"), "report.md links no plot");
+
+    // compare: the folder against itself is all noise, ratio 1.
+    let cmp = Command::new(BIN)
+        .arg("compare")
+        .arg(&out)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(cmp.status.success());
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    assert!(text.contains("1.000x"), "{text}");
+    assert!(text.contains("0 really better, 0 really worse"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_lost_event_fails_the_run_loudly() {
+    let _one = serial();
+    let out = tmpdir("lossy");
+    let run = Command::new(BIN)
+        .env("HARNESS_SELFTEST", "1")
+        .args([
+            "run",
+            "--smoke",
+            "--no-progress",
+            "--filter",
+            "^selftest/",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run the harness");
+    assert_eq!(run.status.code(), Some(1), "a lossy scenario must exit 1");
+    let summary = json(&out.join("summary.json"));
+    let r = &summary["records"][0];
+    assert_eq!(r["id"], "selftest/lossy");
+    let checks = r["checks"].as_str().unwrap();
+    assert!(
+        checks.starts_with("failed:") && checks.contains("lost"),
+        "{checks}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("FAILED"));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn list_names_every_id_and_bad_plans_are_refused() {
+    let _one = serial();
+    let list = Command::new(BIN).arg("list").output().unwrap();
+    assert!(list.status.success());
+    let text = String::from_utf8_lossy(&list.stdout);
+    for id in IDS {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(id)),
+            "list lacks {id}"
+        );
+    }
+    let bad = Command::new(BIN)
+        .args(["run", "--smoke", "--pin", "4096", "--out"])
+        .arg(tmpdir("bad"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not available"));
+}
