@@ -60,6 +60,8 @@ fn check_single_context(prog: &Program, capacity: usize) -> Result<(), TestCaseE
 }
 
 type Fire = (usize, String, usize, u64, u64);
+type Step = (String, usize, u64);
+type Block = (u64, u32, u64, Vec<Step>);
 
 fn fires(trace: &[Trace]) -> Vec<Fire> {
     let mut v: Vec<Fire> = trace
@@ -86,7 +88,7 @@ fn check_many_contexts(prog: &Program) -> Result<(), TestCaseError> {
     // Delivery sets, no loss, no duplicate.
     prop_assert_eq!(fires(&got), fires(&want));
     // Per context: each root's block is contiguous and in the model's order; senders' FIFO.
-    let mut model_blocks: HashMap<(usize, u64), Vec<(String, usize, u64)>> = HashMap::new();
+    let mut model_blocks: HashMap<(usize, u64), Vec<Step>> = HashMap::new();
     for t in &want {
         if let Trace::Fire {
             ctx,
@@ -110,7 +112,7 @@ fn check_many_contexts(prog: &Program) -> Result<(), TestCaseError> {
         }
     }
     for (ctx, lines) in per_ctx {
-        let mut blocks: Vec<(u64, u32, u64, Vec<(String, usize, u64)>)> = Vec::new();
+        let mut blocks: Vec<Block> = Vec::new();
         for t in lines {
             let Trace::Fire {
                 inst,

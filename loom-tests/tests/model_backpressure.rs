@@ -1,0 +1,29 @@
+#![cfg(loom)]
+//! Loom models of back-pressure and deadlock avoidance (SPEC R5.1, R5.2).
+
+use loom_tests::scenarios;
+
+// R5.1: a producer blocked on a full inbox resumes once the consumer takes and releases an entry.
+#[test]
+fn r5_1_blocked_producer_resumes() {
+    loom::model(scenarios::blocked_producer_resumes);
+}
+
+// R5.1: two producers parked on one full inbox both resume.
+#[test]
+fn r5_1_two_blocked_producers_resume() {
+    loom::model(scenarios::two_blocked_producers_resume);
+}
+
+// R5.2: two contexts sending to each other's full inbox both finish; nothing lost or reordered,
+// overflow included.
+#[test]
+fn r5_2_two_contexts_full_inboxes_finish() {
+    loom::model(scenarios::two_contexts_full_inboxes_finish);
+}
+
+// R5.2: a self-send into a full inbox finishes (the shortest cycle).
+#[test]
+fn r5_2_self_send_into_full_inbox_finishes() {
+    loom::model(scenarios::self_send_into_full_inbox_finishes);
+}
