@@ -189,7 +189,10 @@ pub(crate) struct Instance<E: Event> {
     state: Box<dyn Any + Send>,
     on_die: OnDie<E>,
     live_listeners: u32,
-    listeners: Vec<u32>,
+    /// Handles of the listeners it registered. Handles are never reused, so an entry whose listener
+    /// already ended (and whose slot may now hold another instance's listener) matches nothing;
+    /// such entries are pruned as the list grows.
+    listeners: Vec<u64>,
     subscriptions: HashMap<Channel, u32>,
 }
 
@@ -657,10 +660,14 @@ impl<E: Event> Core<E> {
                 (Body::Expr { expr: l, handler }, index)
             }
         };
-        let slot = self.table.insert(handle, instance, mode, body, &index);
+        self.table.insert(handle, instance, mode, body, &index);
         if let Some(inst) = self.instances[instance as usize].as_mut() {
             inst.live_listeners += 1;
-            inst.listeners.push(slot);
+            if inst.listeners.len() >= 2 * inst.live_listeners as usize + 8 {
+                let table = &self.table;
+                inst.listeners.retain(|&h| table.slot_of(h).is_some());
+            }
+            inst.listeners.push(handle);
         }
     }
 
@@ -755,8 +762,10 @@ impl<E: Event> Core<E> {
             return;
         };
         self.live_instances -= 1;
-        for slot in inst.listeners.drain(..) {
-            self.table.kill(slot);
+        for handle in inst.listeners.drain(..) {
+            if let Some(slot) = self.table.slot_of(handle) {
+                self.table.kill(slot);
+            }
         }
         inst.live_listeners = 0;
         for (ch, n) in std::mem::take(&mut inst.subscriptions) {

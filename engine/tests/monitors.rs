@@ -403,3 +403,41 @@ fn r6_9_dispatch_only_touches_the_events_kind() {
     assert_eq!(work(&log), ["count 1000", "many die shutdown"]);
     assert_eq!(s.totals.listeners, 0);
 }
+
+// R6.8 (regression, found by the differential test): an instance that spawns a copy and dies in the
+// same handler ends only its own listeners. The copy registered its listeners into slots the parent's
+// ended `on` listener had freed; ending the parent must not end them.
+#[test]
+fn r6_8_dying_parent_keeps_its_spawned_copy_listening() {
+    let c = correlator(16);
+    let log = Log::default();
+    fn listen(cx: &mut Cx<'_>) {
+        cx.on(Pattern::kind(1), |m: &mut Script, _, _| {
+            m.log.push(format!("{} got 1", m.name))
+        });
+        cx.on_all(Pattern::kind(3), |m: &mut Script, cx: &mut Cx<'_>, _| {
+            cx.spawn(m, |m: &mut Script, cx: &mut Cx<'_>| {
+                m.name = "copy";
+                listen(cx);
+            });
+            cx.die();
+        });
+    }
+    c.load(Script::new("parent", &log, |_, cx| listen(cx)))
+        .unwrap();
+    let input = c.input();
+    for kind in [1, 3, 1] {
+        input.send_to(c.main(), ev(kind, 0)).unwrap();
+    }
+    c.start();
+    c.shutdown().unwrap();
+    assert_eq!(
+        work(&log),
+        [
+            "parent got 1",
+            "parent die died",
+            "copy got 1",
+            "copy die shutdown"
+        ]
+    );
+}
