@@ -161,7 +161,6 @@ proptest! {
 
     // R2.2, R3.2, R4.1, R4.2, R4.4, R6.2-R6.5, R6.8: one context, the whole trace.
     #[test]
-    #[ignore = "work in progress (issue 5): open mismatches against the model, see the closing note"]
     fn one_context_matches_the_model(prog in program::program(1..=1, true)) {
         quiet_injected_panics();
         check_single_context(&prog, 1024)?;
@@ -170,7 +169,6 @@ proptest! {
     // The same with an inbox exactly full at start: every self-send then finds it full and is taken
     // beyond capacity (R5.2), which must not change anything a program can observe.
     #[test]
-    #[ignore = "work in progress (issue 5): open mismatches against the model, see the closing note"]
     fn one_context_with_full_inbox_matches_the_model(prog in program::program(1..=1, true)) {
         quiet_injected_panics();
         check_single_context(&prog, prog.monitors.len() + prog.input.len())?;
@@ -178,7 +176,6 @@ proptest! {
 
     // R2.2, R2.3, R3.2, R4.2: two to four contexts.
     #[test]
-    #[ignore = "work in progress (issue 5): open mismatches against the model, see the closing note"]
     fn many_contexts_keep_the_guarantees(prog in program::program(2..=4, false)) {
         quiet_injected_panics();
         check_many_contexts(&prog)?;

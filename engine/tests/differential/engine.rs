@@ -20,6 +20,8 @@ struct Shared {
     trace: Mutex<Vec<Trace>>,
     /// Per-context sequence numbers of sends (each written only by its context's thread).
     sent: Vec<AtomicU64>,
+    /// Per-context listener firings so far (each written only by its context's thread).
+    fires: Vec<AtomicU64>,
 }
 
 #[derive(Clone)]
@@ -58,7 +60,8 @@ impl Interp {
             sender: ev.sender,
             seq: ev.seq,
         });
-        if ev.ttl == 0 {
+        let fired = self.shared.fires[c].fetch_add(1, Ordering::Relaxed) + 1;
+        if ev.ttl == 0 || fired >= self.shared.prog.fuel as u64 {
             return;
         }
         let shared = self.shared.clone();
@@ -164,6 +167,7 @@ pub fn run(prog: &Program, capacity: usize, feed: Feed) -> Vec<Trace> {
         channels,
         trace: Mutex::new(Vec::new()),
         sent: (0..prog.contexts).map(|_| AtomicU64::new(0)).collect(),
+        fires: (0..prog.contexts).map(|_| AtomicU64::new(0)).collect(),
     });
     for (m, spec) in prog.monitors.iter().enumerate() {
         c.load_in(

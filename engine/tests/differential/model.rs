@@ -34,6 +34,8 @@ struct Context {
     subs: HashMap<u32, u32>,
     /// Sequence numbers of this context as a sender.
     sent: u64,
+    /// Listener firings so far (see `Program::fuel`).
+    fires: usize,
 }
 
 pub struct Model<'p> {
@@ -77,6 +79,14 @@ impl<'p> Model<'p> {
 
     /// Processes everything, taking one entry per context in turn; then ends every instance.
     pub fn run(mut self) -> Vec<Trace> {
+        // Every load hook runs before any input is taken: with one context the loads are simply first
+        // in its queue; with several, the engine run waits for them (`Feed::AfterLoads`).
+        for c in 0..self.ctxs.len() {
+            while matches!(self.ctxs[c].queue.front(), Some(Entry::Load(_))) {
+                let entry = self.ctxs[c].queue.pop_front().expect("front checked");
+                self.process(c, entry);
+            }
+        }
         loop {
             let mut any = false;
             for c in 0..self.ctxs.len() {
@@ -174,7 +184,8 @@ impl<'p> Model<'p> {
             });
             let mut ops = Vec::new();
             let (mut die, mut panicked) = (false, false);
-            if ev.ttl > 0 {
+            self.ctxs[c].fires += 1;
+            if ev.ttl > 0 && self.ctxs[c].fires < self.prog.fuel {
                 let actions = &self.prog.monitors[mon].listeners[index].actions;
                 for (ai, a) in actions.iter().enumerate() {
                     let child = |kind: u32, sender: u32, seq: u64, own_root: bool| {

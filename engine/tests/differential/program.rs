@@ -51,6 +51,12 @@ pub struct Input {
 #[derive(Clone, Debug)]
 pub struct Program {
     pub contexts: usize,
+    /// A context performs a listener's actions only while it has fired fewer listeners than this.
+    /// Spawned copies multiply listeners, so without it a short program can produce millions of
+    /// firings; with one context the cut-off falls at the same firing in the engine and the model
+    /// (whose order must match exactly anyway). Programs without spawn are bounded by `TTL` alone
+    /// and use `usize::MAX`, so that the cut-off never depends on how contexts interleave.
+    pub fuel: usize,
     pub monitors: Vec<MonitorSpec>,
     pub input: Vec<Input>,
 }
@@ -81,6 +87,8 @@ impl correlator::Event for PEv {
 pub const KINDS: u32 = 4;
 pub const CHANNELS: u32 = 2;
 pub const TTL: u8 = 2;
+/// The fuel of programs that may spawn (see [`Program::fuel`]).
+pub const FUEL: usize = 2_000;
 pub const EXTERNAL: u32 = 1000;
 
 /// A stable hash of an instance label, so that two instances handling one event derive different
@@ -194,6 +202,7 @@ pub fn program(
                 contexts: n,
                 monitors,
                 input,
+                fuel: if full { FUEL } else { usize::MAX },
             })
     })
 }
