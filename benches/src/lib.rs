@@ -29,7 +29,15 @@ impl Event for Ev {
     fn kind(&self) -> u32 {
         self.kind
     }
+    /// Keyed events ([`KEYED_KIND`]) carry their key in `payload`; other kinds have none, so
+    /// their dispatch is the plain kind lookup.
+    fn key(&self) -> Option<u64> {
+        (self.kind == KEYED_KIND).then_some(self.payload)
+    }
 }
+
+/// Kind of the keyed-chain events: their key (the indexed field, SPEC R6.9) is `payload`.
+pub const KEYED_KIND: u32 = 1_000_000;
 
 /// Kind of the chain events (other kinds are used by the idle listeners).
 pub const CHAIN_KIND: u32 = 0;
@@ -63,6 +71,70 @@ impl Monitor<Ev> for Chain {
             cx.on_all(
                 Pattern::kind(k),
                 |_m: &mut Chain, _cx: &mut Scope<'_, Ev, Chain>, _e: &Ev| {},
+            );
+        }
+    }
+}
+
+/// Which keyed listener the next event of a [`KeyedChain`] hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextKey {
+    /// The same listener as the current event (the chain stays on one key).
+    Same,
+    /// The listener `stride` keys further on, modulo the number of listeners: consecutive events
+    /// hit listeners spread over the whole index (a cache-unfriendly walk).
+    Stride(u64),
+}
+
+/// A chain over keyed listeners: `listeners` listeners on [`KEYED_KIND`], one per key
+/// `0..listeners` (`Pattern::kind(KEYED_KIND).key(k)`). An event with `seq = n` hits exactly the
+/// listener of its key, which checks that the key is its own and routes the next event
+/// (`seq = n - 1`, key chosen by `next`); the event with `seq = 0` bumps `done`.
+pub struct KeyedChain {
+    /// Chains completed.
+    pub done: Arc<AtomicU64>,
+    /// Events that reached a listener of another key (must stay 0).
+    pub misrouted: Arc<AtomicU64>,
+    /// Listeners, on keys `0..listeners`.
+    pub listeners: u64,
+    /// How the chain moves between keys.
+    pub next: NextKey,
+}
+
+impl KeyedChain {
+    /// The first event of a chain of `len` events starting at `key`.
+    pub fn first_event(key: u64, len: u64) -> Ev {
+        Ev {
+            kind: KEYED_KIND,
+            seq: len - 1,
+            payload: key,
+        }
+    }
+}
+
+impl Monitor<Ev> for KeyedChain {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        for k in 0..self.listeners {
+            cx.on_all(
+                Pattern::kind(KEYED_KIND).key(k),
+                move |m: &mut KeyedChain, cx: &mut Scope<'_, Ev, KeyedChain>, e: &Ev| {
+                    if e.payload != k {
+                        m.misrouted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if e.seq == 0 {
+                        m.done.fetch_add(1, Ordering::Release);
+                        return;
+                    }
+                    let payload = match m.next {
+                        NextKey::Same => k,
+                        NextKey::Stride(s) => (k + s) % m.listeners,
+                    };
+                    cx.route(Ev {
+                        kind: KEYED_KIND,
+                        seq: e.seq - 1,
+                        payload,
+                    });
+                },
             );
         }
     }

@@ -3,8 +3,10 @@
 //! Records are matched by `(id, metric)`. The ratio is `B.median / A.median`. A change is called
 //! *real* only when it exceeds the spread of the runs: the two folders' `min..max` ranges do not
 //! overlap. Everything else is reported as noise, whatever its ratio, because the runs of one
-//! folder already disagree by that much. The direction (better or worse) follows each metric's
-//! `better` field.
+//! folder already disagree by that much. A record measured in a single run has no spread to
+//! exceed (its `min..max` is one point), so a change involving one is never called real: it is
+//! reported as "spread unknown" (use `--runs 3` or more, or `--quick`/`--full`, to judge it).
+//! The direction (better or worse) follows each metric's `better` field.
 
 use crate::output::{fmt_value, read_summary};
 use crate::record::{Better, Summary, SummaryRecord};
@@ -19,7 +21,12 @@ pub enum Verdict {
     Worse,
     /// Inside the spread of the runs.
     Noise,
+    /// A or B has a single run: there is no spread to compare the change with.
+    SpreadUnknown,
 }
+
+/// Fewest runs a record needs for its `min..max` to count as a spread.
+pub const MIN_RUNS_FOR_SPREAD: usize = 2;
 
 /// One matched record.
 #[derive(Clone, Debug)]
@@ -63,7 +70,9 @@ pub fn compare(a: &Summary, b: &Summary) -> (Vec<Change>, Vec<String>, Vec<Strin
         } else {
             f64::INFINITY
         };
-        let verdict = if !exceeds_spread(ra, rb) {
+        let verdict = if ra.runs < MIN_RUNS_FOR_SPREAD || rb.runs < MIN_RUNS_FOR_SPREAD {
+            Verdict::SpreadUnknown
+        } else if !exceeds_spread(ra, rb) {
             Verdict::Noise
         } else {
             let up = rb.median > ra.median;
@@ -97,12 +106,12 @@ pub fn compare(a: &Summary, b: &Summary) -> (Vec<Change>, Vec<String>, Vec<Strin
 /// The printed table.
 pub fn render(a_name: &str, b_name: &str, a: &Summary, b: &Summary) -> String {
     let (changes, only_a, only_b) = compare(a, b);
-    let mut s = format!("A = {a_name}\nB = {b_name}\nratio = B/A of the medians; a change is real only when the min..max ranges of A and B do not overlap\n\n");
+    let mut s = format!("A = {a_name}\nB = {b_name}\nratio = B/A of the medians; a change is real only when A and B each have 2+ runs and their min..max ranges (the spread of the runs) do not overlap\n\n");
     s += &format!(
         "{:<36} {:<28} {:>18} {:>18} {:>8}  {}\n",
         "id", "metric", "A", "B", "B/A", "verdict"
     );
-    let (mut better, mut worse) = (0, 0);
+    let (mut better, mut worse, mut unknown) = (0, 0, 0);
     for c in &changes {
         let v = match c.verdict {
             Verdict::Better => {
@@ -114,6 +123,10 @@ pub fn render(a_name: &str, b_name: &str, a: &Summary, b: &Summary) -> String {
                 "REAL: worse"
             }
             Verdict::Noise => "within spread",
+            Verdict::SpreadUnknown => {
+                unknown += 1;
+                "spread unknown (1 run)"
+            }
         };
         s += &format!(
             "{:<36} {:<28} {:>18} {:>18} {:>7.3}x  {v}\n",
@@ -134,9 +147,9 @@ pub fn render(a_name: &str, b_name: &str, a: &Summary, b: &Summary) -> String {
         s += &format!("only in B: {k}\n");
     }
     s += &format!(
-        "\n{} records compared: {better} really better, {worse} really worse, {} within the spread of the runs\n",
+        "\n{} records compared: {better} really better, {worse} really worse, {} within the spread of the runs, {unknown} with a single run (no spread: not judged)\n",
         changes.len(),
-        changes.len() - better - worse
+        changes.len() - better - worse - unknown
     );
     s
 }
@@ -205,6 +218,24 @@ mod tests {
         assert!((c[1].ratio - 1.5).abs() < 1e-9);
         assert_eq!(only_a, vec!["gone m"]);
         assert_eq!(only_b, vec!["new m"]);
+    }
+
+    #[test]
+    fn a_single_run_has_no_spread_and_is_never_called_real() {
+        let mut one = r("thr", 100.0, 100.0, 100.0, Better::Higher);
+        one.runs = 1;
+        let mut other = r("thr", 300.0, 300.0, 300.0, Better::Higher);
+        other.runs = 1;
+        let (c, _, _) = compare(&s(vec![one.clone()]), &s(vec![other.clone()]));
+        assert_eq!(c[0].verdict, Verdict::SpreadUnknown);
+        assert!((c[0].ratio - 3.0).abs() < 1e-9);
+        // One side with runs is not enough either.
+        let many = r("thr", 300.0, 290.0, 310.0, Better::Higher);
+        let (c, _, _) = compare(&s(vec![one]), &s(vec![many]));
+        assert_eq!(c[0].verdict, Verdict::SpreadUnknown);
+        let text = render("a", "b", &s(vec![other.clone()]), &s(vec![other]));
+        assert!(text.contains("0 really better, 0 really worse"), "{text}");
+        assert!(text.contains("1 with a single run"), "{text}");
     }
 
     #[test]

@@ -180,6 +180,22 @@ pub fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The machine label used when `--label` is not given: a virtual machine is called a *shared*
+/// N-core VM (its vCPUs are time-shared with other guests unless its owner says otherwise with
+/// `--label`), a physical one an N-core machine. N counts the cores usable by the harness.
+pub fn derived_label(is_vm: bool, cores: usize, cpu_model: &str, virt_vm: &str) -> String {
+    if is_vm {
+        let hv = if virt_vm == "none" || virt_vm == "unknown" {
+            String::new()
+        } else {
+            format!(", {virt_vm}")
+        };
+        format!("shared {cores}-core VM ({cpu_model}{hv})")
+    } else {
+        format!("{cores}-core physical machine ({cpu_model})")
+    }
+}
+
 /// Captures the environment. `label`/`tag` override the derived machine label and tag.
 pub fn capture(
     affinity: &[usize],
@@ -269,16 +285,7 @@ pub fn capture(
         if is_vm { "vm" } else { "metal" },
         affinity.len()
     );
-    let derived_label = format!(
-        "{} with {} usable cores ({})",
-        if is_vm {
-            "virtual machine"
-        } else {
-            "physical machine"
-        },
-        affinity.len(),
-        cpu_model
-    );
+    let derived_label = derived_label(is_vm, affinity.len(), &cpu_model, &virt_vm);
     let mut env = Env {
         label: label.map_or(derived_label, str::to_string),
         machine_tag: tag.map_or(derived_tag, str::to_string),
@@ -377,6 +384,22 @@ mod tests {
         assert_eq!(utc(0), ("1970-01-01".into(), "00:00:00".into()));
         assert_eq!(utc(951_782_400), ("2000-02-29".into(), "00:00:00".into()));
         assert_eq!(utc(1_700_000_000), ("2023-11-14".into(), "22:13:20".into()));
+    }
+
+    #[test]
+    fn a_vm_is_labelled_a_shared_n_core_vm() {
+        assert_eq!(
+            derived_label(true, 2, "AMD EPYC", "kvm"),
+            "shared 2-core VM (AMD EPYC, kvm)"
+        );
+        assert_eq!(
+            derived_label(true, 4, "X", "unknown"),
+            "shared 4-core VM (X)"
+        );
+        assert_eq!(
+            derived_label(false, 8, "X", "none"),
+            "8-core physical machine (X)"
+        );
     }
 
     #[test]

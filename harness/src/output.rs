@@ -1,7 +1,8 @@
-//! Writes a result folder: `env.json`, `summary.json`, `summary.csv`, `runs.json`, one `.hgrm`
-//! per latency record, the SVG plots and `report.md`.
+//! Writes a result folder: `env.json`, `summary.json`, `summary.csv`, `runs.json` (every run's
+//! record, histograms left out), one `.hgrm` per latency record (merged over threads and runs),
+//! the SVG plots and `report.md`.
 
-use crate::record::{Summary, SummaryRecord};
+use crate::record::{RunRecord, Summary, SummaryRecord};
 use crate::runner::RunResult;
 use crate::{plots, report, stats};
 use std::fmt::Write as _;
@@ -103,6 +104,15 @@ fn write_json<T: serde::Serialize>(path: &Path, v: &T) -> io::Result<()> {
     std::fs::write(path, text + "\n")
 }
 
+/// `rec` without the per-run latency histograms (for `runs.json`).
+pub fn without_histograms(rec: &RunRecord) -> RunRecord {
+    let mut rec = rec.clone();
+    for m in &mut rec.metrics {
+        m.hist = None;
+    }
+    rec
+}
+
 /// Writes everything into `r.out`.
 ///
 /// # Errors
@@ -130,10 +140,14 @@ pub fn write_all(r: &RunResult) -> io::Result<()> {
     write_json(&dir.join("env.json"), &env)?;
     write_json(&dir.join("summary.json"), &summary)?;
     std::fs::write(dir.join("summary.csv"), csv(&summary))?;
+    // runs.json keeps every run's figures, parameters, placement and notes, but not its latency
+    // histogram: those are merged into the .hgrm files, and kept per run they made a quick run's
+    // folder some 30 MB.
     let runs: serde_json::Map<String, serde_json::Value> = r
         .runs
         .iter()
         .map(|(id, recs)| {
+            let recs: Vec<RunRecord> = recs.iter().map(without_histograms).collect();
             (
                 id.clone(),
                 serde_json::to_value(recs).unwrap_or(serde_json::Value::Null),

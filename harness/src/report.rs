@@ -36,12 +36,36 @@ impl Verdict {
 pub struct TargetResult {
     /// The target as BENCHMARKS.md states it.
     pub target: String,
-    /// What was measured (values and ratio).
+    /// What was measured (the medians the ratio is made of).
     pub measured: String,
-    /// The ratio compared with the threshold (or the value for absolute targets).
+    /// The measured ratio (or the value, for absolute targets), from the medians over runs.
     pub ratio: Option<f64>,
+    /// The condition the ratio must meet (`>= 5x`, `<= 2.5x`, `= 0`).
+    pub required: String,
+    /// The ratio's range over runs, worst to best pairing of the runs' figures (`a.min / b.max
+    /// .. a.max / b.min`): when the threshold lies inside it, the verdict rests on noise.
+    pub range: Option<(f64, f64)>,
     /// Outcome.
     pub verdict: Verdict,
+}
+
+impl TargetResult {
+    fn not_measured(target: String, required: String, why: String) -> Self {
+        TargetResult {
+            target,
+            measured: "-".into(),
+            ratio: None,
+            required,
+            range: None,
+            verdict: Verdict::NotMeasured(why),
+        }
+    }
+
+    /// Whether the threshold lies inside the range over runs (some runs meet it, some do not).
+    pub fn within_noise(&self, threshold: f64) -> bool {
+        self.range
+            .is_some_and(|(lo, hi)| lo < threshold && threshold < hi)
+    }
 }
 
 fn usable<'a>(s: &'a Summary, id: &str, metric: &str) -> Result<&'a SummaryRecord, String> {
@@ -63,13 +87,11 @@ fn ratio_target(
     threshold: f64,
     higher: bool,
 ) -> TargetResult {
+    let required = format!("{} {threshold}x", if higher { ">=" } else { "<=" });
     match (usable(s, id, metric), usable(s, base, metric)) {
         (Ok(a), Ok(b)) => {
-            let ratio = if b.median != 0.0 {
-                a.median / b.median
-            } else {
-                f64::INFINITY
-            };
+            let div = |x: f64, y: f64| if y != 0.0 { x / y } else { f64::INFINITY };
+            let ratio = div(a.median, b.median);
             let met = if higher {
                 ratio >= threshold
             } else {
@@ -78,47 +100,42 @@ fn ratio_target(
             TargetResult {
                 target: target.into(),
                 measured: format!(
-                    "{} / {} = **{ratio:.2}x**",
+                    "{} / {}",
                     fmt_value(a.median, &a.unit),
                     fmt_value(b.median, &b.unit)
                 ),
                 ratio: Some(ratio),
+                required,
+                range: Some((div(a.min, b.max), div(a.max, b.min))),
                 verdict: if met { Verdict::Met } else { Verdict::NotMet },
             }
         }
-        (Err(e), _) | (_, Err(e)) => TargetResult {
-            target: target.into(),
-            measured: "-".into(),
-            ratio: None,
-            verdict: Verdict::NotMeasured(e),
-        },
+        (Err(e), _) | (_, Err(e)) => TargetResult::not_measured(target.into(), required, e),
     }
 }
+
+/// Absolute throughput of route/dispatch required by BENCHMARKS.md, events/s.
+pub const ROUTE_DISPATCH_TARGET: f64 = 100e6;
 
 /// Evaluates every target of BENCHMARKS.md against `s`.
 pub fn targets(s: &Summary) -> Vec<TargetResult> {
     let mut t = Vec::new();
+    let target = "route/dispatch >= 100 M events/s on one core".to_string();
+    let required = ">= 1x (100 M events/s)".to_string();
     t.push(match usable(s, "route/dispatch", "throughput") {
         Ok(r) => TargetResult {
-            target: "route/dispatch >= 100 M events/s on one core".into(),
-            measured: format!(
-                "{} = **{:.2}x** the 100 M/s target",
-                fmt_value(r.median, &r.unit),
-                r.median / 1e8
-            ),
-            ratio: Some(r.median / 1e8),
-            verdict: if r.median >= 1e8 {
+            target,
+            measured: fmt_value(r.median, &r.unit),
+            ratio: Some(r.median / ROUTE_DISPATCH_TARGET),
+            required,
+            range: Some((r.min / ROUTE_DISPATCH_TARGET, r.max / ROUTE_DISPATCH_TARGET)),
+            verdict: if r.median >= ROUTE_DISPATCH_TARGET {
                 Verdict::Met
             } else {
                 Verdict::NotMet
             },
         },
-        Err(e) => TargetResult {
-            target: "route/dispatch >= 100 M events/s on one core".into(),
-            measured: "-".into(),
-            ratio: None,
-            verdict: Verdict::NotMeasured(e),
-        },
+        Err(e) => TargetResult::not_measured(target, required, e),
     });
     t.push(ratio_target(
         s,
@@ -177,29 +194,66 @@ pub fn targets(s: &Summary) -> Vec<TargetResult> {
     for path in ["route", "send", "channel"] {
         let id = format!("alloc/{path}");
         let target = format!("{id}: 0 allocations per event");
+        let required = "= 0 allocs/event in every run".to_string();
         t.push(match usable(s, &id, "allocs_per_event") {
             Ok(r) => TargetResult {
                 target,
-                measured: format!(
-                    "**{:.4}** allocs/event (max over runs {:.4})",
-                    r.median, r.max
-                ),
+                measured: format!("{:.6} allocs/event (median over runs)", r.median),
                 ratio: Some(r.max),
+                required,
+                range: Some((r.min, r.max)),
                 verdict: if r.max == 0.0 {
                     Verdict::Met
                 } else {
                     Verdict::NotMet
                 },
             },
-            Err(e) => TargetResult {
-                target,
-                measured: "-".into(),
-                ratio: None,
-                verdict: Verdict::NotMeasured(e),
-            },
+            Err(e) => TargetResult::not_measured(target, required, e),
         });
     }
     t
+}
+
+/// Formats a ratio or a range bound.
+fn fmt_ratio(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x == 0.0 {
+        "0".into()
+    } else if x.abs() < 0.01 {
+        format!("{x:.2e}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// Below this share of its target rate, an open-loop level did not get the load it asked for.
+pub const OPENLOOP_MIN_ACHIEVED_PCT: f64 = 90.0;
+
+/// Warnings that follow from the figures themselves: open-loop levels whose paced input fell
+/// short of its target rate (their corrected latency then measures a growing backlog, not the
+/// engine at that load).
+pub fn figure_warnings(s: &Summary) -> Vec<String> {
+    s.records
+        .iter()
+        .filter_map(|r| {
+            let level = r.metric.strip_prefix("achieved_vs_target@")?;
+            (r.median < OPENLOOP_MIN_ACHIEVED_PCT).then(|| {
+                format!(
+                    "{}: at {level} of the measured maximum the paced input reached only {:.0} % of its target rate (median over runs; below {OPENLOOP_MIN_ACHIEVED_PCT:.0} %): the machine could not sustain that load, so latency_corrected@{level} measures a growing backlog",
+                    r.id, r.median
+                )
+            })
+        })
+        .collect()
+}
+
+/// The numeric threshold in a `required` string (`>= 5x` -> 5); `None` for the alloc targets.
+fn threshold_of(required: &str) -> Option<f64> {
+    let rest = required
+        .strip_prefix(">= ")
+        .or_else(|| required.strip_prefix("<= "))?;
+    rest.split('x').next()?.trim().parse().ok()
 }
 
 /// The baselines an engine record is compared with in the headline table.
@@ -311,18 +365,43 @@ pub fn render(
     }
 
     let _ = writeln!(md, "## Targets (BENCHMARKS.md)\n");
-    let _ = writeln!(md, "| target | measured (median over runs) | verdict |");
-    let _ = writeln!(md, "|---|---|---|");
-    for t in targets(s) {
+    let _ = writeln!(
+        md,
+        "Ratios are of the medians over runs, measured in this run on the same cores. \"range over runs\" pairs the runs' extremes (engine min / baseline max .. engine max / baseline min); a verdict whose threshold lies inside that range rests on noise and is flagged. For the alloc targets the figure is the largest allocs/event of any run.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| target | measured | ratio | required | range over runs | verdict |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let results = targets(s);
+    for t in &results {
+        let threshold = threshold_of(&t.required);
+        let noisy = threshold.is_some_and(|x| t.within_noise(x));
         let _ = writeln!(
             md,
-            "| {} | {} | **{}** |",
+            "| {} | {} | {} | {} | {} | **{}**{} |",
             t.target,
             t.measured,
-            t.verdict.label()
+            t.ratio
+                .map_or("-".into(), |r| format!("**{}x**", fmt_ratio(r))),
+            t.required,
+            t.range.map_or("-".into(), |(lo, hi)| format!(
+                "{} .. {}",
+                fmt_ratio(lo),
+                fmt_ratio(hi)
+            )),
+            t.verdict.label(),
+            if noisy { " (within run spread)" } else { "" }
         );
     }
-    md.push('\n');
+    let met = results.iter().filter(|t| t.verdict == Verdict::Met).count();
+    let _ = writeln!(
+        md,
+        "\n**{met} of {} targets met** on this machine ({}).\n",
+        results.len(),
+        env.label
+    );
 
     let _ = writeln!(md, "## Headlines\n");
     let _ = writeln!(
@@ -393,10 +472,16 @@ pub fn render(
     }
 
     let _ = writeln!(md, "## Warnings\n");
-    if env.warnings.is_empty() && scenario_warnings.is_empty() {
+    let figure_warnings = figure_warnings(s);
+    if env.warnings.is_empty() && scenario_warnings.is_empty() && figure_warnings.is_empty() {
         let _ = writeln!(md, "None.\n");
     } else {
-        for w in env.warnings.iter().chain(scenario_warnings) {
+        for w in env
+            .warnings
+            .iter()
+            .chain(scenario_warnings)
+            .chain(&figure_warnings)
+        {
             let _ = writeln!(md, "- {w}");
         }
         md.push('\n');
@@ -427,10 +512,10 @@ pub fn render(
     let _ = writeln!(md, "## How to read this\n");
     let _ = writeln!(
         md,
-        "- `summary.json` / `summary.csv` hold every row above; `runs.json` every run's raw record (parameters, placement, notes); `env.json` the machine and build.\n\
+        "- `summary.json` / `summary.csv` hold every row above; `runs.json` every run's record (its figures, parameters, placement, notes; the histograms are merged into the `.hgrm` files); `env.json` the machine and build.\n\
          - `.hgrm` files are HdrHistogram percentile distributions (values in ns), readable by HdrHistogram's plotter.\n\
          - Open-loop latencies are given twice: *corrected* from each event's intended send time (includes the queueing a stalled system imposes on later events) and *uncorrected* from its actual send time (coordinated omission).\n\
-         - `harness compare A B` prints B/A per record and calls a change real only when the two folders' min..max ranges do not overlap.\n\
+         - `harness compare A B` prints B/A per record and calls a change real only when both folders have 2+ runs of it and their min..max ranges (the spread of the runs) do not overlap.\n\
          - Units: events/s and ns are per event; `allocs/event` counts every allocation in the process during a steady-state window, divided by the events in it."
     );
     md
@@ -502,6 +587,47 @@ mod tests {
             get("alloc/channel").verdict,
             Verdict::NotMeasured(_)
         ));
+    }
+
+    #[test]
+    fn ranges_over_runs_flag_verdicts_that_rest_on_noise() {
+        let mut a = row("stream/1to1/engine", "throughput", 15e6, "ok");
+        (a.min, a.max) = (10e6, 20e6);
+        let mut b = row("stream/1to1/crossbeam-channel", "throughput", 10e6, "ok");
+        (b.min, b.max) = (8e6, 12e6);
+        let s = Summary {
+            schema: SCHEMA,
+            records: vec![a, b],
+        };
+        let t = targets(&s);
+        let r = t
+            .iter()
+            .find(|x| x.target.starts_with("stream/1to1"))
+            .unwrap();
+        assert_eq!(r.verdict, Verdict::Met);
+        assert_eq!(r.required, ">= 1.5x");
+        let (lo, hi) = r.range.unwrap();
+        assert!((lo - 10.0 / 12.0).abs() < 1e-9 && (hi - 2.5).abs() < 1e-9);
+        assert_eq!(threshold_of(&r.required), Some(1.5));
+        assert!(r.within_noise(1.5));
+        assert!(!r.within_noise(3.0));
+        assert_eq!(threshold_of("= 0 allocs/event in every run"), None);
+        assert_eq!(threshold_of("<= 2.5x"), Some(2.5));
+    }
+
+    #[test]
+    fn open_loop_levels_short_of_their_rate_are_warned_about() {
+        let mut low = row("openloop/rate", "achieved_vs_target@80%", 58.0, "ok");
+        low.unit = "%".into();
+        let mut fine = row("openloop/rate", "achieved_vs_target@10%", 99.0, "ok");
+        fine.unit = "%".into();
+        let s = Summary {
+            schema: SCHEMA,
+            records: vec![low, fine],
+        };
+        let w = figure_warnings(&s);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("80%") && w[0].contains("58 %"), "{}", w[0]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The parent (`harness run`) never measures. It reads the core list once, resolves the pinning
 //! plan, keeps itself off the measured cores when there are spare ones, captures the environment,
-//! and then, for every scenario and every run, re-executes its own binary as
+//! and then, in rounds (round r runs every scenario once, so that a drift of the machine affects
+//! an engine scenario and its baseline twin alike), re-executes its own binary once per run as
 //! `harness run-one --id ID --mode M --cores LIST --pinned B --run-index I`. The child runs the
 //! scenario once (warm-up included and discarded), prints one [`RunRecord`] as a JSON line on
 //! stdout and exits `0` (checks ok), `1` (a check failed) or `2` (bad arguments). A child that
@@ -310,7 +311,27 @@ pub fn run(a: &RunArgs) -> i32 {
     let mut all_runs: Vec<(String, Vec<RunRecord>)> = Vec::new();
     let mut rows: Vec<SummaryRecord> = Vec::new();
     let mut scenario_warnings = Vec::new();
-    for sc in &scenarios {
+    // Runs are interleaved: round r runs every selected scenario once, in catalogue order. A slow
+    // drift of the machine (a VM's vCPUs moved to other host cores, a neighbour's load coming
+    // and going) then touches an engine scenario and its baseline twin alike, instead of landing
+    // on all runs of one of them; the medians of a ratio come from the same rounds.
+    let mut recs_of: Vec<Vec<RunRecord>> =
+        scenarios.iter().map(|_| Vec::with_capacity(runs)).collect();
+    for r in 0..runs {
+        for (sc, recs) in scenarios.iter().zip(recs_of.iter_mut()) {
+            pb.set_message(format!("round {}/{runs}: {}", r + 1, sc.id));
+            recs.push(spawn_child(&exe, &sc.id, mode, &map, r));
+            pb.inc(1);
+        }
+        if pb.is_hidden() && runs > 1 {
+            eprintln!(
+                "harness: round {}/{runs} done ({:.1} s)",
+                r + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    for (sc, recs) in scenarios.iter().zip(recs_of) {
         if sc.threads > map.distinct() {
             scenario_warnings.push(format!(
                 "{}: needs {} busy threads, the plan has {} core(s): threads share cores",
@@ -318,13 +339,6 @@ pub fn run(a: &RunArgs) -> i32 {
                 sc.threads,
                 map.distinct()
             ));
-        }
-        let mut recs = Vec::new();
-        for r in 0..runs {
-            pb.set_message(format!("{} (run {}/{runs})", sc.id, r + 1));
-            let rec = spawn_child(&exe, &sc.id, mode, &map, r);
-            pb.inc(1);
-            recs.push(rec);
         }
         let mut notes: Vec<String> = recs.iter().flat_map(|r| r.notes.clone()).collect();
         notes.sort();

@@ -86,6 +86,20 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     assert!(!files_with_ext(&out, "svg").is_empty(), "no .svg plot");
     assert!(!files_with_ext(&out, "hgrm").is_empty(), "no .hgrm file");
 
+    // runs.json: every run of every scenario, without the per-run histograms (kept small).
+    let runs = json(&out.join("runs.json"));
+    for id in IDS {
+        assert_eq!(
+            runs[id].as_array().map(Vec::len),
+            Some(1),
+            "runs.json lacks the run of {id}"
+        );
+    }
+    assert!(
+        !runs.to_string().contains("\"hist\""),
+        "runs.json holds histograms"
+    );
+
     let env = json(&out.join("env.json"));
     for key in [
         "cpu_model",
@@ -172,7 +186,82 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     let text = String::from_utf8_lossy(&cmp.stdout);
     assert!(text.contains("1.000x"), "{text}");
     assert!(text.contains("0 really better, 0 really worse"), "{text}");
+    // Smoke records have one run each: no spread, so no change can be called real.
+    assert!(text.contains("spread unknown (1 run)"), "{text}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Runs `harness run --smoke` on the scenarios matching `filter` with `runs` runs into `out`.
+fn smoke_into(out: &Path, filter: &str, runs: usize) {
+    let run = Command::new(BIN)
+        .args(["run", "--smoke", "--no-progress", "--filter", filter])
+        .args(["--runs", &runs.to_string(), "--out"])
+        .arg(out)
+        .output()
+        .expect("run the harness");
+    assert!(
+        run.status.success(),
+        "harness run into {} failed: {}",
+        out.display(),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+#[test]
+fn compare_prints_a_ratio_and_a_verdict_for_every_record_of_two_runs() {
+    let _one = serial();
+    let (a, b) = (tmpdir("cmp-a"), tmpdir("cmp-b"));
+    let filter = "^(calibration/timer|route/dispatch|route/crossbeam-channel)$";
+    smoke_into(&a, filter, 2);
+    smoke_into(&b, filter, 2);
+    let cmp = Command::new(BIN)
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(cmp.status.success());
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    let summary = json(&a.join("summary.json"));
+    let records = summary["records"].as_array().unwrap();
+    assert!(records.len() >= 5, "{summary}");
+    for r in records {
+        let (id, metric) = (r["id"].as_str().unwrap(), r["metric"].as_str().unwrap());
+        let line = text
+            .lines()
+            .find(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(id) && w.next() == Some(metric)
+            })
+            .unwrap_or_else(|| panic!("no line for {id} {metric}:\n{text}"));
+        let ratio = line
+            .split_whitespace()
+            .find_map(|w| w.strip_suffix('x').and_then(|x| x.parse::<f64>().ok()))
+            .unwrap_or_else(|| panic!("no ratio in `{line}`"));
+        assert!(ratio.is_finite() && ratio > 0.0, "{line}");
+        // Two runs a side: every record has a spread, and gets a judged verdict.
+        assert!(
+            line.ends_with("within spread")
+                || line.ends_with("REAL: better")
+                || line.ends_with("REAL: worse"),
+            "{line}"
+        );
+    }
+    assert!(
+        text.contains(&format!("{} records compared", records.len())),
+        "{text}"
+    );
+    assert!(text.contains("0 with a single run"), "{text}");
+    // A folder without summary.json is refused with a usage error.
+    let bad = Command::new(BIN)
+        .arg("compare")
+        .arg(&a)
+        .arg(tmpdir("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
 }
 
 #[test]

@@ -43,15 +43,38 @@ impl correlator::Event for Ev {
 /// The scope type of a harness monitor.
 pub(crate) type Cx<'a, M> = Scope<'a, Ev, M>;
 
-/// Builds a correlator whose context `i` is pinned to the plan's slot `i`.
+/// Builds a correlator whose context `i` is pinned to the plan's slot `i`, with the engine's
+/// default clock thread (10 ticks a second to every context, as a user gets it).
 pub(crate) fn build(
     ctx: &RunCtx,
     capacity: usize,
     wait: WaitStrategy,
 ) -> Result<Correlator<Ev>, String> {
+    build_with(ctx, capacity, wait, Clock::Default)
+}
+
+/// Where a scenario's correlator takes its logical time from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clock {
+    /// The engine's clock thread at its default rate.
+    Default,
+    /// No clock thread (`external_time`): nothing but the measured path runs in the process.
+    External,
+}
+
+/// [`build`] with a choice of clock.
+pub(crate) fn build_with(
+    ctx: &RunCtx,
+    capacity: usize,
+    wait: WaitStrategy,
+    clock: Clock,
+) -> Result<Correlator<Ev>, String> {
     let mut b = Correlator::<Ev>::builder()
         .inbox_capacity(capacity)
         .wait_strategy(wait);
+    if clock == Clock::External {
+        b = b.external_time();
+    }
     if ctx.map.pinned {
         b = b.pinning(PinningPlan::cores(ctx.map.cores.clone()));
     }
