@@ -25,7 +25,7 @@ use crate::context::{ContextRef, ContextShared, Entry};
 use crate::correlator::Shared;
 use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
-use crate::inbox::{Refusal, Reservation, RoomWait, Sender};
+use crate::inbox::{Inbox, Refusal, Reservation, RoomWait, Sender};
 use crate::sync::{self, Arc, AtomicU64, Mutex, Ordering};
 
 /// How long a send may wait for room.
@@ -138,48 +138,85 @@ pub(crate) fn reserve<E: Event>(
         }
     }
     let began = Instant::now();
-    let mut edge = false;
-    let result = 'wait: {
-        if let Some(me) = me {
-            if shared.waits.would_deadlock(me, target.id) {
-                let r = target.inbox.reserve_overrun(sender);
-                tracing::warn!(
-                    from = me,
-                    to = target.id,
-                    overruns = target.inbox.overruns(),
-                    "inbox taken beyond capacity: waiting would close a cycle of full inboxes"
-                );
-                break 'wait r.map_err(|_| refusal_kind(sender));
-            }
-            edge = true;
+    let cycle = me.map(|me| (&shared.waits, me, target.id));
+    let mut backoff = Backoff::new(strategy);
+    let result = reserve_after_full(&target.inbox, sender, cycle, deadline, || {
+        match backoff.next_or_park() {
+            Step::Spin => sync::spin_hint(),
+            Step::Yield => sync::yield_now(),
+            Step::Park => return true,
         }
-        let mut backoff = Backoff::new(strategy);
-        loop {
-            match backoff.next_or_park() {
-                Step::Spin => sync::spin_hint(),
-                Step::Yield => sync::yield_now(),
-                Step::Park => match target.inbox.wait_for_room(sender, deadline) {
-                    RoomWait::Retry => {}
-                    RoomWait::Closed => break 'wait Err(refusal_kind(sender)),
-                    RoomWait::TimedOut => break 'wait Err(SendErrorKind::Timeout),
-                },
-            }
-            match target.inbox.try_reserve(sender) {
-                Ok(r) => break 'wait Ok(r),
-                Err(Refusal::Closed) => break 'wait Err(refusal_kind(sender)),
-                Err(Refusal::Full) => {}
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                break 'wait Err(SendErrorKind::Timeout);
-            }
-        }
-    };
-    if edge {
-        if let Some(me) = me {
-            shared.waits.clear(me);
+        false
+    })
+    .map(|(r, _)| r)
+    .map_err(|end| match end {
+        NoPlace::Closed => refusal_kind(sender),
+        NoPlace::TimedOut => SendErrorKind::Timeout,
+    });
+    *blocked_ns += began.elapsed().as_nanos() as u64;
+    result
+}
+
+/// How a wait for a place ended without one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoPlace {
+    /// The inbox closed for this sender while it waited.
+    Closed,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// The slow path of every send that may wait, after `try_reserve` found `inbox` full (the loom models
+/// in `loom-tests/` call this very function).
+///
+/// `cycle` is `(graph, me, target)` for a sending context and `None` for an input handle. A context
+/// first records the edge "`me` waits on `target`": if that closes a cycle of contexts each waiting
+/// on the next one's full inbox, it takes a place beyond capacity at once (R5.2) and the result says
+/// `true`. Otherwise it waits for room (R5.1): each round calls `pause`, which performs one back-off
+/// step (spin or yield) and returns `false`, or returns `true` to park through the inbox's
+/// room-waiter protocol; then it tries to reserve again. The edge is removed when the wait ends.
+///
+/// # Errors
+/// [`NoPlace::Closed`] when the inbox refuses `sender`; [`NoPlace::TimedOut`] once `deadline` passed.
+pub fn reserve_after_full<T>(
+    inbox: &Inbox<T>,
+    sender: Sender,
+    cycle: Option<(&WaitGraph, u32, u32)>,
+    deadline: Option<Instant>,
+    mut pause: impl FnMut() -> bool,
+) -> Result<(Reservation, bool), NoPlace> {
+    if let Some((graph, me, target)) = cycle {
+        if graph.would_deadlock(me, target) {
+            let r = inbox.reserve_overrun(sender);
+            tracing::warn!(
+                from = me,
+                to = target,
+                overruns = inbox.overruns(),
+                "inbox taken beyond capacity: waiting would close a cycle of full inboxes"
+            );
+            return r.map(|r| (r, true)).map_err(|_| NoPlace::Closed);
         }
     }
-    *blocked_ns += began.elapsed().as_nanos() as u64;
+    let result = loop {
+        if pause() {
+            match inbox.wait_for_room(sender, deadline) {
+                RoomWait::Retry => {}
+                RoomWait::Closed => break Err(NoPlace::Closed),
+                RoomWait::TimedOut => break Err(NoPlace::TimedOut),
+            }
+        }
+        match inbox.try_reserve(sender) {
+            Ok(r) => break Ok((r, false)),
+            Err(Refusal::Closed) => break Err(NoPlace::Closed),
+            Err(Refusal::Full) => {}
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break Err(NoPlace::TimedOut);
+        }
+    };
+    if let Some((graph, me, _)) = cycle {
+        graph.clear(me);
+    }
     result
 }
 
@@ -250,7 +287,7 @@ impl<E: Event> Links<E> {
     }
 
     /// Copies the contexts created since the last refresh into the local cache.
-    fn refresh(&mut self) {
+    pub(crate) fn refresh(&mut self) {
         let registry = sync::read_lock(&self.shared.contexts);
         self.contexts
             .extend(registry[self.contexts.len()..].iter().cloned());

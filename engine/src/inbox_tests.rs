@@ -1,4 +1,4 @@
-//! Unit tests of the inbox (also run under miri by the README's test command).
+//! Unit tests of the inbox (also run under miri by `scripts/miri.sh`, with fewer iterations).
 
 use super::*;
 
@@ -21,4 +21,169 @@ fn r2_3_single_sender_fifo() {
         }
         assert_eq!(consumer.pop(), None);
     }
+}
+
+/// Iterations of the threaded tests: small under miri, which interprets every instruction.
+const ROUNDS: usize = if cfg!(miri) { 40 } else { 20_000 };
+
+/// Reserves a place for `sender`, retrying (with a yield) while the inbox is full.
+fn reserve_spinning<T>(inbox: &Inbox<T>) -> Reservation {
+    loop {
+        match inbox.try_reserve(Sender::External) {
+            Ok(r) => return r,
+            Err(Refusal::Full) => std::thread::yield_now(),
+            Err(Refusal::Closed) => panic!("nobody closes this inbox"),
+        }
+    }
+}
+
+// R2.3: two producer threads and the consumer, capacity 2 (the ring wraps on every other entry):
+// each producer's entries arrive in its order, none lost, none duplicated.
+#[test]
+fn r2_3_two_producer_threads_fifo() {
+    let (inbox, mut consumer) = Inbox::<(u8, usize)>::with_capacity(2);
+    let producers: Vec<_> = (0..2u8)
+        .map(|p| {
+            let inbox = inbox.clone();
+            std::thread::spawn(move || {
+                for seq in 0..ROUNDS {
+                    let r = reserve_spinning(&inbox);
+                    inbox.commit(r, (p, seq));
+                }
+            })
+        })
+        .collect();
+    let mut next = [0usize; 2];
+    let mut taken = 0;
+    while taken < 2 * ROUNDS {
+        match consumer.pop() {
+            Some((p, seq)) => {
+                assert_eq!(seq, next[p as usize], "producer {p}: lost or reordered");
+                next[p as usize] += 1;
+                taken += 1;
+                consumer.release(1);
+            }
+            None => std::thread::yield_now(),
+        }
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    assert_eq!(consumer.pop(), None, "a duplicate after all were taken");
+    assert!(inbox.is_empty());
+}
+
+// R5.2: entries taken beyond capacity go to the overflow; a later ordinary commit follows them there,
+// so one sender's order holds across the ring, the overflow and back; the overflow shrinks back.
+#[test]
+fn r5_2_overrun_keeps_order_and_shrinks_back() {
+    let (inbox, mut consumer) = Inbox::with_capacity(2);
+    for v in 0..2 {
+        let r = inbox.try_reserve(Sender::Context).expect("room");
+        inbox.commit(r, v);
+    }
+    assert_eq!(
+        inbox.try_reserve(Sender::Context).unwrap_err(),
+        Refusal::Full
+    );
+    for v in 2..4 {
+        let r = inbox.reserve_overrun(Sender::Context).expect("open");
+        inbox.commit(r, v);
+    }
+    assert_eq!(inbox.overruns(), 2);
+    assert_eq!(inbox.overflow_len(), 2);
+    assert_eq!(inbox.len(), 4);
+    // The ring is taken first, then the overflow; overflow entries hold places like any other.
+    for want in 0..3 {
+        assert_eq!(consumer.pop(), Some(want));
+        consumer.release(1);
+    }
+    // One place free while entry 3 still waits in the overflow: an ordinary commit must queue
+    // behind it there, not overtake it through the ring.
+    let r = inbox.try_reserve(Sender::Context).expect("room again");
+    inbox.commit(r, 4);
+    assert_eq!(inbox.overflow_len(), 2);
+    for want in 3..5 {
+        assert_eq!(consumer.pop(), Some(want));
+        consumer.release(1);
+    }
+    assert_eq!(consumer.pop(), None);
+    assert_eq!(inbox.overflow_len(), 0, "the overflow shrinks back");
+    // Back on the ring.
+    let r = inbox.try_reserve(Sender::Context).expect("room");
+    inbox.commit(r, 5);
+    assert_eq!(inbox.overflow_len(), 0);
+    assert_eq!(consumer.pop(), Some(5));
+    consumer.release(1);
+    assert!(inbox.is_empty());
+}
+
+/// A value that counts its drops.
+struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+// Entries never taken are dropped exactly once with the inbox, in the ring and in the overflow;
+// taken ones are dropped by whoever took them (miri checks for leaks and double drops).
+#[test]
+fn entries_left_behind_are_dropped_once() {
+    let drops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (inbox, mut consumer) = Inbox::with_capacity(4);
+    for _ in 0..3 {
+        let r = inbox.try_reserve(Sender::External).expect("room");
+        inbox.commit(r, Counted(drops.clone()));
+    }
+    let r = inbox.try_reserve(Sender::External).expect("room");
+    inbox.cancel(r);
+    drop(consumer.pop().expect("an entry"));
+    consumer.release(1);
+    let r = inbox.try_reserve(Sender::Context).expect("room");
+    inbox.commit(r, Counted(drops.clone()));
+    for _ in 0..3 {
+        let r = inbox.reserve_overrun(Sender::Context).expect("open");
+        inbox.commit(r, Counted(drops.clone()));
+    }
+    assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 1);
+    drop(consumer);
+    drop(inbox);
+    assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 7);
+}
+
+// R1.3: the consumer announces sleep and parks while a producer thread pushes one entry at a time;
+// every entry wakes it (a lost wake-up hangs this test).
+#[test]
+fn r1_3_parked_consumer_is_woken_for_every_entry() {
+    let rounds = if cfg!(miri) { 10 } else { 2_000 };
+    let (inbox, mut consumer) = Inbox::<usize>::with_capacity(1);
+    let producer = {
+        let inbox = inbox.clone();
+        std::thread::spawn(move || {
+            for v in 0..rounds {
+                let r = reserve_spinning(&inbox);
+                inbox.commit(r, v);
+            }
+        })
+    };
+    for want in 0..rounds {
+        let got = loop {
+            if let Some(v) = consumer.pop() {
+                break v;
+            }
+            if !inbox.is_empty() {
+                std::thread::yield_now();
+                continue;
+            }
+            if consumer.try_sleep() {
+                consumer.park(|| false);
+            }
+        };
+        assert_eq!(got, want);
+        consumer.release(1);
+    }
+    producer.join().unwrap();
+    assert!(inbox.is_empty());
 }

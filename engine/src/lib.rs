@@ -77,7 +77,7 @@ mod time;
 /// Engine internals exposed for the loom models in `loom-tests/`; not a stable API.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::deliver::WaitGraph;
+    pub use crate::deliver::{reserve_after_full, NoPlace, WaitGraph};
 }
 
 pub use channel::Channel;

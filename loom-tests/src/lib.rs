@@ -11,16 +11,18 @@
 //!   forever, which is how a lost wake-up shows.
 //! * Without it, `tests/plain.rs` runs the same scenarios many times on real threads.
 //!
-//! The helpers replicate the engine's loops that are private to it, statement for statement:
-//! [`send_blocking`] and [`send_from_context`] are `deliver::reserve` followed by `Inbox::commit`
-//! (with the spin and yield steps of the back-off left out: they only delay the park step, and the
-//! retry after it is modelled); [`context_loop`] is `Core::event_loop` (context.rs) with the same
-//! left out. If those engine loops change, change these with them.
+//! The send helpers run the engine's own slow path: [`send_blocking`] and [`send_from_context`] are
+//! `deliver::reserve` (a `try_reserve`, then `deliver::reserve_after_full`, exposed through
+//! `correlator::internals`) followed by `Inbox::commit`; only the back-off's spin and yield steps are
+//! replaced by parking at once (they only delay the park step; the retry after it is modelled).
+//! [`context_loop`] still replicates `Core::event_loop` (context.rs) statement for statement, with the
+//! same back-off steps left out: that loop is a method of the context's `Core`, which needs a whole
+//! correlator around it. If it changes, change [`context_loop`] with it.
 
 #![warn(missing_docs)]
 
-use correlator::inbox::{Consumer, Inbox, Refusal, RoomWait, Sender};
-use correlator::internals::WaitGraph;
+use correlator::inbox::{Consumer, Inbox, Refusal, Sender};
+use correlator::internals::{reserve_after_full, NoPlace, WaitGraph};
 
 /// The runtime the scenarios use: loom's under `cfg(loom)`, `std`'s otherwise (the same items the
 /// engine's `sync` shim switches).
@@ -51,9 +53,17 @@ pub enum Delivery {
     Overrun,
 }
 
-/// A blocking send from an input handle (or any sender outside the wait graph): `deliver::reserve`
-/// with `me = None` and `Wait::Block`, then commit. Returns the value with the refusal if the inbox
-/// closed for `sender`.
+/// Parks at once: the spin and yield steps of the engine's back-off (`config::Backoff`) only
+/// delay the park step, and under loom every one of them would be a yield, which multiplies the
+/// schedules without adding any (the retry after a wake-up is modelled).
+fn park_at_once() -> bool {
+    true
+}
+
+/// A blocking send from an input handle (or any sender outside the wait graph): what
+/// `deliver::reserve` does with `me = None` and `Wait::Block` (a `try_reserve`, then on a full inbox
+/// the engine's own [`reserve_after_full`]), then commit. Returns the value with the refusal if the
+/// inbox closed for `sender`.
 ///
 /// # Errors
 /// `(Refusal::Closed, value)` when the inbox refuses `sender`.
@@ -61,17 +71,10 @@ pub fn send_blocking<T>(inbox: &Inbox<T>, sender: Sender, value: T) -> Result<()
     let reservation = match inbox.try_reserve(sender) {
         Ok(r) => Ok(r),
         Err(Refusal::Closed) => Err(Refusal::Closed),
-        Err(Refusal::Full) => loop {
-            match inbox.wait_for_room(sender, None) {
-                RoomWait::Retry => {}
-                RoomWait::Closed => break Err(Refusal::Closed),
-                RoomWait::TimedOut => unreachable!("no deadline was given"),
-            }
-            match inbox.try_reserve(sender) {
-                Ok(r) => break Ok(r),
-                Err(Refusal::Closed) => break Err(Refusal::Closed),
-                Err(Refusal::Full) => {}
-            }
+        Err(Refusal::Full) => match reserve_after_full(inbox, sender, None, None, park_at_once) {
+            Ok((r, _)) => Ok(r),
+            Err(NoPlace::Closed) => Err(Refusal::Closed),
+            Err(NoPlace::TimedOut) => unreachable!("no deadline was given"),
         },
     };
     match reservation {
@@ -83,9 +86,10 @@ pub fn send_blocking<T>(inbox: &Inbox<T>, sender: Sender, value: T) -> Result<()
     }
 }
 
-/// A blocking send from context `me` to the inbox of context `target_id`, exactly as
-/// `deliver::reserve` does it: on a full inbox record the wait edge; if it closes a cycle, reserve
-/// beyond capacity (R5.2); otherwise wait for room (R5.1) and remove the edge when the wait ends.
+/// A blocking send from context `me` to the inbox of context `target_id`, as `deliver::reserve`
+/// does it: a `try_reserve`, then on a full inbox the engine's own [`reserve_after_full`] with the
+/// wait graph (record the wait edge; if it closes a cycle, reserve beyond capacity (R5.2); otherwise
+/// wait for room (R5.1) and remove the edge when the wait ends), then commit.
 ///
 /// # Errors
 /// `(Refusal::Closed, value)` when the target inbox has closed.
@@ -96,27 +100,17 @@ pub fn send_from_context<T>(
     target_id: u32,
     value: T,
 ) -> Result<Delivery, (Refusal, T)> {
+    let cycle = Some((graph, me, target_id));
     let reserved = match target.try_reserve(Sender::Context) {
         Ok(r) => Ok((r, Delivery::Direct)),
         Err(Refusal::Closed) => Err(Refusal::Closed),
-        Err(Refusal::Full) if graph.would_deadlock(me, target_id) => target
-            .reserve_overrun(Sender::Context)
-            .map(|r| (r, Delivery::Overrun)),
         Err(Refusal::Full) => {
-            let r = loop {
-                match target.wait_for_room(Sender::Context, None) {
-                    RoomWait::Retry => {}
-                    RoomWait::Closed => break Err(Refusal::Closed),
-                    RoomWait::TimedOut => unreachable!("no deadline was given"),
-                }
-                match target.try_reserve(Sender::Context) {
-                    Ok(r) => break Ok((r, Delivery::AfterWait)),
-                    Err(Refusal::Closed) => break Err(Refusal::Closed),
-                    Err(Refusal::Full) => {}
-                }
-            };
-            graph.clear(me);
-            r
+            match reserve_after_full(target, Sender::Context, cycle, None, park_at_once) {
+                Ok((r, true)) => Ok((r, Delivery::Overrun)),
+                Ok((r, false)) => Ok((r, Delivery::AfterWait)),
+                Err(NoPlace::Closed) => Err(Refusal::Closed),
+                Err(NoPlace::TimedOut) => unreachable!("no deadline was given"),
+            }
         }
     };
     match reserved {
@@ -206,37 +200,37 @@ pub mod scenarios {
     }
 
     /// R2.3: two producers (one sending two entries, one sending one) and the consumer, capacity 2,
-    /// so the ring wraps and a producer meets a full inbox. Per-producer FIFO, no loss, no duplicate.
-    /// Producers retry a full inbox by yielding, and the consumer spins: this model is about the
-    /// ring's tickets and stamps alone.
+    /// so the ring wraps and a producer can meet a full inbox. Per-producer FIFO, no loss, no
+    /// duplicate.
+    ///
+    /// Every wait is the engine's own: producers that find the inbox full wait for room through the
+    /// room-waiter protocol (`send_blocking`), and the consumer runs the context loop (it yields only
+    /// while a reservation is pending, and parks when idle). A model in which two threads spin on
+    /// `yield_now` at once (an earlier version of this one: producers retrying `Full` by yielding
+    /// while the consumer yielded on `None`) does not terminate under loom: a yield lets the checker
+    /// switch between the two spinners for free, so it explores schedules in which the third thread,
+    /// the one holding the pending reservation, never runs again, and the model exceeds the branch
+    /// limit.
     pub fn two_producers_fifo() {
         let (inbox, mut consumer) = Inbox::<(u8, u8)>::with_capacity(2);
         let push_all = |inbox: Arc<Inbox<(u8, u8)>>, sender: u8, n: u8| {
             move || {
                 for seq in 0..n {
-                    let r = loop {
-                        match inbox.try_reserve(Sender::External) {
-                            Ok(r) => break r,
-                            Err(Refusal::Full) => rt::yield_now(),
-                            Err(Refusal::Closed) => unreachable!("nobody closes"),
-                        }
-                    };
-                    inbox.commit(r, (sender, seq));
+                    send_blocking(&inbox, Sender::External, (sender, seq)).expect("open inbox");
                 }
             }
         };
         let a = spawn(push_all(inbox.clone(), 1, 2));
         let b = spawn(push_all(inbox.clone(), 2, 1));
         let mut got = Vec::new();
-        while got.len() < 3 {
-            match consumer.pop() {
-                Some(e) => {
-                    got.push(e);
-                    consumer.release(1);
-                }
-                None => rt::yield_now(),
+        context_loop(&mut consumer, &never, |e| {
+            got.push(e);
+            if got.len() == 3 {
+                Flow::Stop
+            } else {
+                Flow::Continue
             }
-        }
+        });
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(
@@ -362,17 +356,17 @@ pub mod scenarios {
             })
             .collect();
         let mut got = Vec::new();
-        // The consumer spins instead of parking so that the model stays small: the room-waiter
-        // protocol is what is checked here.
-        while got.len() < 3 {
-            match consumer.pop() {
-                Some(e) => {
-                    got.push(e);
-                    consumer.release(1);
-                }
-                None => rt::yield_now(),
+        // The consumer runs the context loop: if a producer's wake-up were lost, it would end up
+        // parked too, and loom reports the deadlock (a consumer spinning on `yield_now` instead would
+        // turn the same bug into an endless model that exceeds the branch limit).
+        context_loop(&mut consumer, &never, |e| {
+            got.push(e);
+            if got.len() == 3 {
+                Flow::Stop
+            } else {
+                Flow::Continue
             }
-        }
+        });
         for p in producers {
             p.join().unwrap();
         }
