@@ -472,6 +472,9 @@ impl<E: Event> Correlator<E> {
 
     fn start_clock(&self, per_second: u32) {
         let mut links = Links::new(self.shared.clone(), None);
+        // Fill the clock's context cache now, so that a tick allocates only after a context was
+        // created since the previous one (never in the steady state).
+        links.refresh();
         let origin = Instant::now();
         let interval = Duration::from_secs(1) / per_second;
         let clock = Periodic::start("correlator-clock", interval, move || {

@@ -17,9 +17,9 @@ pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 ///
 /// Each handle is one *sender* for the per-sender FIFO rule (R2.3): two events one handle puts into
 /// the same inbox are processed in that order. A handle is `Send` but not `Sync`: clone it for each
-/// thread (a clone is a new sender). Entries sent before [`Correlator::start`]
-/// (crate::Correlator::start) wait in the inboxes, which is how a recorded stream is replayed
-/// deterministically.
+/// thread (a clone is a new sender). Entries sent before
+/// [`Correlator::start`](crate::Correlator::start) wait in the inboxes, which is how a recorded
+/// stream is replayed deterministically.
 ///
 /// Three ways to send (R5.3): blocking (`send_to`, `send`) waits for room; `try_*` returns
 /// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to

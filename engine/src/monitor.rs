@@ -72,8 +72,8 @@ pub enum DieReason {
 /// }
 /// ```
 pub trait Monitor<E: Event>: Send + Sized + 'static {
-    /// Runs in the context where the instance is created (`main` for [`Correlator::load`]
-    /// (crate::Correlator::load)); registers the first listeners.
+    /// Runs in the context where the instance is created (`main` for
+    /// [`Correlator::load`](crate::Correlator::load)); registers the first listeners.
     fn on_load(&mut self, cx: &mut Scope<'_, E, Self>);
 
     /// Runs exactly once when the instance ends. What it routes and sends is delivered; listeners and
