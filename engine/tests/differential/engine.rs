@@ -22,6 +22,10 @@ struct Shared {
     sent: Vec<AtomicU64>,
     /// Per-context listener firings so far (each written only by its context's thread).
     fires: Vec<AtomicU64>,
+    /// Labels of every instance created, in creation order per context.
+    born: Mutex<Vec<String>>,
+    /// `(target context, event id)` of every `SendTo` performed.
+    sent_to: Mutex<Vec<(usize, u64)>>,
 }
 
 #[derive(Clone)]
@@ -82,6 +86,7 @@ impl Interp {
                     let seq = shared.sent[c].fetch_add(1, Ordering::Relaxed);
                     cx.send_to(shared.ctxs[*to], child(*k, c as u32, seq, true))
                         .expect("contexts are running");
+                    shared.sent_to.lock().unwrap().push((*to, id));
                 }
                 Action::Send(ch, k) => {
                     let seq = shared.sent[c].fetch_add(1, Ordering::Relaxed);
@@ -97,7 +102,8 @@ impl Interp {
                     copy.label = format!("{}>{id:x}", self.label);
                     let s = shared.clone();
                     let mon = self.mon;
-                    cx.spawn(&copy, move |_, cx: &mut Cx<'_>| {
+                    cx.spawn(&copy, move |m: &mut Interp, cx: &mut Cx<'_>| {
+                        s.born.lock().unwrap().push(m.label.clone());
                         Interp::register(cx, &s, mon)
                     });
                 }
@@ -111,6 +117,7 @@ impl Interp {
 impl Monitor<PEv> for Interp {
     fn on_load(&mut self, cx: &mut Cx<'_>) {
         let shared = self.shared.clone();
+        shared.born.lock().unwrap().push(self.label.clone());
         for &ch in &shared.prog.monitors[self.mon].subs {
             cx.subscribe(shared.channels[ch as usize]);
         }
@@ -144,8 +151,42 @@ pub enum Feed {
     AfterLoads,
 }
 
+/// Records every event a context takes, whatever the program's instances do (it never ends).
+struct Recorder {
+    ctx: usize,
+    seen: Arc<Mutex<Vec<(usize, u64)>>>,
+}
+
+impl Monitor<PEv> for Recorder {
+    fn on_load(&mut self, cx: &mut Scope<'_, PEv, Self>) {
+        for kind in 0..KINDS {
+            cx.on_all(Pattern::kind(kind), |r: &mut Recorder, _, e: &PEv| {
+                r.seen.lock().unwrap().push((r.ctx, e.id));
+            });
+        }
+    }
+}
+
+/// What a run left behind.
+pub struct Run {
+    /// The trace of the program's instances.
+    pub trace: Vec<Trace>,
+    /// Every instance created.
+    pub born: Vec<String>,
+    /// Every `SendTo` performed: `(target, event id)`.
+    pub sent_to: Vec<(usize, u64)>,
+    /// With a recorder: every `(context, event id)` taken (routed events included).
+    pub seen: Vec<(usize, u64)>,
+}
+
 /// Runs `prog` with inbox capacity `capacity` and returns the trace.
 pub fn run(prog: &Program, capacity: usize, feed: Feed) -> Vec<Trace> {
+    run_with(prog, capacity, feed, false).trace
+}
+
+/// Runs `prog`; with `record`, a [`Recorder`] is loaded into every context before the program's
+/// monitors.
+pub fn run_with(prog: &Program, capacity: usize, feed: Feed, record: bool) -> Run {
     let c = Correlator::<PEv>::builder()
         .inbox_capacity(capacity)
         .external_time()
@@ -168,7 +209,23 @@ pub fn run(prog: &Program, capacity: usize, feed: Feed) -> Vec<Trace> {
         trace: Mutex::new(Vec::new()),
         sent: (0..prog.contexts).map(|_| AtomicU64::new(0)).collect(),
         fires: (0..prog.contexts).map(|_| AtomicU64::new(0)).collect(),
+        born: Mutex::new(Vec::new()),
+        sent_to: Mutex::new(Vec::new()),
     });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    if record {
+        for (i, &ctx) in ctxs.iter().enumerate() {
+            c.load_in(
+                ctx,
+                Recorder {
+                    ctx: i,
+                    seen: seen.clone(),
+                },
+            )
+            .unwrap();
+        }
+    }
+    let loads = prog.monitors.len() + if record { prog.contexts } else { 0 };
     for (m, spec) in prog.monitors.iter().enumerate() {
         c.load_in(
             ctxs[spec.ctx],
@@ -185,7 +242,7 @@ pub fn run(prog: &Program, capacity: usize, feed: Feed) -> Vec<Trace> {
     if feed == Feed::AfterLoads {
         c.start();
         let loaded = |s: &correlator::Status| {
-            s.contexts.iter().map(|c| c.received).sum::<u64>() == prog.monitors.len() as u64
+            s.contexts.iter().map(|c| c.received).sum::<u64>() == loads as u64
                 && s.totals.inbox_len == 0
         };
         while !loaded(&c.status()) {
@@ -211,6 +268,14 @@ pub fn run(prog: &Program, capacity: usize, feed: Feed) -> Vec<Trace> {
     }
     c.start();
     c.shutdown().unwrap();
-    let trace = std::mem::take(&mut *shared.trace.lock().unwrap());
-    trace
+    Run {
+        trace: take(&shared.trace),
+        born: take(&shared.born),
+        sent_to: take(&shared.sent_to),
+        seen: take(&seen),
+    }
+}
+
+fn take<T>(m: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(&mut *m.lock().unwrap())
 }
