@@ -239,6 +239,14 @@ fn flood(
     };
     if let Some(s) = status {
         out.param("overruns", s.totals.overruns);
+        // Without a cycle of contexts nothing may go beyond capacity (R5.2): the inboxes' memory is
+        // then exactly what they were created with.
+        if s.totals.overruns > 0 {
+            out.fail(format!(
+                "{} entries went beyond capacity without a cycle of contexts",
+                s.totals.overruns
+            ));
+        }
     }
     out.param("events_total", sent.iter().sum::<u64>());
     match w {
@@ -304,9 +312,17 @@ fn backpressure(ctx: &RunCtx) -> Outcome {
     out.latency("send_latency", &merge(&hists));
     if let Some(peak) = vm_kib("VmHWM") {
         out.value("peak_rss", "KiB", peak as f64, Better::Lower);
-    }
-    if let Some(b) = rss_before {
-        out.param("rss_before_kib", b);
+        if let Some(b) = rss_before {
+            out.param("rss_before_kib", b);
+            // What the flood itself added: thread stacks, the receiver's checks and histograms, and
+            // the inbox ring, which is fixed at `FLOOD_CAPACITY` entries (no overrun, checked above).
+            out.value(
+                "rss_growth",
+                "KiB",
+                peak.saturating_sub(b) as f64,
+                Better::Lower,
+            );
+        }
     }
     // A loss is already a failed check in `flood`; the figure is recorded as well.
     let sent: u64 = f.sent.iter().sum();
