@@ -131,6 +131,20 @@ pub enum Flow {
     Stop,
 }
 
+/// Runs [`context_loop`] until it has taken `n` entries; returns them in the order taken.
+pub fn take<T>(consumer: &mut Consumer<T>, n: usize) -> Vec<T> {
+    let mut got = Vec::with_capacity(n);
+    context_loop(consumer, &|| false, |v| {
+        got.push(v);
+        if got.len() == n {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    });
+    got
+}
+
 /// `Core::event_loop` of context.rs: take an entry, process it to completion, then release its place;
 /// when none is ready, spin while a reservation is pending, leave if `exit()` says so, and otherwise
 /// announce sleep and park (`try_sleep` + `park(exit)`). `process` may also end the loop, which the
@@ -222,15 +236,7 @@ pub mod scenarios {
         };
         let a = spawn(push_all(inbox.clone(), 1, 2));
         let b = spawn(push_all(inbox.clone(), 2, 1));
-        let mut got = Vec::new();
-        context_loop(&mut consumer, &never, |e| {
-            got.push(e);
-            if got.len() == 3 {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            }
-        });
+        let got = take(&mut consumer, 3);
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(
@@ -257,15 +263,7 @@ pub mod scenarios {
                 }
             })
         };
-        let mut got = Vec::new();
-        context_loop(&mut consumer, &never, |v| {
-            got.push(v);
-            if got.len() == 2 {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            }
-        });
+        let got = take(&mut consumer, 2);
         producer.join().unwrap();
         assert_eq!(got, [0, 1], "R2.3: lost or reordered across a sleep");
         assert!(inbox.is_empty());
@@ -281,15 +279,7 @@ pub mod scenarios {
                 spawn(move || send_blocking(&inbox, Sender::External, (s, 0)).expect("open"))
             })
             .collect();
-        let mut got = Vec::new();
-        context_loop(&mut consumer, &never, |e| {
-            got.push(e);
-            if got.len() == 2 {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            }
-        });
+        let got = take(&mut consumer, 2);
         for p in producers {
             p.join().unwrap();
         }
