@@ -379,11 +379,13 @@ impl<E: Event> Core<E> {
             match entry {
                 Routed::Event(e) => {
                     self.fx.stats.processed += 1;
+                    // Listeners registered from here on get handles from `first_new` up.
+                    let first_new = self.fx.next_handle;
                     if self.dispatch(&e) {
-                        self.fx.routes.push_completed(e);
+                        self.fx.routes.push_completed(e, first_new);
                     }
                 }
-                Routed::Completed(e) => self.dispatch_completed(&e),
+                Routed::Completed(e, first_new) => self.dispatch_completed(&e, first_new),
             }
             self.fx.routes.seal(mark);
             if self.table.needs_compaction() {
@@ -394,32 +396,84 @@ impl<E: Event> Core<E> {
 
     /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched.
     /// Returns whether `completed` listeners are registered for its kind.
+    #[inline]
     fn dispatch(&mut self, e: &E) -> bool {
         let Some(b) = self.table.bucket_of(&e.kind()) else {
             return false;
         };
         let key = e.key();
         if !self.dispatch_lists(b, Mode::All, key, e) {
-            self.dispatch_lists(b, Mode::Unmatched, key, e);
+            self.dispatch_unmatched(b, key, e);
         }
         !self.table.buckets[b].completed.is_empty()
     }
 
-    fn dispatch_completed(&mut self, e: &E) {
+    /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
+    #[inline(never)]
+    fn dispatch_unmatched(&mut self, b: usize, key: Option<u64>, e: &E) {
+        self.dispatch_lists(b, Mode::Unmatched, key, e);
+    }
+
+    /// The `completed` listeners of `e` registered before it started: those with a handle below
+    /// `first_new` (R6.5, R6.7).
+    #[inline(never)]
+    fn dispatch_completed(&mut self, e: &E, first_new: u64) {
         if let Some(b) = self.table.bucket_of(&e.kind()) {
-            self.dispatch_lists(b, Mode::Completed, e.key(), e);
+            self.dispatch_merged(b, Mode::Completed, e.key(), e, first_new);
         }
     }
 
     /// Offers `e` to the listeners of bucket `b` in `mode`'s lists: the unkeyed ones and those keyed
     /// on `e`'s key, merged in registration order (R6.4). Only listeners present when the dispatch
     /// started are offered (R6.5). Returns whether any matched.
-    #[inline]
+    ///
+    /// Inlined for the common case (`e` has no key, or no listener of the bucket is keyed: the plain
+    /// list alone); the merge is [`dispatch_merged`](Self::dispatch_merged).
+    #[inline(always)]
     fn dispatch_lists(&mut self, b: usize, mode: Mode, key: Option<u64>, e: &E) -> bool {
         let lists = self.table.buckets[b].lists(mode);
+        if key.is_some() && !lists.keyed.is_empty() {
+            return self.dispatch_merged(b, mode, key, e, u64::MAX);
+        }
         let plain_len = lists.plain.len();
+        if plain_len == 1 {
+            // One listener (the usual case): nothing to carry across the handler call.
+            let slot = lists.plain[0];
+            return self.try_fire(slot, e);
+        }
+        let mut matched = false;
+        for i in 0..plain_len {
+            let slot = self.table.buckets[b].lists(mode).plain[i];
+            matched |= self.try_fire(slot, e);
+        }
+        matched
+    }
+
+    /// [`dispatch_lists`](Self::dispatch_lists) where keyed listeners may match, offering only the
+    /// listeners whose handle is below `first_new` (`u64::MAX`: all of them).
+    #[inline(never)]
+    fn dispatch_merged(
+        &mut self,
+        b: usize,
+        mode: Mode,
+        key: Option<u64>,
+        e: &E,
+        first_new: u64,
+    ) -> bool {
+        let lists = self.table.buckets[b].lists(mode);
+        let table = &self.table;
+        // Each list is in registration order, so in handle order: cut it at the first new handle.
+        // (Between dispatches every listed slot is occupied: compaction unlists before it frees.)
+        let cut = |list: &[u32]| {
+            if first_new == u64::MAX {
+                list.len()
+            } else {
+                list.partition_point(|&s| table.handle_at(s) < first_new)
+            }
+        };
+        let plain_len = cut(&lists.plain);
         let keyed_len = match key {
-            Some(k) if !lists.keyed.is_empty() => lists.keyed.get(&k).map_or(0, Vec::len),
+            Some(k) if !lists.keyed.is_empty() => lists.keyed.get(&k).map_or(0, |v| cut(v)),
             _ => 0,
         };
         let mut matched = false;
@@ -465,7 +519,7 @@ impl<E: Event> Core<E> {
     }
 
     /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
-    #[inline]
+    #[inline(always)]
     fn try_fire(&mut self, slot: u32, e: &E) -> bool {
         let Some(l) = self.table.slots[slot as usize].as_mut() else {
             return false;
@@ -473,19 +527,40 @@ impl<E: Event> Core<E> {
         if !l.alive {
             return false;
         }
-        let template = match &l.body {
-            Body::Template { template, .. } => template,
+        let instance = l.instance;
+        let once = l.mode == Mode::Once;
+        let handler = match &mut l.body {
+            Body::Template { template, handler } => {
+                if !template.matches_same_kind(e) {
+                    return false;
+                }
+                handler
+            }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
         };
-        if !template.matches_same_kind(e) {
-            return false;
+        if once {
+            return self.fire_once(slot, instance, e);
         }
-        let instance = l.instance;
-        if l.mode == Mode::Once {
-            // It ends before it runs, so its instance's count is right when the handler returns.
-            self.table.kill(slot);
-            self.listener_ended(instance);
-        }
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return true;
+        };
+        // Only the handler's operations (applied after it returns) can change this count.
+        let has_listeners = inst.live_listeners > 0;
+        self.fx.current = instance;
+        self.fx.die_requested = false;
+        let state = &mut *inst.state;
+        let fx = &mut self.fx;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
+        self.after_handler_with(instance, result, has_listeners);
+        true
+    }
+
+    /// [`try_fire`](Self::try_fire) for a matching `on` listener (fires once, then ends).
+    #[inline(never)]
+    fn fire_once(&mut self, slot: u32, instance: u32, e: &E) -> bool {
+        // It ends before it runs, so its instance's count is right when the handler returns.
+        self.table.kill(slot);
+        self.listener_ended(instance);
         let Some(l) = self.table.slots[slot as usize].as_mut() else {
             return true;
         };
@@ -565,7 +640,40 @@ impl<E: Event> Core<E> {
 
     /// Applies the handler's operations and ends its instance if it died, panicked or has no
     /// listener left (R6.8).
+    ///
+    /// The common case (the handler returned, asked for nothing, no listener ended, its instance
+    /// still has listeners, and no outer handler is pending) changes nothing and is decided here
+    /// without a call; everything else goes through [`after_handler_slow`](Self::after_handler_slow),
+    /// which would reach the same verdict for that case.
+    #[inline]
     fn after_handler(&mut self, instance: u32, result: std::thread::Result<()>) {
+        let has_listeners = self.instances[instance as usize]
+            .as_ref()
+            .is_some_and(|inst| inst.live_listeners > 0);
+        self.after_handler_with(instance, result, has_listeners);
+    }
+
+    /// [`after_handler`](Self::after_handler), told whether `instance` has a live listener.
+    #[inline(always)]
+    fn after_handler_with(
+        &mut self,
+        instance: u32,
+        result: std::thread::Result<()>,
+        has_listeners: bool,
+    ) {
+        let nothing_to_do = result.is_ok()
+            && !self.fx.die_requested
+            && self.fx.ops.is_empty()
+            && self.nesting == 0
+            && self.touched.is_empty()
+            && has_listeners;
+        if !nothing_to_do {
+            self.after_handler_slow(instance, result);
+        }
+    }
+
+    #[inline(never)]
+    fn after_handler_slow(&mut self, instance: u32, result: std::thread::Result<()>) {
         let died = std::mem::take(&mut self.fx.die_requested);
         self.nesting += 1;
         self.apply_ops();

@@ -154,6 +154,9 @@ pub(crate) struct ListenerTable<E: Event> {
     dirty: Vec<(u32, Mode, Option<u64>)>,
     /// Live listeners in the table.
     pub(crate) live: usize,
+    /// The kind looked up last and its bucket: a chain of events of one kind skips the hash
+    /// lookup. Always valid, since a kind's bucket never changes once made (buckets are only added).
+    last: Option<(E::Kind, u32)>,
 }
 
 impl<E: Event> Default for ListenerTable<E> {
@@ -166,15 +169,24 @@ impl<E: Event> Default for ListenerTable<E> {
             buckets: Vec::new(),
             dirty: Vec::new(),
             live: 0,
+            last: None,
         }
     }
 }
 
 impl<E: Event> ListenerTable<E> {
-    /// The bucket of `kind`, if any listener was ever registered for it.
+    /// The bucket of `kind`, if any listener was ever registered for it. A one-entry cache of the
+    /// last kind found spares the hash lookup on a run of events of one kind (the hot path).
     #[inline]
-    pub(crate) fn bucket_of(&self, kind: &E::Kind) -> Option<usize> {
-        self.kinds.get(kind).map(|&b| b as usize)
+    pub(crate) fn bucket_of(&mut self, kind: &E::Kind) -> Option<usize> {
+        if let Some((k, b)) = self.last {
+            if k == *kind {
+                return Some(b as usize);
+            }
+        }
+        let b = *self.kinds.get(kind)?;
+        self.last = Some((*kind, b));
+        Some(b as usize)
     }
 
     fn bucket_for(&mut self, kind: E::Kind) -> u32 {

@@ -20,8 +20,10 @@
 pub enum Routed<E> {
     /// An event to dispatch.
     Event(E),
-    /// Run the `completed` listeners of this event (everything it routed has been processed).
-    Completed(E),
+    /// Run the `completed` listeners of this event (everything it routed has been processed), with
+    /// the stamp given to [`RouteStack::push_completed`] (the context passes the first listener
+    /// handle issued after the event started, so that later listeners are left out, R6.5).
+    Completed(E, u64),
 }
 
 /// The LIFO of routed events of one context.
@@ -59,10 +61,10 @@ impl<E> RouteStack<E> {
         self.push_entry(Routed::Event(event));
     }
 
-    /// Pushes a `completed` marker for `event` (call before [`seal`](Self::seal)).
+    /// Pushes a `completed` marker for `event` carrying `stamp` (call before [`seal`](Self::seal)).
     #[inline]
-    pub fn push_completed(&mut self, event: E) {
-        self.push_entry(Routed::Completed(event));
+    pub fn push_completed(&mut self, event: E, stamp: u64) {
+        self.push_entry(Routed::Completed(event, stamp));
     }
 
     #[inline]
@@ -175,16 +177,16 @@ mod tests {
         let mark = stack.mark();
         stack.push("c1");
         stack.push("c2");
-        stack.push_completed("parent");
+        stack.push_completed("parent", 7);
         stack.seal(mark);
         let mut got = Vec::new();
         while let Some(entry) = stack.pop() {
             got.push(match entry {
                 Routed::Event(e) => e.to_string(),
-                Routed::Completed(e) => format!("completed:{e}"),
+                Routed::Completed(e, stamp) => format!("completed:{e}:{stamp}"),
             });
         }
-        assert_eq!(got, ["c1", "c2", "completed:parent"]);
+        assert_eq!(got, ["c1", "c2", "completed:parent:7"]);
     }
 
     // R3.4: no allocation once grown: the capacity stays put across storms of the same depth.

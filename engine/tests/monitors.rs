@@ -441,3 +441,33 @@ fn r6_8_dying_parent_keeps_its_spawned_copy_listening() {
         ]
     );
 }
+
+// R6.5, R6.7: a `completed` listener registered while an event is processed does not fire for that
+// event (it was not there when the event started), only for later ones.
+#[test]
+fn r6_5_completed_listener_registered_during_event_skips_it() {
+    let c = correlator(16);
+    let log = Log::default();
+    c.load(Script::new("m", &log, |_, cx| {
+        cx.on(
+            Pattern::kind(1),
+            |_: &mut Script, cx: &mut Cx<'_>, e: &Ev| {
+                // Route something, so that completion comes after the registration took effect.
+                cx.route(ev(2, e.val));
+                cx.completed(Pattern::kind(1), |m: &mut Script, _, e: &Ev| {
+                    m.log.push(format!("completed {}", e.val))
+                });
+            },
+        );
+        cx.on_all(Pattern::kind(2), |m: &mut Script, _, e: &Ev| {
+            m.log.push(format!("route {}", e.val))
+        });
+    }))
+    .unwrap();
+    let input = c.input();
+    input.send_to(c.main(), ev(1, 0)).unwrap();
+    input.send_to(c.main(), ev(1, 1)).unwrap();
+    c.start();
+    c.shutdown().unwrap();
+    assert_eq!(work(&log), ["route 0", "completed 1", "m die shutdown"]);
+}
