@@ -1,8 +1,6 @@
 //! SPEC §9: observability.
 mod common;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
@@ -79,39 +77,18 @@ fn r9_1_inbox_len_while_queued() {
     assert_eq!(c.status().totals.inbox_len, 5);
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 // R9.1: a periodic status line is available through `tracing`.
 #[test]
 fn r9_1_periodic_status_line_through_tracing() {
-    let out = Captured::default();
-    let writer = out.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let out = Captured::install_global();
     let c = Correlator::<Ev>::builder()
         .status_interval(Duration::from_millis(20))
         .build()
         .unwrap();
     c.start();
-    let seen = eventually(|| {
-        String::from_utf8_lossy(&out.0.lock().unwrap()).contains("Correlator Status: contexts=1")
-    });
+    let seen = eventually(|| out.text().contains("Correlator Status: contexts=1"));
     c.shutdown().unwrap();
     assert!(seen, "no status line was logged");
-    let text = String::from_utf8_lossy(&out.0.lock().unwrap()).to_string();
+    let text = out.text();
     assert!(text.contains("correlator::status"), "{text}");
 }
