@@ -103,7 +103,8 @@ pub(crate) struct ContextStats {
     pub(crate) instances: AtomicU64,
     pub(crate) blocked_ns: AtomicU64,
     pub(crate) handler_panics: AtomicU64,
-    /// Inbox entries fully processed (used by the shutdown scan).
+    /// Inbox entries fully processed (used by the shutdown scan). Written only by the context's
+    /// thread.
     pub(crate) done: AtomicU64,
 }
 
@@ -284,7 +285,12 @@ impl<E: Event> Core<E> {
                 self.fx.stats.received += 1;
                 self.process(entry);
                 self.publish();
-                self.shared.stats.done.fetch_add(1, Ordering::Release);
+                // Every entry taken is processed now: `received` is the count of done entries.
+                // Only this thread writes `done`, so a store suffices (no read-modify-write).
+                self.shared
+                    .stats
+                    .done
+                    .store(self.fx.stats.received, Ordering::Release);
                 self.consumer.release(1);
                 continue;
             }
