@@ -26,7 +26,7 @@ use crate::correlator::Shared;
 use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::inbox::{Inbox, Refusal, Reservation, RoomWait, Sender};
-use crate::sync::{self, Arc, AtomicU64, Mutex, Ordering};
+use crate::sync::{self, Arc, Mutex, Ordering};
 
 /// How long a send may wait for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +45,6 @@ const NO_EDGE: u32 = u32::MAX;
 #[derive(Debug)]
 pub struct WaitGraph {
     edges: Mutex<Vec<u32>>,
-    overruns: AtomicU64,
 }
 
 impl WaitGraph {
@@ -53,7 +52,6 @@ impl WaitGraph {
     pub fn new(max_contexts: usize) -> Self {
         Self {
             edges: Mutex::new(vec![NO_EDGE; max_contexts]),
-            overruns: AtomicU64::new(0),
         }
     }
 
@@ -68,7 +66,6 @@ impl WaitGraph {
         for _ in 0..edges.len() {
             if cur == me {
                 edges[me as usize] = NO_EDGE;
-                self.overruns.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
             match edges.get(cur as usize) {
