@@ -447,8 +447,14 @@ impl<E: Event> Core<E> {
             let slot = lists.plain[0];
             return self.try_fire(slot, e);
         }
+        self.dispatch_plain(b, mode, plain_len, e)
+    }
+
+    /// Offers `e` to the first `len` unkeyed listeners of bucket `b` in `mode`'s list.
+    #[inline(always)]
+    fn dispatch_plain(&mut self, b: usize, mode: Mode, len: usize, e: &E) -> bool {
         let mut matched = false;
-        for i in 0..plain_len {
+        for i in 0..len {
             let slot = self.table.buckets[b].lists(mode).plain[i];
             matched |= self.try_fire(slot, e);
         }
@@ -482,14 +488,10 @@ impl<E: Event> Core<E> {
             Some(k) if !lists.keyed.is_empty() => lists.keyed.get(&k).map_or(0, |v| cut(v)),
             _ => 0,
         };
-        let mut matched = false;
         if keyed_len == 0 {
-            for i in 0..plain_len {
-                let slot = self.table.buckets[b].lists(mode).plain[i];
-                matched |= self.try_fire(slot, e);
-            }
-            return matched;
+            return self.dispatch_plain(b, mode, plain_len, e);
         }
+        let mut matched = false;
         let k = key.unwrap_or_default();
         let (mut i, mut j) = (0, 0);
         while i < plain_len || j < keyed_len {
