@@ -5,6 +5,7 @@
 #   LOOM_MIN_MODELS       models that must pass (default: the number in loom-tests/tests/model_*.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 t0=$SECONDS
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 log=$(mktemp)
@@ -12,7 +13,7 @@ trap 'rm -f "$log"' EXIT
 # --no-fail-fast: a failing model does not hide the results of the other test binaries.
 RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release --target-dir target/loom --no-fail-fast \
   2>&1 | tee "$log"
-passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+passed=$(passed_tests "$log")
 min="${LOOM_MIN_MODELS:-10}"
 if [ "$passed" -lt "$min" ]; then
   echo "loom: only $passed models passed (expected at least $min)" >&2

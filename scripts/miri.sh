@@ -4,6 +4,7 @@
 # a test fails or if no test ran. The threaded tests shrink their iteration counts under cfg(miri).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 t0=$SECONDS
 rustup toolchain install nightly --profile minimal --component miri,rust-src >/dev/null
 cargo +nightly miri setup >/dev/null
@@ -12,7 +13,7 @@ trap 'rm -f "$log"' EXIT
 # Only the unit tests whose path names the two modules (`inbox::` and `route::tests::`).
 MIRIFLAGS="${MIRIFLAGS:-}" cargo +nightly miri test -p correlator --lib --target-dir target/miri \
   -- inbox:: route:: 2>&1 | tee "$log"
-passed=$(grep -Eo 'test result: ok\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+passed=$(passed_tests "$log")
 if [ "$passed" -lt 1 ]; then
   echo "miri: no test ran" >&2
   exit 1
