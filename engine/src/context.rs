@@ -217,6 +217,11 @@ pub(crate) struct Core<E: Event> {
     /// Reused buffers for expression steps.
     step_timers: Vec<Time>,
     fired: Vec<Match<E>>,
+    /// For each `completed` marker on the route stack, in push order: the first listener handle
+    /// issued after its event started (R6.5: later listeners are left out). Markers pop in the
+    /// reverse order of their pushes, so this is a stack beside the route stack, kept off the
+    /// entries of every routed event.
+    completed_since: Vec<u64>,
     fx: Effects<E>,
 }
 
@@ -251,6 +256,7 @@ impl<E: Event> Core<E> {
             timer_seq: 0,
             step_timers: Vec::new(),
             fired: Vec::new(),
+            completed_since: Vec::new(),
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -388,10 +394,15 @@ impl<E: Event> Core<E> {
                     // Listeners registered from here on get handles from `first_new` up.
                     let first_new = self.fx.next_handle;
                     if self.dispatch(&e) {
-                        self.fx.routes.push_completed(e, first_new);
+                        self.completed_since.push(first_new);
+                        self.fx.routes.push_completed(e);
                     }
                 }
-                Routed::Completed(e, first_new) => self.dispatch_completed(&e, first_new),
+                Routed::Completed(e) => {
+                    let first_new = self.completed_since.pop();
+                    debug_assert!(first_new.is_some(), "a completed marker without its stamp");
+                    self.dispatch_completed(&e, first_new.unwrap_or(0));
+                }
             }
             self.fx.routes.seal(mark);
             if self.table.needs_compaction() {

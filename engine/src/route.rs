@@ -20,10 +20,11 @@
 pub enum Routed<E> {
     /// An event to dispatch.
     Event(E),
-    /// Run the `completed` listeners of this event (everything it routed has been processed), with
-    /// the stamp given to [`RouteStack::push_completed`] (the context passes the first listener
-    /// handle issued after the event started, so that later listeners are left out, R6.5).
-    Completed(E, u64),
+    /// Run the `completed` listeners of this event (everything it routed has been processed).
+    /// Markers pop in the reverse order of their pushes (a child's marker lies above its parent's,
+    /// and a sibling's segment is drained before the next sibling runs), so a caller can keep data
+    /// for each marker on a stack of its own.
+    Completed(E),
 }
 
 /// The LIFO of routed events of one context.
@@ -61,10 +62,10 @@ impl<E> RouteStack<E> {
         self.push_entry(Routed::Event(event));
     }
 
-    /// Pushes a `completed` marker for `event` carrying `stamp` (call before [`seal`](Self::seal)).
+    /// Pushes a `completed` marker for `event` (call before [`seal`](Self::seal)).
     #[inline]
-    pub fn push_completed(&mut self, event: E, stamp: u64) {
-        self.push_entry(Routed::Completed(event, stamp));
+    pub fn push_completed(&mut self, event: E) {
+        self.push_entry(Routed::Completed(event));
     }
 
     #[inline]
@@ -177,16 +178,16 @@ mod tests {
         let mark = stack.mark();
         stack.push("c1");
         stack.push("c2");
-        stack.push_completed("parent", 7);
+        stack.push_completed("parent");
         stack.seal(mark);
         let mut got = Vec::new();
         while let Some(entry) = stack.pop() {
             got.push(match entry {
                 Routed::Event(e) => e.to_string(),
-                Routed::Completed(e, stamp) => format!("completed:{e}:{stamp}"),
+                Routed::Completed(e) => format!("completed:{e}"),
             });
         }
-        assert_eq!(got, ["c1", "c2", "completed:parent:7"]);
+        assert_eq!(got, ["c1", "c2", "completed:parent"]);
     }
 
     // R3.4: no allocation once grown: the capacity stays put across storms of the same depth.
