@@ -5,8 +5,20 @@
 //! and its monitor instances. It takes one inbox entry at a time and runs it to completion (R2.2):
 //! the entry's event is pushed on the route stack and the stack is drained completely, dispatching
 //! each event to its listeners, before the next inbox entry is taken. The inbox place of the entry is
-//! released only after that, so "accepted and not fully processed" is exactly the inbox's count,
-//! which graceful shutdown relies on (R8.1).
+//! released only after that, so the inbox's count never falls below "accepted and not fully
+//! processed", which graceful shutdown relies on (R8.1).
+//!
+//! # Giving places back in batches
+//! Freeing a place is a read-modify-write of the inbox's state word, the word every sender's
+//! reservation updates too; doing it once per entry would move that cache line between the
+//! senders' cores and this one twice per event. The context therefore holds the places of up to
+//! `release_batch` processed entries ([`HeldPlaces`](crate::deliver::HeldPlaces)) and frees them
+//! together, after publishing its status counters and its `done` count. It frees everything it
+//! holds when a batch is full, whenever its inbox has nothing ready (so a context that waits,
+//! sleeps or exits holds nothing, and the shutdown scan sees a zero count only once everything is
+//! processed), and before a send of its own waits on a full inbox (so that its held places can
+//! never be what it, or a cycle through it, waits for: R5.1 and R5.2 see exactly the unprocessed
+//! entries of a waiting context). The batch is at most half the capacity.
 //!
 //! # Handlers and what they change
 //! A handler runs with `&mut` to its instance's state and a [`Scope`](crate::Scope) over the
@@ -222,6 +234,8 @@ pub(crate) struct Core<E: Event> {
     /// reverse order of their pushes, so this is a stack beside the route stack, kept off the
     /// entries of every routed event.
     completed_since: Vec<u64>,
+    /// Entries were processed since the status counters were last published.
+    unpublished: bool,
     fx: Effects<E>,
 }
 
@@ -242,6 +256,9 @@ impl<E: Event> Core<E> {
         correlator: sync::Arc<Shared<E>>,
     ) -> Self {
         let me = shared.reference();
+        let mut links = crate::deliver::Links::new(correlator.clone(), Some(me));
+        let places = consumer.held_places(correlator.config.effective_release_batch());
+        links.held = crate::deliver::HeldPlaces::of(shared.clone(), places);
         Self {
             shared,
             consumer,
@@ -257,13 +274,14 @@ impl<E: Event> Core<E> {
             step_timers: Vec::new(),
             fired: Vec::new(),
             completed_since: Vec::new(),
+            unpublished: false,
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
                 current: u32::MAX,
                 die_requested: false,
                 ops: Vec::with_capacity(8),
-                links: crate::deliver::Links::new(correlator, Some(me)),
+                links,
                 stats: LocalStats::default(),
                 next_handle: 0,
                 now: Time::ZERO,
@@ -290,15 +308,16 @@ impl<E: Event> Core<E> {
                 backoff.reset();
                 self.fx.stats.received += 1;
                 self.process(entry);
-                self.publish();
-                // Every entry taken is processed now: `received` is the count of done entries.
-                // Only this thread writes `done`, so a store suffices (no read-modify-write).
-                self.shared
-                    .stats
-                    .done
-                    .store(self.fx.stats.received, Ordering::Release);
-                self.consumer.release(1);
+                self.unpublished = true;
+                if self.fx.links.held.processed_one() {
+                    self.publish_and_give_back();
+                }
                 continue;
+            }
+            // Nothing ready: give every place back before waiting (a sleeping context holds none,
+            // and the shutdown scan needs a zero count).
+            if self.unpublished {
+                self.publish_and_give_back();
             }
             if !self.consumer.inbox().is_empty() {
                 // A sender is between reserve and commit: its entry is moments away.
@@ -320,6 +339,14 @@ impl<E: Event> Core<E> {
                 }
             }
         }
+    }
+
+    /// Publishes the status counters, then gives back the places of the processed entries (see
+    /// "Giving places back in batches" in the module docs).
+    fn publish_and_give_back(&mut self) {
+        self.publish();
+        self.unpublished = false;
+        self.fx.links.held.give_back();
     }
 
     /// Publishes the local counters for the status snapshot.

@@ -25,7 +25,7 @@ use crate::context::{ContextRef, ContextShared, Entry};
 use crate::correlator::Shared;
 use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
-use crate::inbox::{Inbox, Refusal, Reservation, RoomWait, Sender};
+use crate::inbox::{self, Inbox, Refusal, Reservation, RoomWait, Sender};
 use crate::sync::{self, Arc, Mutex, Ordering};
 
 /// How long a send may wait for room.
@@ -103,14 +103,71 @@ pub(crate) fn kind_to_error(kind: SendErrorKind, ctx: ContextRef) -> Error {
     }
 }
 
+/// The inbox places a context still holds for entries it has processed (see the context module's
+/// "Giving places back in batches"), with its count of processed entries. A context gives them
+/// back every `batch` entries, when its inbox has nothing ready, and before any send of its own
+/// finds an inbox full, so that a context that waits holds none. Input handles hold none.
+pub(crate) struct HeldPlaces<E: Event> {
+    /// The context's own shared side and its batch; `None` for an input handle.
+    own: Option<Own<E>>,
+    /// Entries taken from the inbox and fully processed: the `done` figure of the shutdown scan.
+    done: u64,
+}
+
+/// A context's own side of [`HeldPlaces`].
+struct Own<E: Event> {
+    ctx: Arc<ContextShared<E>>,
+    places: inbox::HeldPlaces<Entry<E>>,
+}
+
+impl<E: Event> HeldPlaces<E> {
+    /// For an input handle: it never holds a place.
+    pub(crate) fn none() -> Self {
+        Self { own: None, done: 0 }
+    }
+
+    /// For the context `own`, whose consumer made `places`.
+    pub(crate) fn of(own: Arc<ContextShared<E>>, places: inbox::HeldPlaces<Entry<E>>) -> Self {
+        Self {
+            own: Some(Own { ctx: own, places }),
+            done: 0,
+        }
+    }
+
+    /// Records one more processed entry; returns whether a batch is full (call
+    /// [`give_back`](Self::give_back)).
+    #[inline]
+    pub(crate) fn processed_one(&mut self) -> bool {
+        self.done += 1;
+        self.own.as_mut().is_some_and(|o| o.places.hold_one())
+    }
+
+    /// Publishes the count of processed entries, then frees their places (in that order: the
+    /// shutdown scan reads a zero count as "everything done" and then compares `done`); wakes
+    /// senders waiting for room. Returns whether it freed anything.
+    pub(crate) fn give_back(&mut self) -> bool {
+        let Some(own) = &mut self.own else {
+            return false;
+        };
+        if own.places.held() == 0 {
+            return false;
+        }
+        own.ctx.stats.done.store(self.done, Ordering::Release);
+        own.places.give_back()
+    }
+}
+
 /// Reserves a place in `target`'s inbox, waiting as `wait` allows. `me` is the sending context (for
-/// the wait graph), `None` for an input handle. Adds the time spent waiting to `blocked_ns`.
+/// the wait graph), `None` for an input handle. A context gives back its `held` places before it
+/// waits (and retries at once if it gave any: the full inbox may be its own). Adds the time spent
+/// waiting to `blocked_ns`.
 pub(crate) fn reserve<E: Event>(
     shared: &Shared<E>,
     me: Option<u32>,
     strategy: WaitStrategy,
     target: &ContextShared<E>,
     wait: Wait,
+    held: &mut HeldPlaces<E>,
     blocked_ns: &mut u64,
 ) -> Result<Reservation, SendErrorKind> {
     let sender = if me.is_some() {
@@ -118,10 +175,13 @@ pub(crate) fn reserve<E: Event>(
     } else {
         Sender::External
     };
-    match target.inbox.try_reserve(sender) {
-        Ok(r) => return Ok(r),
-        Err(Refusal::Closed) => return Err(refusal_kind(sender)),
-        Err(Refusal::Full) => {}
+    loop {
+        match target.inbox.try_reserve(sender) {
+            Ok(r) => return Ok(r),
+            Err(Refusal::Closed) => return Err(refusal_kind(sender)),
+            Err(Refusal::Full) if held.give_back() => {}
+            Err(Refusal::Full) => break,
+        }
     }
     let deadline = match wait {
         Wait::Never => return Err(SendErrorKind::Full),
@@ -246,6 +306,8 @@ pub(crate) struct Links<E: Event> {
     targets: Vec<u32>,
     /// Reused buffer of reservations for all-or-nothing sends.
     reserved: Vec<(u32, Reservation)>,
+    /// The places the sending context holds in its own inbox.
+    pub(crate) held: HeldPlaces<E>,
     blocked_ns: u64,
 }
 
@@ -265,6 +327,7 @@ impl<E: Event> Links<E> {
             strategy,
             targets: Vec::new(),
             reserved: Vec::new(),
+            held: HeldPlaces::none(),
             blocked_ns: 0,
         }
     }
@@ -312,6 +375,7 @@ impl<E: Event> Links<E> {
             self.strategy,
             target,
             wait,
+            &mut self.held,
             &mut self.blocked_ns,
         )?;
         Ok((target, r))
@@ -405,6 +469,7 @@ impl<E: Event> Links<E> {
                 self.strategy,
                 target,
                 wait,
+                &mut self.held,
                 &mut self.blocked_ns,
             ) {
                 let e = if last { event.take() } else { event.clone() };
@@ -443,6 +508,7 @@ impl<E: Event> Links<E> {
                     self.strategy,
                     target,
                     Wait::Never,
+                    &mut self.held,
                     &mut self.blocked_ns,
                 ) {
                     Ok(r) => self.reserved.push((id, r)),

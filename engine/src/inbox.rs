@@ -43,6 +43,7 @@
 //! cannot be lost. Senders waiting for room use the mirror image with `ROOM_WAITERS`.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::mem::MaybeUninit;
 use std::time::Instant;
 
@@ -403,6 +404,55 @@ impl<T> Drop for Inbox<T> {
     }
 }
 
+/// The places of entries the consumer took and processed but has not freed yet: freeing them one
+/// read-modify-write at a time for a whole batch keeps the state word's cache line with the senders
+/// instead of moving it to the consumer's core for every entry.
+///
+/// Made by [`Consumer::held_places`] and moved to wherever the consumer's thread must free them
+/// (a context frees them before its own sends wait, too). Whoever holds places must free them
+/// before the consumer sleeps (its sleep needs a zero count) and before it waits for anything a
+/// sender to this inbox could be waiting for.
+pub struct HeldPlaces<T> {
+    inbox: sync::Arc<Inbox<T>>,
+    held: usize,
+    batch: usize,
+}
+
+impl<T> HeldPlaces<T> {
+    /// Holds the place of one more processed entry; returns whether the batch is full (call
+    /// [`give_back`](Self::give_back)).
+    #[inline]
+    pub fn hold_one(&mut self) -> bool {
+        self.held += 1;
+        self.held >= self.batch
+    }
+
+    /// Places held now.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Frees every held place at once and wakes senders waiting for room; returns whether there
+    /// was any.
+    pub fn give_back(&mut self) -> bool {
+        if self.held == 0 {
+            return false;
+        }
+        self.inbox.release(self.held);
+        self.held = 0;
+        true
+    }
+}
+
+impl<T> fmt::Debug for HeldPlaces<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldPlaces")
+            .field("held", &self.held)
+            .field("batch", &self.batch)
+            .finish()
+    }
+}
+
 /// The consumer end of an inbox, owned by the context's thread: neither `Clone` nor `Sync`.
 pub struct Consumer<T> {
     inbox: sync::Arc<Inbox<T>>,
@@ -459,6 +509,16 @@ impl<T> Consumer<T> {
     /// room.
     pub fn release(&mut self, n: usize) {
         self.inbox.release(n);
+    }
+
+    /// A batch of places to hold for taken entries and free together (see [`HeldPlaces`]),
+    /// full at `batch` (at least 1) entries.
+    pub fn held_places(&self, batch: usize) -> HeldPlaces<T> {
+        HeldPlaces {
+            inbox: self.inbox.clone(),
+            held: 0,
+            batch: batch.max(1),
+        }
     }
 
     /// Announces sleep if nothing is accepted: returns `true` if the caller may now park with

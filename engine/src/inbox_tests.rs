@@ -23,6 +23,42 @@ fn r2_3_single_sender_fifo() {
     }
 }
 
+// R5.1 with batched releases: held places still count (a sender finds the inbox full) until the
+// batch is given back, all at once; a batch reports full at its size and an empty one frees nothing.
+#[test]
+fn r5_1_held_places_count_until_given_back() {
+    let (inbox, mut consumer) = Inbox::with_capacity(4);
+    let mut places = consumer.held_places(3);
+    for i in 0..4 {
+        let r = inbox.try_reserve(Sender::External).expect("room");
+        inbox.commit(r, i);
+    }
+    assert!(!places.give_back(), "nothing held yet");
+    for i in 0..3 {
+        assert_eq!(consumer.pop(), Some(i));
+        assert_eq!(
+            places.hold_one(),
+            i == 2,
+            "the batch is full at its third place"
+        );
+    }
+    assert_eq!(places.held(), 3);
+    assert_eq!(inbox.len(), 4, "held places still count");
+    assert_eq!(
+        inbox.try_reserve(Sender::External).unwrap_err(),
+        Refusal::Full
+    );
+    assert!(places.give_back());
+    assert_eq!(places.held(), 0);
+    assert_eq!(inbox.len(), 1, "the three places were freed at once");
+    let r = inbox
+        .try_reserve(Sender::External)
+        .expect("room after the batch");
+    inbox.commit(r, 4);
+    assert_eq!(consumer.pop(), Some(3));
+    assert_eq!(consumer.pop(), Some(4));
+}
+
 /// Iterations of the threaded tests: small under miri, which interprets every instruction.
 const ROUNDS: usize = if cfg!(miri) { 40 } else { 20_000 };
 

@@ -142,6 +142,61 @@ fn r5_2_self_send_into_full_inbox() {
     );
 }
 
+// R5.2 with places given back in batches: a context holds the places of entries it processed
+// (release_batch). They are not what its own send may wait for: a send that finds its own inbox
+// full of held places gives them back and goes through, with no overrun (the inbox grows beyond
+// capacity only where waiting would close a cycle). Capacity 8, batch 4: the inbox is full before
+// start (the load entry and events 0..7); when event 2 runs, the places of the load entry and
+// events 0 and 1 are held and 5 entries are unprocessed.
+#[test]
+fn r5_2_held_places_are_given_back_before_a_send_waits() {
+    let c = correlator::Correlator::<Ev>::builder()
+        .inbox_capacity(8)
+        .release_batch(4)
+        .external_time()
+        .build()
+        .unwrap();
+    let log = Log::default();
+    c.load(Script::new("self", &log, |_, cx| {
+        cx.on_all(
+            Pattern::kind(1),
+            |m: &mut Script, cx: &mut Cx<'_>, e: &Ev| {
+                m.log.push(e.val.to_string());
+                if e.val == 2 {
+                    let me = cx.context();
+                    cx.send_to(me, ev(1, 100)).unwrap();
+                }
+            },
+        );
+    }))
+    .unwrap();
+    // The load entry took one place and is processed first.
+    for i in 0..7 {
+        c.input().send_to(c.main(), ev(1, i)).unwrap();
+    }
+    assert_eq!(
+        c.input()
+            .try_send_to(c.main(), ev(1, 99))
+            .unwrap_err()
+            .kind(),
+        SendErrorKind::Full,
+        "the inbox should be full before start"
+    );
+    c.start();
+    let s = c.shutdown().unwrap();
+    let got: Vec<String> = log
+        .take()
+        .into_iter()
+        .filter(|l| !l.contains(" die "))
+        .collect();
+    let want: Vec<String> = (0..7).chain([100]).map(|i| i.to_string()).collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        s.totals.overruns, 0,
+        "R5.2: a send that only met held places went beyond capacity"
+    );
+}
+
 // R5.2: two contexts sending to each other with full inboxes both finish.
 #[test]
 fn r5_2_two_contexts_cycle() {

@@ -122,6 +122,18 @@ fn r8_2_configuration_errors_are_typed() {
             setting: "max_contexts"
         }
     ));
+    let e = Correlator::<Ev>::builder()
+        .release_batch(0)
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(
+        e,
+        Error::InvalidLimit {
+            setting: "release_batch"
+        }
+    ));
+    assert!(e.to_string().contains("release_batch"));
     let c = Correlator::<Ev>::builder().max_contexts(2).build().unwrap();
     c.create_context(ContextOptions::new("one")).unwrap();
     let e = c.create_context(ContextOptions::new("two")).unwrap_err();

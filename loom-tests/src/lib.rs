@@ -15,13 +15,13 @@
 //! `deliver::reserve` (a `try_reserve`, then `deliver::reserve_after_full`, exposed through
 //! `correlator::internals`) followed by `Inbox::commit`; only the back-off's spin and yield steps are
 //! replaced by parking at once (they only delay the park step; the retry after it is modelled).
-//! [`context_loop`] still replicates `Core::event_loop` (context.rs) statement for statement, with the
+//! [`context_loop_batched`] still replicates `Core::event_loop` (context.rs) statement for statement, with the
 //! same back-off steps left out: that loop is a method of the context's `Core`, which needs a whole
-//! correlator around it. If it changes, change [`context_loop`] with it.
+//! correlator around it. If it changes, change [`context_loop_batched`] with it.
 
 #![warn(missing_docs)]
 
-use correlator::inbox::{Consumer, Inbox, Refusal, Sender};
+use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, Sender};
 use correlator::internals::{reserve_after_full, NoPlace, WaitGraph};
 
 /// The runtime the scenarios use: loom's under `cfg(loom)`, `std`'s otherwise (the same items the
@@ -145,24 +145,43 @@ pub fn take<T>(consumer: &mut Consumer<T>, n: usize) -> Vec<T> {
     got
 }
 
-/// `Core::event_loop` of context.rs: take an entry, process it to completion, then release its place;
-/// when none is ready, spin while a reservation is pending, leave if `exit()` says so, and otherwise
-/// announce sleep and park (`try_sleep` + `park(exit)`). `process` may also end the loop, which the
-/// scenarios use once they received everything they expect.
+/// `Core::event_loop` of context.rs with a release batch of 1: every place is freed as soon as its
+/// entry is processed. See [`context_loop_batched`].
 pub fn context_loop<T>(
     consumer: &mut Consumer<T>,
+    exit: &dyn Fn() -> bool,
+    process: impl FnMut(T) -> Flow,
+) {
+    let mut places = consumer.held_places(1);
+    context_loop_batched(consumer, &mut places, exit, process);
+}
+
+/// `Core::event_loop` of context.rs: take an entry and process it to completion; hold its place
+/// in `places` and free the held places together once the batch is full; when none is ready, free
+/// every held place first, then spin while a reservation is pending, leave if `exit()` says so, and
+/// otherwise announce sleep and park (`try_sleep` + `park(exit)`). `process` may also end the loop
+/// (after the held places are freed), which the scenarios use once they received everything they
+/// expect.
+pub fn context_loop_batched<T>(
+    consumer: &mut Consumer<T>,
+    places: &mut HeldPlaces<T>,
     exit: &dyn Fn() -> bool,
     mut process: impl FnMut(T) -> Flow,
 ) {
     loop {
         if let Some(entry) = consumer.pop() {
             let flow = process(entry);
-            consumer.release(1);
+            if places.hold_one() {
+                places.give_back();
+            }
             if flow == Flow::Stop {
+                places.give_back();
                 return;
             }
             continue;
         }
+        // Nothing ready: free every held place before waiting.
+        places.give_back();
         if !consumer.inbox().is_empty() {
             // A sender is between reserve and commit (or cancel).
             rt::yield_now();
@@ -332,6 +351,46 @@ pub mod scenarios {
             "R5.1: the waiting producer's entry was lost or reordered"
         );
         assert_eq!(inbox.overruns(), 0, "R5.2: an overrun without a cycle");
+    }
+
+    /// R5.1 with places freed in batches: capacity 2, already full, release batch 3. A producer sends
+    /// three more entries with back-pressure (it must wait, parking). The consumer holds the places
+    /// of processed entries and frees them when the batch is full or when nothing is ready. The
+    /// batch is larger than the capacity here (the engine caps it at half the capacity), so a full
+    /// batch never frees anything before the inbox has run dry: only the free-before-waiting step
+    /// can give the parked producer room, and without it neither thread ever finishes. Everything
+    /// arrives in order, without an overrun, and the count ends at zero.
+    pub fn batched_release_producer_resumes() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(2);
+        prefill(&inbox, 0);
+        prefill(&inbox, 1);
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                for v in 2..5 {
+                    send_blocking(&inbox, Sender::External, v).expect("open inbox");
+                }
+            })
+        };
+        let mut places = consumer.held_places(3);
+        let mut got = Vec::new();
+        context_loop_batched(&mut consumer, &mut places, &never, |v| {
+            got.push(v);
+            if got.len() == 5 {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        });
+        producer.join().unwrap();
+        assert_eq!(
+            got,
+            [0, 1, 2, 3, 4],
+            "R5.1: an entry was lost or reordered with batched releases"
+        );
+        assert_eq!(inbox.overruns(), 0, "R5.2: an overrun without a cycle");
+        assert_eq!(places.held(), 0, "held places not freed at the end");
+        assert!(inbox.is_empty(), "the count did not return to zero");
     }
 
     /// R5.1 with two producers parked on the same full inbox (capacity 1): the second finds the

@@ -9,6 +9,12 @@ fn r5_1_blocked_producer_resumes() {
     loom::model(scenarios::blocked_producer_resumes);
 }
 
+// R5.1: with places freed in batches, a parked producer resumes and the consumer can still sleep.
+#[test]
+fn r5_1_batched_release_producer_resumes() {
+    loom::model(scenarios::batched_release_producer_resumes);
+}
+
 // R5.1: two producers parked on one full inbox both resume.
 #[test]
 fn r5_1_two_blocked_producers_resume() {

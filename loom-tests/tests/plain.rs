@@ -68,6 +68,14 @@ fn r5_1_blocked_producer_resumes() {
 
 // R5.1
 #[test]
+fn r5_1_batched_release_producer_resumes() {
+    repeat(
+        "batched_release_producer_resumes",
+        scenarios::batched_release_producer_resumes,
+    );
+}
+
+#[test]
 fn r5_1_two_blocked_producers_resume() {
     repeat(
         "two_blocked_producers_resume",
