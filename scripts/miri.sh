@@ -10,9 +10,9 @@ rustup toolchain install nightly --profile minimal --component miri,rust-src >/d
 cargo +nightly miri setup >/dev/null
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# Only the unit tests whose path names the two modules (`inbox::` and `route::tests::`).
+# Only the unit tests of the modules with unsafe code or its users: `inbox::`, `route::`, `state::`.
 MIRIFLAGS="${MIRIFLAGS:-}" cargo +nightly miri test -p correlator --lib --target-dir target/miri \
-  -- inbox:: route:: 2>&1 | tee "$log"
+  -- inbox:: route:: state:: 2>&1 | tee "$log"
 passed=$(passed_tests "$log")
 if [ "$passed" -lt 1 ]; then
   echo "miri: no test ran" >&2

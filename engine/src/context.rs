@@ -47,6 +47,7 @@ use crate::listener::{Body, ListenerTable, Mode};
 use crate::monitor::DieReason;
 use crate::pattern::Pattern;
 use crate::route::{RouteStack, Routed};
+use crate::state::State;
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering, Thread};
 use crate::time::Time;
 use std::cmp::Reverse;
@@ -79,17 +80,17 @@ impl fmt::Display for ContextRef {
 }
 
 /// A handler with its monitor type erased: downcasts the instance state and builds the `Scope`.
-pub(crate) type Handler<E> = Box<dyn FnMut(&mut dyn Any, &mut Effects<E>, &E) + Send>;
+pub(crate) type Handler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &E) + Send>;
 /// An instance initialiser (load hook or spawn initialiser) with its monitor type erased.
-pub(crate) type Init<E> = Box<dyn FnOnce(&mut dyn Any, &mut Effects<E>) + Send>;
+pub(crate) type Init<E> = Box<dyn FnOnce(&mut State, &mut Effects<E>) + Send>;
 /// A `when`/`when_all` handler with its monitor type erased.
-pub(crate) type MatchHandler<E> = Box<dyn FnMut(&mut dyn Any, &mut Effects<E>, &Match<E>) + Send>;
+pub(crate) type MatchHandler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &Match<E>) + Send>;
 /// An `on_die` hook with its monitor type erased.
-pub(crate) type OnDie<E> = fn(&mut dyn Any, &DieReason, &mut Effects<E>);
+pub(crate) type OnDie<E> = fn(&mut State, &DieReason, &mut Effects<E>);
 
 /// A monitor instance to create in a context.
 pub(crate) struct NewInstance<E: Event> {
-    pub(crate) state: Box<dyn Any + Send>,
+    pub(crate) state: State,
     pub(crate) on_die: OnDie<E>,
     pub(crate) init: Init<E>,
 }
@@ -199,7 +200,7 @@ pub(crate) struct Effects<E: Event> {
 }
 
 pub(crate) struct Instance<E: Event> {
-    state: Box<dyn Any + Send>,
+    state: State,
     on_die: OnDie<E>,
     live_listeners: u32,
     /// Handles of the listeners it registered. Handles are never reused, so an entry whose listener
@@ -594,7 +595,7 @@ impl<E: Event> Core<E> {
         let has_listeners = inst.live_listeners > 0;
         self.fx.current = instance;
         self.fx.die_requested = false;
-        let state = &mut *inst.state;
+        let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
         self.after_handler_with(instance, result, has_listeners);
@@ -618,7 +619,7 @@ impl<E: Event> Core<E> {
         };
         self.fx.current = instance;
         self.fx.die_requested = false;
-        let state = &mut *inst.state;
+        let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
         self.after_handler(instance, result);
@@ -663,7 +664,7 @@ impl<E: Event> Core<E> {
             };
             self.fx.current = instance;
             self.fx.die_requested = false;
-            let state = &mut *inst.state;
+            let state = &mut inst.state;
             let fx = &mut self.fx;
             let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &m)));
             self.after_handler(instance, result);
@@ -904,7 +905,7 @@ impl<E: Event> Core<E> {
         };
         self.fx.current = id;
         self.fx.die_requested = false;
-        let state = &mut *inst.state;
+        let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
         self.after_handler(id, result);
@@ -930,7 +931,7 @@ impl<E: Event> Core<E> {
         self.fx.current = id;
         self.fx.die_requested = false;
         let on_die = inst.on_die;
-        let state = &mut *inst.state;
+        let state = &mut inst.state;
         let fx = &mut self.fx;
         let r = &reason;
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, r, fx))) {

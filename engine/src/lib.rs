@@ -70,6 +70,7 @@ mod listener;
 mod monitor;
 mod pattern;
 pub mod route;
+mod state;
 mod status;
 mod sync;
 mod time;

@@ -12,7 +12,6 @@
 //! subscriptions are removed; the context and every other instance carry on; events it already
 //! routed or sent are still delivered.
 
-use std::any::Any;
 use std::marker::PhantomData;
 
 use crate::channel::Channel;
@@ -24,6 +23,7 @@ use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::listener::Mode;
 use crate::pattern::Pattern;
+use crate::state::State;
 use crate::time::Time;
 
 /// Why a monitor instance ended.
@@ -114,7 +114,7 @@ where
     M: 'static,
     F: FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
 {
-    Box::new(move |state: &mut dyn Any, fx: &mut Effects<E>, e: &E| {
+    Box::new(move |state: &mut State, fx: &mut Effects<E>, e: &E| {
         // Invariant: a listener is only ever attached to an instance of the monitor type that
         // registered it, so the downcast cannot fail.
         if let Some(m) = state.downcast_mut::<M>() {
@@ -130,7 +130,7 @@ where
     F: FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
 {
     Box::new(
-        move |state: &mut dyn Any, fx: &mut Effects<E>, m: &Match<E>| {
+        move |state: &mut State, fx: &mut Effects<E>, m: &Match<E>| {
             // Invariant: as for `erase_handler`.
             if let Some(s) = state.downcast_mut::<M>() {
                 f(s, &mut Scope::new(fx), m);
@@ -140,7 +140,7 @@ where
 }
 
 fn on_die_hook<E: Event, M: Monitor<E>>(
-    state: &mut dyn Any,
+    state: &mut State,
     reason: &DieReason,
     fx: &mut Effects<E>,
 ) {
@@ -152,9 +152,9 @@ fn on_die_hook<E: Event, M: Monitor<E>>(
 /// The first instance of a monitor: its load hook is the initialiser.
 pub(crate) fn load_instance<E: Event, M: Monitor<E>>(monitor: M) -> NewInstance<E> {
     NewInstance {
-        state: Box::new(monitor),
+        state: State::new(monitor),
         on_die: on_die_hook::<E, M>,
-        init: Box::new(|state: &mut dyn Any, fx: &mut Effects<E>| {
+        init: Box::new(|state: &mut State, fx: &mut Effects<E>| {
             if let Some(m) = state.downcast_mut::<M>() {
                 m.on_load(&mut Scope::new(fx));
             }
@@ -169,9 +169,9 @@ where
     F: FnOnce(&mut M, &mut Scope<'_, E, M>) + Send + 'static,
 {
     NewInstance {
-        state: Box::new(state),
+        state: State::new(state),
         on_die: on_die_hook::<E, M>,
-        init: Box::new(move |state: &mut dyn Any, fx: &mut Effects<E>| {
+        init: Box::new(move |state: &mut State, fx: &mut Effects<E>| {
             if let Some(m) = state.downcast_mut::<M>() {
                 init(m, &mut Scope::new(fx));
             }
