@@ -446,17 +446,22 @@ impl<E: Event> Core<E> {
         let Some(b) = self.table.bucket_of(&e.kind()) else {
             return false;
         };
-        let key = e.key();
+        // The key matters only where some listener of the kind is keyed.
+        let key = if self.table.buckets[b].ordinary.keyed.is_empty() {
+            None
+        } else {
+            e.key()
+        };
         if !self.dispatch_lists(b, Mode::All, key, e) {
-            self.dispatch_unmatched(b, key, e);
+            self.dispatch_unmatched(b, e);
         }
-        !self.table.buckets[b].completed.is_empty()
+        self.table.buckets[b].has_completed
     }
 
     /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
     #[inline(never)]
-    fn dispatch_unmatched(&mut self, b: usize, key: Option<u64>, e: &E) {
-        self.dispatch_lists(b, Mode::Unmatched, key, e);
+    fn dispatch_unmatched(&mut self, b: usize, e: &E) {
+        self.dispatch_lists(b, Mode::Unmatched, e.key(), e);
     }
 
     /// The `completed` listeners of `e` registered before it started: those with a handle below
@@ -578,7 +583,7 @@ impl<E: Event> Core<E> {
         let once = l.mode == Mode::Once;
         let handler = match &mut l.body {
             Body::Template { template, handler } => {
-                if !template.matches_same_kind(e) {
+                if !template.matches_listed(e) {
                     return false;
                 }
                 handler

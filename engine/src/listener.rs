@@ -83,6 +83,9 @@ pub(crate) struct Bucket {
     pub(crate) ordinary: Lists,
     pub(crate) unmatched: Lists,
     pub(crate) completed: Lists,
+    /// `!completed.is_empty()`, kept up to date by `insert` and `compact`: read for every
+    /// dispatched event, where the two-part emptiness test would cost more.
+    pub(crate) has_completed: bool,
 }
 
 impl Bucket {
@@ -231,10 +234,9 @@ impl<E: Event> ListenerTable<E> {
         };
         if let Some(slot) = &self.slots[index as usize] {
             for &(b, key) in &slot.regs {
-                self.buckets[b as usize]
-                    .lists_mut(mode)
-                    .list_mut(key)
-                    .push(index);
+                let bucket = &mut self.buckets[b as usize];
+                bucket.lists_mut(mode).list_mut(key).push(index);
+                bucket.has_completed |= mode == Mode::Completed;
             }
         }
         self.by_handle.insert(handle, index);
@@ -276,7 +278,12 @@ impl<E: Event> ListenerTable<E> {
         while let Some((b, mode, key)) = self.dirty.pop() {
             let slots = &mut self.slots;
             let free = &mut self.free;
-            let lists = self.buckets[b as usize].lists_mut(mode);
+            let bucket = &mut self.buckets[b as usize];
+            let lists = match mode {
+                Mode::Once | Mode::All => &mut bucket.ordinary,
+                Mode::Unmatched => &mut bucket.unmatched,
+                Mode::Completed => &mut bucket.completed,
+            };
             let keep = |s: &u32| {
                 let alive = slots[*s as usize].as_ref().is_some_and(|l| l.alive);
                 if !alive && slots[*s as usize].take().is_some() {
@@ -295,6 +302,7 @@ impl<E: Event> ListenerTable<E> {
                     }
                 }
             }
+            bucket.has_completed = !bucket.completed.is_empty();
         }
     }
 

@@ -24,6 +24,18 @@ pub(crate) struct Template<E: Event> {
 }
 
 impl<E: Event> Template<E> {
+    /// Whether `event`, already known to be of this template's kind and to carry the template's
+    /// key if it has one (the listener tables list a keyed template under its key, and offer it
+    /// only events with that key), passes the filters.
+    #[inline]
+    pub(crate) fn matches_listed(&self, event: &E) -> bool {
+        debug_assert!(self.key.is_none_or(|k| event.key() == Some(k)));
+        match &self.filter {
+            None => true,
+            Some(f) => f(event),
+        }
+    }
+
     /// Whether `event` (already known to be of this template's kind) matches key and filter.
     #[inline]
     pub(crate) fn matches_same_kind(&self, event: &E) -> bool {
