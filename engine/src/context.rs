@@ -371,7 +371,12 @@ impl<E: Event> Core<E> {
     fn process(&mut self, entry: Entry<E>) {
         match entry {
             Entry::Event(e) => self.fx.routes.push(e),
-            Entry::Spawn(new) => self.create_instance(new),
+            Entry::Spawn(new) => {
+                // The new instance's load hook routes like a listener: siblings in routing order.
+                let mark = self.fx.routes.mark();
+                self.create_instance(new);
+                self.fx.routes.seal(mark);
+            }
             Entry::Tick(t) => {
                 self.advance_time(t);
                 return;
@@ -393,7 +398,9 @@ impl<E: Event> Core<E> {
                 self.fx.now = due;
             }
             if let Some(slot) = self.table.slot_of(handle) {
+                let mark = self.fx.routes.mark();
                 self.fire_expr(slot, Stimulus::Time(due));
+                self.fx.routes.seal(mark);
                 self.drain_routes();
                 if self.table.needs_compaction() {
                     self.table.compact();
@@ -959,7 +966,9 @@ impl<E: Event> Core<E> {
     fn end_all(&mut self, reason: DieReason) {
         // `on_die` may spawn: loop until no instance is left, so each gets its hook exactly once.
         while let Some(id) = self.instances.iter().position(Option::is_some) {
+            let mark = self.fx.routes.mark();
             self.end_instance(id as u32, reason.clone());
+            self.fx.routes.seal(mark);
             self.drain_routes();
         }
     }

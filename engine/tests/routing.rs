@@ -147,3 +147,68 @@ fn r3_5_routes_ignore_inbox_capacity() {
     assert_eq!(s.totals.overruns, 0, "routes never touch the inbox");
     assert_eq!(s.context(c.main()).unwrap().max_route_depth, 10_000);
 }
+
+/// Routes 41, 42, 43 from its `on_die` hook.
+struct RoutesOnDie;
+
+impl correlator::Monitor<Ev> for RoutesOnDie {
+    fn on_load(&mut self, cx: &mut correlator::Scope<'_, Ev, Self>) {
+        cx.on_all(Pattern::kind(99), |_, _, _| {});
+    }
+
+    fn on_die(
+        &mut self,
+        _reason: &correlator::DieReason,
+        cx: &mut correlator::Scope<'_, Ev, Self>,
+    ) {
+        for v in [41, 42, 43] {
+            cx.route(ev(1, v));
+        }
+    }
+}
+
+// R3.2 for routes made outside an event's listeners: an `on_load` hook (a spawn entry), a timer
+// handler (a tick entry) and an `on_die` hook at shutdown route siblings too, and they are
+// processed in routing order (the first two before the next inbox entry).
+#[test]
+fn r3_2_routes_from_load_timer_and_die_keep_routing_order() {
+    use correlator::{wait, Match, Time};
+    let c = correlator(16);
+    let log = Log::default();
+    // Loaded first, so it is the first instance to end at shutdown, while `m` still listens.
+    c.load(RoutesOnDie).unwrap();
+    c.load(Script::new("m", &log, |_, cx| {
+        cx.on_all(
+            Pattern::kind(1),
+            |m: &mut Script, _cx: &mut Cx<'_>, e: &Ev| {
+                m.log.push(e.val.to_string());
+            },
+        );
+        cx.when(
+            wait(std::time::Duration::from_secs(1)),
+            |_m: &mut Script, cx: &mut Cx<'_>, _hit: &Match<Ev>| {
+                for v in [21, 22, 23] {
+                    cx.route(ev(1, v));
+                }
+            },
+        );
+        for v in [11, 12, 13] {
+            cx.route(ev(1, v));
+        }
+    }))
+    .unwrap();
+    let input = c.input();
+    input.send_time(Time::from_secs(2)).unwrap();
+    input.send_to(c.main(), ev(1, 30)).unwrap();
+    c.start();
+    c.shutdown().unwrap();
+    let got: Vec<String> = log
+        .take()
+        .into_iter()
+        .filter(|l| !l.contains(" die "))
+        .collect();
+    assert_eq!(
+        got,
+        ["11", "12", "13", "21", "22", "23", "30", "41", "42", "43"]
+    );
+}
