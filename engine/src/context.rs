@@ -299,7 +299,6 @@ impl<E: Event> Core<E> {
         self.event_loop();
         self.end_all(DieReason::Shutdown);
         self.publish();
-        self.shared.stopped.store(true, Ordering::Release);
     }
 
     fn event_loop(&mut self) {

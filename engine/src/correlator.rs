@@ -145,6 +145,8 @@ pub(crate) fn create_context<E: Event>(
     let core_loop = Core::new(ctx.clone(), consumer, shared.clone());
     let thread_ctx = ctx.clone();
     let spawned = sync::spawn_named(format!("ctx-{id}-{}", ctx.name), move || {
+        // Marks the context stopped however the thread ends (see `ExitGuard`).
+        let _exit = ExitGuard(thread_ctx.clone());
         if let Some(c) = thread_ctx.core {
             let ok = core_affinity::set_for_current(core_affinity::CoreId { id: c });
             thread_ctx.pinned.store(ok, Ordering::Release);
@@ -529,9 +531,10 @@ impl<E: Event> Correlator<E> {
     /// status. Calling it again returns the status at once.
     ///
     /// # Errors
-    /// [`Error::ThreadSpawn`] is never returned here; the result is `Err` only if a context thread
-    /// itself panicked (a bug in the engine, reported rather than propagated), as
-    /// [`Error::ContextStopped`].
+    /// [`Error::ContextStopped`] if a context's thread panicked outside any handler (in user code
+    /// the engine calls directly, such as an event's `kind()`, or in the engine itself): that
+    /// context stopped taking entries at that moment, and what was left in its inbox was not
+    /// processed. The panic is reported here rather than propagated.
     pub fn shutdown(&self) -> Result<Status, Error> {
         let shared = &self.shared;
         if shared.shut_down.load(Ordering::Acquire) {
@@ -582,13 +585,35 @@ impl<E: Event> Drop for Correlator<E> {
     }
 }
 
-/// Blocks until no context has anything accepted and not yet processed (see the module docs).
+/// Set on a context's thread for its whole life: when the thread ends, normally or by a panic of
+/// user code the engine calls outside a handler (an event's `kind()` or `clone()`, say), the
+/// context is marked stopped. After a panic its inbox is also closed, so that senders get
+/// `ContextStopped` instead of waiting for room nobody will make, and shutdown stops waiting for
+/// it (and reports it through the thread's join).
+struct ExitGuard<E: Event>(Arc<ContextShared<E>>);
+
+impl<E: Event> Drop for ExitGuard<E> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.inbox.close();
+            tracing::error!(
+                context = self.0.id,
+                name = %self.0.name,
+                "a context's thread panicked outside any handler; the context has stopped"
+            );
+        }
+        self.0.stopped.store(true, Ordering::Release);
+    }
+}
+
+/// Blocks until no context has anything accepted and not yet processed (see the module docs). A
+/// context whose thread has ended is not waited for: nothing will take its entries.
 fn wait_quiescent<E: Event>(shared: &Shared<E>) {
     let scan = || -> Option<Vec<u64>> {
         let contexts = shared.snapshot();
         let mut done = Vec::with_capacity(contexts.len());
         for c in &contexts {
-            if !c.inbox.is_empty() {
+            if !c.inbox.is_empty() && !c.stopped.load(Ordering::Acquire) {
                 return None;
             }
             done.push(c.stats.done.load(Ordering::Acquire));

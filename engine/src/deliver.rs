@@ -84,12 +84,15 @@ impl WaitGraph {
     }
 }
 
-/// Why a closed inbox refused `sender`: an input handle is refused because external input closed
-/// (shutdown), which is what it needs to know; a context only by a context that stopped.
-fn refusal_kind(sender: Sender) -> SendErrorKind {
-    match sender {
-        Sender::External => SendErrorKind::Closed,
-        Sender::Context => SendErrorKind::ContextStopped,
+/// Why a closed inbox refused `sender`: an input handle while external input is closed is refused
+/// because of the shutdown, which is what it needs to know; otherwise the context has stopped (a
+/// context sender is refused only then, and an input handle only when the context's thread died
+/// while the correlator runs).
+fn refusal_kind<T>(inbox: &Inbox<T>, sender: Sender) -> SendErrorKind {
+    if sender == Sender::External && inbox.is_input_closed() {
+        SendErrorKind::Closed
+    } else {
+        SendErrorKind::ContextStopped
     }
 }
 
@@ -178,7 +181,7 @@ pub(crate) fn reserve<E: Event>(
     loop {
         match target.inbox.try_reserve(sender) {
             Ok(r) => return Ok(r),
-            Err(Refusal::Closed) => return Err(refusal_kind(sender)),
+            Err(Refusal::Closed) => return Err(refusal_kind(&target.inbox, sender)),
             Err(Refusal::Full) if held.give_back() => {}
             Err(Refusal::Full) => break,
         }
@@ -207,7 +210,7 @@ pub(crate) fn reserve<E: Event>(
     })
     .map(|(r, _)| r)
     .map_err(|end| match end {
-        NoPlace::Closed => refusal_kind(sender),
+        NoPlace::Closed => refusal_kind(&target.inbox, sender),
         NoPlace::TimedOut => SendErrorKind::Timeout,
     });
     *blocked_ns += began.elapsed().as_nanos() as u64;
@@ -540,7 +543,7 @@ impl<E: Event> Links<E> {
             {
                 RoomWait::Retry | RoomWait::TimedOut => {}
                 RoomWait::Closed => {
-                    let kind = refusal_kind(Sender::External);
+                    let kind = refusal_kind(&self.contexts[id as usize].inbox, Sender::External);
                     return Err(SendError::new(kind, Some(ContextRef { id }), event));
                 }
             }

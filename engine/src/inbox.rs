@@ -380,6 +380,11 @@ impl<T> Inbox<T> {
         self.wake_room_waiters();
     }
 
+    /// Whether [`close_input`](Self::close_input) was called.
+    pub fn is_input_closed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & INPUT_CLOSED != 0
+    }
+
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
         self.state.load(Ordering::Acquire) & CLOSED != 0

@@ -200,3 +200,59 @@ fn r8_2_unknown_context() {
         Error::UnknownContext(foreign)
     );
 }
+
+/// An event whose `kind()` (user code the engine calls outside any handler) panics when asked to.
+#[derive(Clone, Debug)]
+struct Fragile {
+    poison: bool,
+}
+
+impl correlator::Event for Fragile {
+    type Kind = u8;
+    fn kind(&self) -> u8 {
+        assert!(!self.poison, "a poisoned event's kind");
+        0
+    }
+}
+
+struct Quiet;
+
+impl correlator::Monitor<Fragile> for Quiet {
+    fn on_load(&mut self, cx: &mut correlator::Scope<'_, Fragile, Self>) {
+        cx.on_all(Pattern::kind(0), |_, _, _| {});
+    }
+}
+
+// R8.2 and R8.1 when user code outside a handler panics on a context's thread (here the event's
+// `kind()`): the context stops, later sends get a typed `ContextStopped` instead of waiting on an
+// inbox nobody takes from, and shutdown returns `Error::ContextStopped` instead of waiting forever
+// for that inbox to drain.
+#[test]
+fn r8_2_a_context_killed_by_user_code_does_not_hang_shutdown() {
+    let c = Correlator::<Fragile>::builder()
+        .inbox_capacity(4)
+        .external_time()
+        .build()
+        .unwrap();
+    c.load(Quiet).unwrap();
+    c.start();
+    let input = c.input();
+    input.send_to(c.main(), Fragile { poison: false }).unwrap();
+    input.send_to(c.main(), Fragile { poison: true }).unwrap();
+    assert!(
+        eventually(|| c.status().context(c.main()).is_some_and(|s| s.stopped)),
+        "the context's status should say it stopped"
+    );
+    let err = input
+        .send_to(c.main(), Fragile { poison: false })
+        .unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::ContextStopped);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(c.shutdown());
+    });
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("shutdown hung on a context whose thread had died");
+    assert!(matches!(result, Err(Error::ContextStopped(ctx)) if ctx.id() == 0));
+}
