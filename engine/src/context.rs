@@ -452,8 +452,12 @@ impl<E: Event> Core<E> {
         let Some(b) = self.table.bucket_of(&e.kind()) else {
             return false;
         };
+        let bucket = &self.table.buckets[b];
+        // Read before the listeners run: a `completed` listener they register does not fire for
+        // this event anyway (R6.5), and one they end is skipped by the completed dispatch.
+        let has_completed = bucket.has_completed;
         // The key matters only where some listener of the kind is keyed.
-        let key = if self.table.buckets[b].ordinary.keyed.is_empty() {
+        let key = if bucket.ordinary.keyed.is_empty() {
             None
         } else {
             e.key()
@@ -461,7 +465,7 @@ impl<E: Event> Core<E> {
         if !self.dispatch_lists(b, Mode::All, key, e) {
             self.dispatch_unmatched(b, e);
         }
-        self.table.buckets[b].has_completed
+        has_completed
     }
 
     /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
