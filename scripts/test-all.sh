@@ -2,7 +2,8 @@
 # Runs every test suite of the workspace: the README's test command, and what .ci/run runs.
 #   format, lints and docs of the whole workspace; unit, integration and doc tests of every crate
 #   (engine behaviour, differential property tests, reliability and stress tests, harness unit and
-#   end-to-end tests, loom scenarios on real threads); benches in test mode; the seed example; the
+#   end-to-end tests, loom scenarios on real threads), and the engine's again in a debug build (its
+#   debug assertions); benches in test mode; the seed example; the
 #   harness smoke run; the loom models; miri on the inbox and route stack; ThreadSanitizer on the
 #   stress tests.
 # Each stage prints its duration; the script stops at the first failure.
@@ -25,6 +26,8 @@ stage "format" cargo fmt --all --check
 stage "clippy (workspace, all targets)" cargo clippy --workspace --all-targets -- -D warnings
 stage "docs (warnings are errors)" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 stage "tests (workspace: unit, integration, doc)" cargo test --workspace --release
+# The release run skips `debug_assert!`: run the engine's tests once more with them on.
+stage "engine tests with debug assertions" cargo test -p correlator
 stage "benches (test mode)" cargo bench -p correlator-benches -- --test
 stage "seed example" bash -c '
   out=$(cargo run -q --release -p correlator --example seed_order)
@@ -32,6 +35,6 @@ stage "seed example" bash -c '
   [ "$out" = "E1 R1 R3 R5 R4 R2 E2 E3 E4 En1 En2" ]'
 stage "harness smoke" cargo run -q --release -p harness -- run --smoke --out target/smoke-results
 stage "loom models" scripts/loom.sh
-stage "miri (inbox, route stack)" scripts/miri.sh
+stage "miri (inbox, route stack, monitor state)" scripts/miri.sh
 stage "thread sanitizer (stress tests)" scripts/tsan.sh
 echo "all test suites passed"
