@@ -18,7 +18,7 @@
 //! sleeps or exits holds nothing, and the shutdown scan sees a zero count only once everything is
 //! processed), and before a send of its own waits on a full inbox (so that its held places can
 //! never be what it, or a cycle through it, waits for: R5.1 and R5.2 see exactly the unprocessed
-//! entries of a waiting context). The batch is at most half the capacity.
+//! entries of a waiting context). The batch is at most an eighth of the capacity.
 //!
 //! # Handlers and what they change
 //! A handler runs with `&mut` to its instance's state and a [`Scope`](crate::Scope) over the

@@ -145,13 +145,14 @@ fn r5_2_self_send_into_full_inbox() {
 // R5.2 with places given back in batches: a context holds the places of entries it processed
 // (release_batch). They are not what its own send may wait for: a send that finds its own inbox
 // full of held places gives them back and goes through, with no overrun (the inbox grows beyond
-// capacity only where waiting would close a cycle). Capacity 8, batch 4: the inbox is full before
-// start (the load entry and events 0..7); when event 2 runs, the places of the load entry and
-// events 0 and 1 are held and 5 entries are unprocessed.
+// capacity only where waiting would close a cycle). Capacity 32, batch 4 (the most an inbox of 32
+// allows): the inbox is full before start (the load entry and events 0..31); when event 2 runs,
+// the places of the load entry and events 0 and 1 are held and 29 entries are unprocessed.
 #[test]
 fn r5_2_held_places_are_given_back_before_a_send_waits() {
+    const CAPACITY: usize = 32;
     let c = correlator::Correlator::<Ev>::builder()
-        .inbox_capacity(8)
+        .inbox_capacity(CAPACITY)
         .release_batch(4)
         .external_time()
         .build()
@@ -171,7 +172,8 @@ fn r5_2_held_places_are_given_back_before_a_send_waits() {
     }))
     .unwrap();
     // The load entry took one place and is processed first.
-    for i in 0..7 {
+    let events = CAPACITY as u64 - 1;
+    for i in 0..events {
         c.input().send_to(c.main(), ev(1, i)).unwrap();
     }
     assert_eq!(
@@ -189,7 +191,7 @@ fn r5_2_held_places_are_given_back_before_a_send_waits() {
         .into_iter()
         .filter(|l| !l.contains(" die "))
         .collect();
-    let want: Vec<String> = (0..7).chain([100]).map(|i| i.to_string()).collect();
+    let want: Vec<String> = (0..events).chain([100]).map(|i| i.to_string()).collect();
     assert_eq!(got, want);
     assert_eq!(
         s.totals.overruns, 0,
