@@ -369,18 +369,19 @@ impl<E: Event> Core<E> {
     /// Runs one inbox entry to completion (R2.2).
     fn process(&mut self, entry: Entry<E>) {
         match entry {
-            Entry::Event(e) => self.fx.routes.push(e),
-            Entry::Spawn(new) => {
-                // The new instance's load hook routes like a listener: siblings in routing order.
-                let mark = self.fx.routes.mark();
-                self.create_instance(new);
-                self.fx.routes.seal(mark);
-            }
-            Entry::Tick(t) => {
-                self.advance_time(t);
-                return;
-            }
+            Entry::Event(e) => self.run_then_drain(|core| core.fx.routes.push(e)),
+            Entry::Spawn(new) => self.run_then_drain(|core| core.create_instance(new)),
+            Entry::Tick(t) => self.advance_time(t),
         }
+    }
+
+    /// Runs `step` (an inbox event's push, a load hook, a timer handler, an `on_die` hook: code that
+    /// may route outside any event's dispatch), then drains the route stack. What `step` routes is
+    /// one batch, sealed like a listener's, so siblings keep routing order (R3.2).
+    fn run_then_drain(&mut self, step: impl FnOnce(&mut Self)) {
+        let mark = self.fx.routes.mark();
+        step(self);
+        self.fx.routes.seal(mark);
         self.drain_routes();
     }
 
@@ -397,10 +398,9 @@ impl<E: Event> Core<E> {
                 self.fx.now = due;
             }
             if let Some(slot) = self.table.slot_of(handle) {
-                let mark = self.fx.routes.mark();
-                self.fire_expr(slot, Stimulus::Time(due));
-                self.fx.routes.seal(mark);
-                self.drain_routes();
+                self.run_then_drain(|core| {
+                    core.fire_expr(slot, Stimulus::Time(due));
+                });
                 if self.table.needs_compaction() {
                     self.table.compact();
                 }
@@ -969,10 +969,7 @@ impl<E: Event> Core<E> {
     fn end_all(&mut self, reason: DieReason) {
         // `on_die` may spawn: loop until no instance is left, so each gets its hook exactly once.
         while let Some(id) = self.instances.iter().position(Option::is_some) {
-            let mark = self.fx.routes.mark();
-            self.end_instance(id as u32, reason.clone());
-            self.fx.routes.seal(mark);
-            self.drain_routes();
+            self.run_then_drain(|core| core.end_instance(id as u32, reason.clone()));
         }
     }
 }
