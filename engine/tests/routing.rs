@@ -56,11 +56,7 @@ fn r3_2_route_tree_order() {
     input.send_to(c.main(), ev(1, 2)).unwrap();
     c.start();
     c.shutdown().unwrap();
-    let got: Vec<String> = log
-        .take()
-        .into_iter()
-        .filter(|l| !l.contains(" die "))
-        .collect();
+    let got: Vec<String> = log.take_work();
     let want = "1 11 111 112 113 12 121 122 123 13 131 132 133 2 21 211 212 213 22 221 222 223 23 231 232 233";
     let want: Vec<&str> = want.split(' ').collect();
     assert_eq!(got, want);
@@ -87,11 +83,7 @@ fn r3_1_route_stays_in_context() {
     c.input().send_to(c.main(), ev(1, 0)).unwrap();
     c.start();
     c.shutdown().unwrap();
-    let got: Vec<String> = log
-        .take()
-        .into_iter()
-        .filter(|l| !l.contains(" die "))
-        .collect();
+    let got: Vec<String> = log.take_work();
     assert_eq!(got, ["main"]);
 }
 
@@ -202,11 +194,7 @@ fn r3_2_routes_from_load_timer_and_die_keep_routing_order() {
     input.send_to(c.main(), ev(1, 30)).unwrap();
     c.start();
     c.shutdown().unwrap();
-    let got: Vec<String> = log
-        .take()
-        .into_iter()
-        .filter(|l| !l.contains(" die "))
-        .collect();
+    let got: Vec<String> = log.take_work();
     assert_eq!(
         got,
         ["11", "12", "13", "21", "22", "23", "30", "41", "42", "43"]

@@ -27,10 +27,7 @@ fn ms(m: u64) -> Time {
 }
 
 fn work(log: &Log) -> Vec<String> {
-    log.take()
-        .into_iter()
-        .filter(|l| !l.contains(" die "))
-        .collect()
+    log.take_work()
 }
 
 // R7.1: ticks travel through the inbox and keep their order with other entries; a handler reads

@@ -43,6 +43,14 @@ impl Log {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 
+    /// Takes the lines, leaving out the `"<name> die <reason>"` lines of `Script::on_die`.
+    pub fn take_work(&self) -> Vec<String> {
+        self.take()
+            .into_iter()
+            .filter(|l| !l.contains(" die "))
+            .collect()
+    }
+
     pub fn snapshot(&self) -> Vec<String> {
         self.0.lock().unwrap().clone()
     }
