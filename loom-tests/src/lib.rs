@@ -133,8 +133,14 @@ pub enum Flow {
 
 /// Runs [`context_loop`] until it has taken `n` entries; returns them in the order taken.
 pub fn take<T>(consumer: &mut Consumer<T>, n: usize) -> Vec<T> {
+    let mut places = consumer.held_places(1);
+    take_batched(consumer, &mut places, n)
+}
+
+/// [`take`] with [`context_loop_batched`]: the places are held in `places` and freed in batches.
+pub fn take_batched<T>(consumer: &mut Consumer<T>, places: &mut HeldPlaces<T>, n: usize) -> Vec<T> {
     let mut got = Vec::with_capacity(n);
-    context_loop(consumer, &|| false, |v| {
+    context_loop_batched(consumer, places, &|| false, |v| {
         got.push(v);
         if got.len() == n {
             Flow::Stop
@@ -373,15 +379,7 @@ pub mod scenarios {
             })
         };
         let mut places = consumer.held_places(3);
-        let mut got = Vec::new();
-        context_loop_batched(&mut consumer, &mut places, &never, |v| {
-            got.push(v);
-            if got.len() == 5 {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            }
-        });
+        let got = take_batched(&mut consumer, &mut places, 5);
         producer.join().unwrap();
         assert_eq!(
             got,
