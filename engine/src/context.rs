@@ -46,7 +46,7 @@ use crate::inbox::{Consumer, Inbox};
 use crate::listener::{Body, ListenerTable, Mode};
 use crate::monitor::DieReason;
 use crate::pattern::Pattern;
-use crate::route::{RouteStack, Routed};
+use crate::route::{RouteStack, Taken};
 use crate::state::State;
 use crate::sync::{self, AtomicBool, AtomicU64, Ordering, Thread};
 use crate::time::Time;
@@ -420,19 +420,26 @@ impl<E: Event> Core<E> {
 
     /// Drains the route stack completely (R3.2).
     fn drain_routes(&mut self) {
-        while let Some(entry) = self.fx.routes.pop() {
+        while let Some(entry) = self.fx.routes.take() {
             let mark = self.fx.routes.mark();
             match entry {
-                Routed::Event(e) => {
+                Taken::Event(slot) => {
+                    // SAFETY: the current slot holds the event until `complete_current` or
+                    // `drop_current` below, and nothing writes it meanwhile (see `RouteStack`).
+                    let e = unsafe { slot.as_ref() };
                     self.fx.stats.processed += 1;
                     // Listeners registered from here on get handles from `first_new` up.
                     let first_new = self.fx.next_handle;
-                    if self.dispatch(&e) {
+                    if self.dispatch(e) {
                         self.completed_since.push(first_new);
-                        self.fx.routes.push_completed(e);
+                        // SAFETY: the event taken above, not yet dropped or completed.
+                        unsafe { self.fx.routes.complete_current() };
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { self.fx.routes.drop_current() };
                     }
                 }
-                Routed::Completed(e) => {
+                Taken::Completed(e) => {
                     let first_new = self.completed_since.pop();
                     debug_assert!(first_new.is_some(), "a completed marker without its stamp");
                     self.dispatch_completed(&e, first_new.unwrap_or(0));
