@@ -181,6 +181,9 @@ pub(crate) enum Op<E: Event> {
     Subscribe(u32, Channel),
     Unsubscribe(u32, Channel),
     Spawn(NewInstance<E>),
+    /// `Scope::die`: the instance ends once its handler's other operations are applied. An
+    /// operation rather than a flag, so that the check after every handler is one emptiness test.
+    Die,
 }
 
 /// The part of a context that handlers act on through their `Scope`.
@@ -189,8 +192,6 @@ pub(crate) struct Effects<E: Event> {
     pub(crate) me: ContextRef,
     /// The instance whose handler is running.
     pub(crate) current: u32,
-    /// Set by `Scope::die` during the current handler.
-    pub(crate) die_requested: bool,
     pub(crate) ops: Vec<Op<E>>,
     pub(crate) links: crate::deliver::Links<E>,
     pub(crate) stats: LocalStats,
@@ -280,7 +281,6 @@ impl<E: Event> Core<E> {
                 routes: RouteStack::with_capacity(64),
                 me,
                 current: u32::MAX,
-                die_requested: false,
                 ops: Vec::with_capacity(8),
                 links,
                 stats: LocalStats::default(),
@@ -588,39 +588,67 @@ impl<E: Event> Core<E> {
     }
 
     /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
+    ///
+    /// Inlined for a [`simple`](crate::listener::ListenerSlot::simple) listener (alive, `on_all`,
+    /// no filter: it fires); everything else is [`try_fire_other`](Self::try_fire_other).
     #[inline(always)]
     fn try_fire(&mut self, slot: u32, e: &E) -> bool {
+        match &self.table.slots[slot as usize] {
+            Some(l) if l.simple => self.fire_template(slot, e),
+            _ => self.try_fire_other(slot, e),
+        }
+    }
+
+    /// [`try_fire`](Self::try_fire) for a listener that is dead, fires once, has filters or is an
+    /// expression.
+    #[inline(never)]
+    fn try_fire_other(&mut self, slot: u32, e: &E) -> bool {
         let Some(l) = self.table.slots[slot as usize].as_mut() else {
             return false;
         };
         if !l.alive {
             return false;
         }
-        let instance = l.instance;
-        let once = l.mode == Mode::Once;
-        let handler = match &mut l.body {
-            Body::Template { template, handler } => {
+        match &l.body {
+            Body::Template { template, .. } => {
                 if !template.matches_listed(e) {
                     return false;
                 }
-                handler
             }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
-        };
-        if once {
+        }
+        if l.mode == Mode::Once {
+            let instance = l.instance;
             return self.fire_once(slot, instance, e);
         }
+        self.fire_template(slot, e)
+    }
+
+    /// Runs the handler of the template listener in `slot`, an `on_all` listener that matched.
+    /// Returns true (it matched).
+    #[inline(always)]
+    fn fire_template(&mut self, slot: u32, e: &E) -> bool {
+        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+            return true;
+        };
+        let instance = l.instance;
+        let Body::Template { handler, .. } = &mut l.body else {
+            return true;
+        };
         let Some(inst) = self.instances[instance as usize].as_mut() else {
             return true;
         };
-        // Only the handler's operations (applied after it returns) can change this count.
-        let has_listeners = inst.live_listeners > 0;
+        // The listener is alive, so its instance has a live listener until the handler's
+        // operations (applied after it returns) say otherwise.
+        debug_assert!(
+            inst.live_listeners > 0,
+            "a live listener's instance counts none"
+        );
         self.fx.current = instance;
-        self.fx.die_requested = false;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
-        self.after_handler_with(instance, result, has_listeners);
+        self.after_handler_with(instance, result, true);
         true
     }
 
@@ -640,7 +668,6 @@ impl<E: Event> Core<E> {
             return true;
         };
         self.fx.current = instance;
-        self.fx.die_requested = false;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
@@ -685,7 +712,6 @@ impl<E: Event> Core<E> {
                 break;
             };
             self.fx.current = instance;
-            self.fx.die_requested = false;
             let state = &mut inst.state;
             let fx = &mut self.fx;
             let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &m)));
@@ -731,7 +757,6 @@ impl<E: Event> Core<E> {
         has_listeners: bool,
     ) {
         let nothing_to_do = result.is_ok()
-            && !self.fx.die_requested
             && self.fx.ops.is_empty()
             && self.nesting == 0
             && self.touched.is_empty()
@@ -743,7 +768,7 @@ impl<E: Event> Core<E> {
 
     #[inline(never)]
     fn after_handler_slow(&mut self, instance: u32, result: std::thread::Result<()>) {
-        let died = std::mem::take(&mut self.fx.die_requested);
+        let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
         self.nesting += 1;
         self.apply_ops();
         self.nesting -= 1;
@@ -804,6 +829,8 @@ impl<E: Event> Core<E> {
                 Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
                 Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
                 Op::Spawn(new) => self.create_instance(new),
+                // Decided by the caller before the operations are applied.
+                Op::Die => {}
             }
         }
         // Keep the capacity: no allocation for operations in the steady state.
@@ -926,7 +953,6 @@ impl<E: Event> Core<E> {
             return;
         };
         self.fx.current = id;
-        self.fx.die_requested = false;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
@@ -951,7 +977,6 @@ impl<E: Event> Core<E> {
         // `on_die` runs with the instance already detached: what it registers is dropped, what it
         // routes and sends is delivered.
         self.fx.current = id;
-        self.fx.die_requested = false;
         let on_die = inst.on_die;
         let state = &mut inst.state;
         let fx = &mut self.fx;
@@ -965,7 +990,6 @@ impl<E: Event> Core<E> {
                 "an on_die hook panicked; the panic is contained"
             );
         }
-        self.fx.die_requested = false;
         // Apply what `on_die` asked for before the id can be reused, so that nothing it registered
         // attaches to a later instance.
         self.apply_ops();

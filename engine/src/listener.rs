@@ -54,6 +54,9 @@ pub(crate) struct ListenerSlot<E: Event> {
     /// Where the slot is listed: `(bucket, key)`.
     regs: Vec<(u32, Option<u64>)>,
     pub(crate) alive: bool,
+    /// Alive, `on_all`, and a template without filters: every event offered to it fires its
+    /// handler, so the dispatch loop tests this one flag instead of four facts.
+    pub(crate) simple: bool,
 }
 
 /// The listeners of one event kind in one mode: unkeyed ones, and keyed ones by key; each list in
@@ -214,6 +217,8 @@ impl<E: Event> ListenerTable<E> {
             .iter()
             .map(|&(kind, key)| (self.bucket_for(kind), key))
             .collect();
+        let simple = mode == Mode::All
+            && matches!(&body, Body::Template { template, .. } if !template.has_filter());
         let slot = ListenerSlot {
             handle,
             instance,
@@ -221,6 +226,7 @@ impl<E: Event> ListenerTable<E> {
             body,
             regs,
             alive: true,
+            simple,
         };
         let index = match self.free.pop() {
             Some(i) => {
@@ -264,6 +270,7 @@ impl<E: Event> ListenerTable<E> {
             return None;
         }
         l.alive = false;
+        l.simple = false;
         self.live -= 1;
         self.by_handle.remove(&l.handle);
         for &(b, key) in &l.regs {

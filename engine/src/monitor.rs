@@ -374,7 +374,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
 
     /// Ends this instance once the handler returns (R6.8).
     pub fn die(&mut self) {
-        self.fx.die_requested = true;
+        self.fx.ops.push(Op::Die);
     }
 }
 

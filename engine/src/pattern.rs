@@ -24,6 +24,12 @@ pub(crate) struct Template<E: Event> {
 }
 
 impl<E: Event> Template<E> {
+    /// Whether the template has filters beyond kind and key.
+    #[inline]
+    pub(crate) fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
     /// Whether `event`, already known to be of this template's kind and to carry the template's
     /// key if it has one (the listener tables list a keyed template under its key, and offer it
     /// only events with that key), passes the filters.
