@@ -369,7 +369,11 @@ impl<E: Event> Core<E> {
     /// Runs one inbox entry to completion (R2.2).
     fn process(&mut self, entry: Entry<E>) {
         match entry {
-            Entry::Event(e) => self.run_then_drain(|core| core.fx.routes.push(e)),
+            Entry::Event(e) => {
+                // The stack is empty between entries (R2.2): no batch to seal.
+                self.fx.routes.push_root(e);
+                self.drain_routes();
+            }
             Entry::Spawn(new) => self.run_then_drain(|core| core.create_instance(new)),
             Entry::Tick(t) => self.advance_time(t),
         }

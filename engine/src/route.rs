@@ -133,6 +133,18 @@ impl<E> RouteStack<E> {
         }
     }
 
+    /// Routes the first event of a run to completion (an inbox entry's event) onto an empty stack:
+    /// a batch of one, which needs no mark and no seal.
+    #[inline]
+    pub fn push_root(&mut self, event: E) {
+        debug_assert!(
+            self.is_empty(),
+            "a root pushed while routed events are pending"
+        );
+        self.push(event);
+        self.max_depth = self.max_depth.max(1);
+    }
+
     /// Moves the event of the current slot into a `completed` marker on the stack (call before
     /// [`seal`](Self::seal), after its dispatch, instead of [`drop_current`](Self::drop_current)).
     ///
