@@ -98,7 +98,9 @@ pub(crate) struct NewInstance<E: Event> {
 /// An inbox entry.
 pub(crate) enum Entry<E: Event> {
     Event(E),
-    Spawn(NewInstance<E>),
+    /// Boxed, so that an entry (an inbox slot) is as small as the event allows: most entries are
+    /// events, and every slot of every inbox is the size of the largest variant.
+    Spawn(Box<NewInstance<E>>),
     /// A clock tick: the context's logical time advances to it (R7.1).
     Tick(Time),
 }
@@ -374,7 +376,7 @@ impl<E: Event> Core<E> {
                 self.fx.routes.push_root(e);
                 self.drain_routes();
             }
-            Entry::Spawn(new) => self.run_then_drain(|core| core.create_instance(new)),
+            Entry::Spawn(new) => self.run_then_drain(|core| core.create_instance(*new)),
             Entry::Tick(t) => self.advance_time(t),
         }
     }
@@ -1006,5 +1008,38 @@ impl<E: Event> Core<E> {
         while let Some(id) = self.instances.iter().position(Option::is_some) {
             self.run_then_drain(|core| core.end_instance(id as u32, reason.clone()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 32-byte event, the size of the harness's.
+    #[derive(Clone)]
+    struct Wide {
+        _fields: [u64; 3],
+        kind: u32,
+    }
+
+    impl Event for Wide {
+        type Kind = u32;
+        fn kind(&self) -> u32 {
+            self.kind
+        }
+    }
+
+    // R5.1: an inbox of capacity N holds N entries of fixed size, so the entry size is the memory
+    // of every inbox place: a spawn must not make every event's place larger than the event needs.
+    #[test]
+    fn r5_1_an_inbox_place_is_no_larger_than_an_event_and_a_tag() {
+        let event = std::mem::size_of::<Wide>();
+        // What the boxing of `Entry::Spawn` saves: a spawn's payload is larger than such an event.
+        assert!(std::mem::size_of::<NewInstance<Wide>>() > event + 8);
+        assert!(
+            std::mem::size_of::<Entry<Wide>>() <= event + 8,
+            "Entry<E> is {} bytes for a {event}-byte event",
+            std::mem::size_of::<Entry<Wide>>()
+        );
     }
 }

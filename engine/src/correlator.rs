@@ -449,7 +449,11 @@ impl<E: Event> Correlator<E> {
     pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
         let mut links = Links::new(self.shared.clone(), None);
         links
-            .push_entry(ctx, Entry::Spawn(load_instance(monitor)), Wait::Block)
+            .push_entry(
+                ctx,
+                Entry::Spawn(Box::new(load_instance(monitor))),
+                Wait::Block,
+            )
             .map_err(|kind| kind_to_error(kind, ctx))
     }
 

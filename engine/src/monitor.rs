@@ -406,7 +406,7 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     where
         M: Clone,
     {
-        let entry = Entry::Spawn(spawned_instance(state.clone(), init));
+        let entry = Entry::Spawn(Box::new(spawned_instance(state.clone(), init)));
         let r = self.fx.links.push_entry(ctx, entry, Wait::Block);
         self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
         match r {
