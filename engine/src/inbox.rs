@@ -19,7 +19,11 @@
 //!   slot `ticket % len` and publishes it by storing `stamp = ticket + 1`; the consumer takes slot
 //!   `head % len` when its stamp is `head + 1` and frees it for the next lap with `stamp = head + len`.
 //!   Because the state word never admits more than `capacity <= len` ordinary entries, a ticket's
-//!   slot is always free by the time the ticket is taken.
+//!   slot is always free by the time the ticket is taken. The sender guesses its ticket with a plain
+//!   load of `tail` before the `fetch_add` and reads the guessed slot's stamp after it: the stamp's
+//!   line is usually on the consumer's core, and with the address known early the processor fetches
+//!   it while the locked instruction completes instead of after (a wrong guess just takes the slow
+//!   path).
 //!
 //! Per-sender FIFO (SPEC R2.3) follows from tickets: one sender's tickets increase in program order,
 //! and the consumer takes tickets in order.
@@ -266,14 +270,25 @@ impl<T> Inbox<T> {
             overflow.push_back(value);
             self.overflow_len.fetch_add(1, Ordering::AcqRel);
         } else {
+            // Guess the ticket with a plain load first, so that the slot's address does not wait
+            // for the locked `fetch_add`: the processor can then fetch the slot's stamp (usually a
+            // line on the consumer's core) while the locked instruction completes.
+            let guess = self.tail.load(Ordering::Relaxed);
             let ticket = self.tail.fetch_add(1, Ordering::AcqRel);
-            let slot = &self.slots[ticket & self.mask];
-            // The state word admits at most `capacity <= slots.len()` entries, so the previous lap's
-            // entry in this slot was taken before this ticket was reserved; the loop only waits for the
-            // consumer's stamp store to become visible.
-            while slot.stamp.load(Ordering::Acquire) != ticket {
-                sync::spin_hint();
-            }
+            let guessed = &self.slots[guess & self.mask];
+            let guessed_stamp = guessed.stamp.load(Ordering::Acquire);
+            let slot = if guess == ticket && guessed_stamp == ticket {
+                guessed
+            } else {
+                let slot = &self.slots[ticket & self.mask];
+                // The state word admits at most `capacity <= slots.len()` entries, so the previous
+                // lap's entry in this slot was taken before this ticket was reserved; the loop only
+                // waits for the consumer's stamp store to become visible.
+                while slot.stamp.load(Ordering::Acquire) != ticket {
+                    sync::spin_hint();
+                }
+                slot
+            };
             // SAFETY: the stamp equals `ticket`, so the slot is free and this sender, the only holder
             // of `ticket`, has exclusive access until it publishes `ticket + 1` below.
             slot.value.with_mut(|p| unsafe { (*p).write(value) });
