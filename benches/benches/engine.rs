@@ -10,7 +10,7 @@
 //! - `fanout/4`: one external sender, one channel, four subscribed contexts, per event sent.
 
 use correlator::inbox::{Inbox, Sender};
-use correlator::route::{RouteStack, Taken};
+use correlator::route::RouteStack;
 use correlator::{ContextOptions, Correlator, Monitor, WaitStrategy};
 use correlator_benches::{wait_until, Chain, Counter, Ev, KeyedChain, NextKey, CHAIN_KIND};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -33,12 +33,7 @@ fn route_push_pop(c: &mut Criterion) {
             let mark = stack.mark();
             stack.push(black_box(e));
             stack.seal(mark);
-            if let Some(Taken::Event(slot)) = stack.take() {
-                // SAFETY: the current slot holds the event just taken.
-                black_box(unsafe { slot.as_ref() });
-                // SAFETY: taken above, dropped once.
-                unsafe { stack.drop_current() };
-            }
+            black_box(stack.pop());
         });
     });
     g.finish();

@@ -221,7 +221,7 @@ fn never() -> bool {
 /// The scenarios; each runs once and panics if the protocol misbehaved.
 pub mod scenarios {
     use super::*;
-    use correlator::route::{RouteStack, Taken};
+    use correlator::route::{RouteStack, Routed};
     use rt::{spawn, Arc, AtomicBool, Ordering};
 
     /// Asserts that `got` holds `expected` (one sender's entries, in order) as a subsequence and no
@@ -585,15 +585,11 @@ pub mod scenarios {
                 "R2.2: inbox entry {entry} taken while routed events were pending"
             );
             routes.push(entry);
-            while let Some(taken) = routes.take() {
+            while let Some(routed) = routes.pop() {
                 let mark = routes.mark();
-                let Taken::Event(slot) = taken else {
+                let Routed::Event(e) = routed else {
                     unreachable!("no completed markers here")
                 };
-                // SAFETY: the current slot holds the event until `drop_current` below.
-                let e = *unsafe { slot.as_ref() };
-                // SAFETY: taken above, dropped once.
-                unsafe { routes.drop_current() };
                 order.push(e);
                 if e == "R1" {
                     // Make sure E2 is accepted while the stack still holds R2: E1 (not yet
