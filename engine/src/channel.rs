@@ -143,6 +143,13 @@ impl<E: Clone> Channels<E> {
         rx
     }
 
+    /// Whether `ch` has output receivers now.
+    pub(crate) fn has_outputs(&self, ch: Channel) -> bool {
+        self.outputs
+            .get(ch.0 as usize)
+            .is_some_and(|o| o.count.load(Ordering::Acquire) > 0)
+    }
+
     /// Delivers a copy of `event` to every live output receiver of `ch`; returns how many got one.
     pub(crate) fn deliver_outputs(&self, ch: Channel, event: &E) -> usize {
         let Some(o) = self.outputs.get(ch.0 as usize) else {

@@ -309,6 +309,8 @@ pub(crate) struct Links<E: Event> {
     targets: Vec<u32>,
     /// Reused buffer of reservations for all-or-nothing sends.
     reserved: Vec<(u32, Reservation)>,
+    /// Reused buffer of the copies an all-or-nothing send commits.
+    copies: Vec<E>,
     /// The places the sending context holds in its own inbox.
     pub(crate) held: HeldPlaces<E>,
     blocked_ns: u64,
@@ -330,6 +332,7 @@ impl<E: Event> Links<E> {
             strategy,
             targets: Vec::new(),
             reserved: Vec::new(),
+            copies: Vec::new(),
             held: HeldPlaces::none(),
             blocked_ns: 0,
         }
@@ -465,7 +468,12 @@ impl<E: Event> Links<E> {
             let Some(target) = self.contexts.get(id as usize) else {
                 continue;
             };
+            // Copy before reserving: user code (`clone`) never runs while a place is reserved, since
+            // the consumer waits for a reserved place (see the inbox's module docs).
             let last = i + 1 == self.targets.len();
+            let Some(e) = (if last { event.take() } else { event.clone() }) else {
+                continue;
+            };
             if let Ok(r) = reserve(
                 &self.shared,
                 me,
@@ -475,11 +483,8 @@ impl<E: Event> Links<E> {
                 &mut self.held,
                 &mut self.blocked_ns,
             ) {
-                let e = if last { event.take() } else { event.clone() };
-                if let Some(e) = e {
-                    target.inbox.commit(r, Entry::Event(e));
-                    d.contexts += 1;
-                }
+                target.inbox.commit(r, Entry::Event(e));
+                d.contexts += 1;
             }
         }
         if d.total() == 0 {
@@ -499,6 +504,14 @@ impl<E: Event> Links<E> {
         let me = self.me.map(|c| c.id);
         loop {
             self.collect_targets(channel);
+            // Every copy is made before the first place is reserved: user code (`clone`) never runs
+            // while a place is reserved, since the consumer waits for a reserved place. The original
+            // goes to the last context unless output receivers need it after the commits.
+            let keep = self.shared.channels.has_outputs(channel);
+            let n = self.targets.len();
+            self.copies.clear();
+            let copies = if keep { n } else { n.saturating_sub(1) };
+            self.copies.extend((0..copies).map(|_| event.clone()));
             let mut refused = None;
             for i in 0..self.targets.len() {
                 let id = self.targets[i];
@@ -548,22 +561,24 @@ impl<E: Event> Links<E> {
                 }
             }
         }
-        let mut d = Deliveries {
-            contexts: 0,
-            outputs: self.shared.channels.deliver_outputs(channel, &event),
-        };
-        let n = self.reserved.len();
+        let mut d = Deliveries::default();
+        let mut copies = std::mem::take(&mut self.copies);
+        let mut copies_iter = copies.drain(..);
         let mut event = Some(event);
-        for (i, (id, r)) in self.reserved.drain(..).enumerate() {
-            let e = if i + 1 == n {
-                event.take()
-            } else {
-                event.clone()
-            };
-            if let Some(e) = e {
-                self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
-                d.contexts += 1;
+        for (id, r) in self.reserved.drain(..) {
+            let e = copies_iter.next().or_else(|| event.take());
+            match e {
+                Some(e) => {
+                    self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
+                    d.contexts += 1;
+                }
+                None => self.contexts[id as usize].inbox.cancel(r),
             }
+        }
+        drop(copies_iter);
+        self.copies = copies;
+        if let Some(event) = event {
+            d.outputs = self.shared.channels.deliver_outputs(channel, &event);
         }
         if d.total() == 0 {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
