@@ -148,7 +148,7 @@ fn inbox_push_pop(c: &mut Criterion) {
             let r = inbox.try_reserve(Sender::External).expect("room");
             inbox.commit(r, black_box(Ev::default()));
             let e = consumer.pop().expect("an entry");
-            consumer.release(1);
+            consumer.release_taken();
             black_box(e)
         });
     });

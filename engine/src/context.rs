@@ -321,12 +321,11 @@ impl<E: Event> Core<E> {
             if self.unpublished {
                 self.publish_and_give_back();
             }
-            if !self.consumer.inbox().is_empty() {
-                // A sender is between reserve and commit: its entry is moments away.
-                sync::spin_hint();
-                continue;
-            }
-            if self.shared.exit.load(Ordering::Acquire) {
+            // While it waits the loop reads only the next slot (in `pop`) and `exit`, never the
+            // inbox's tail word: that word's cache line belongs to the senders, and reading it on
+            // every turn would make each of their reservations fetch it back. An entry reserved
+            // and not yet committed keeps `try_sleep` from sleeping and `exit` from ending the loop.
+            if self.shared.exit.load(Ordering::Acquire) && self.consumer.inbox().is_empty() {
                 return;
             }
             match backoff.next() {

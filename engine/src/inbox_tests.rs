@@ -17,7 +17,7 @@ fn r2_3_single_sender_fifo() {
         );
         for i in 0..4 {
             assert_eq!(consumer.pop(), Some(round * 4 + i));
-            consumer.release(1);
+            consumer.release_taken();
         }
         assert_eq!(consumer.pop(), None);
     }
@@ -97,7 +97,7 @@ fn r2_3_two_producer_threads_fifo() {
                 assert_eq!(seq, next[p as usize], "producer {p}: lost or reordered");
                 next[p as usize] += 1;
                 taken += 1;
-                consumer.release(1);
+                consumer.release_taken();
             }
             None => std::thread::yield_now(),
         }
@@ -132,7 +132,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     // The ring is taken first, then the overflow; overflow entries hold places like any other.
     for want in 0..3 {
         assert_eq!(consumer.pop(), Some(want));
-        consumer.release(1);
+        consumer.release_taken();
     }
     // One place free while entry 3 still waits in the overflow: an ordinary commit must queue
     // behind it there, not overtake it through the ring.
@@ -141,7 +141,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     assert_eq!(inbox.overflow_len(), 2);
     for want in 3..5 {
         assert_eq!(consumer.pop(), Some(want));
-        consumer.release(1);
+        consumer.release_taken();
     }
     assert_eq!(consumer.pop(), None);
     assert_eq!(inbox.overflow_len(), 0, "the overflow shrinks back");
@@ -150,7 +150,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     inbox.commit(r, 5);
     assert_eq!(inbox.overflow_len(), 0);
     assert_eq!(consumer.pop(), Some(5));
-    consumer.release(1);
+    consumer.release_taken();
     assert!(inbox.is_empty());
 }
 
@@ -176,7 +176,7 @@ fn entries_left_behind_are_dropped_once() {
     let r = inbox.try_reserve(Sender::External).expect("room");
     inbox.cancel(r);
     drop(consumer.pop().expect("an entry"));
-    consumer.release(1);
+    consumer.release_taken();
     let r = inbox.try_reserve(Sender::Context).expect("room");
     inbox.commit(r, Counted(drops.clone()));
     for _ in 0..3 {
@@ -218,8 +218,98 @@ fn r1_3_parked_consumer_is_woken_for_every_entry() {
             }
         };
         assert_eq!(got, want);
-        consumer.release(1);
+        consumer.release_taken();
     }
     producer.join().unwrap();
+    assert!(inbox.is_empty());
+}
+
+// R5.1: the capacity is exact whatever its size (tickets are lap-encoded, the ring holds exactly
+// `capacity` slots), on the first lap and on every later one: `capacity` entries fit, one more is
+// refused, and giving one place back lets exactly one more in.
+#[test]
+fn r5_1_capacity_is_exact_on_every_lap() {
+    for capacity in [1, 2, 3, 5, 7, 8] {
+        let (inbox, mut consumer) = Inbox::with_capacity(capacity);
+        let mut next_in = 0;
+        let mut next_out = 0;
+        for _lap in 0..5 {
+            while inbox.len() < capacity {
+                let r = inbox
+                    .try_reserve(Sender::External)
+                    .expect("room below capacity");
+                inbox.commit(r, next_in);
+                next_in += 1;
+            }
+            assert_eq!(
+                inbox.try_reserve(Sender::External).unwrap_err(),
+                Refusal::Full,
+                "capacity {capacity}: one more than the capacity was accepted"
+            );
+            assert_eq!(consumer.pop(), Some(next_out));
+            next_out += 1;
+            assert_eq!(
+                inbox.try_reserve(Sender::External).unwrap_err(),
+                Refusal::Full,
+                "capacity {capacity}: a taken entry's place came back before it was given back"
+            );
+            assert!(consumer.release_taken());
+            let r = inbox
+                .try_reserve(Sender::External)
+                .expect("the place given back");
+            inbox.commit(r, next_in);
+            next_in += 1;
+            while let Some(v) = consumer.pop() {
+                assert_eq!(v, next_out, "capacity {capacity}: order");
+                next_out += 1;
+                consumer.release_taken();
+            }
+        }
+        assert!(inbox.is_empty());
+    }
+}
+
+// R8.1 (the shutdown scan needs a zero count): a cancelled reservation that the consumer steps over
+// with nothing else held gives its place back at once, since no later give-back would.
+#[test]
+fn r8_1_a_cancelled_place_alone_is_given_back() {
+    let (inbox, mut consumer) = Inbox::<u8>::with_capacity(2);
+    let r = inbox.try_reserve(Sender::External).expect("room");
+    assert_eq!(inbox.len(), 1, "a reservation counts");
+    inbox.cancel(r);
+    assert_eq!(consumer.pop(), None);
+    assert!(inbox.is_empty(), "the cancelled place was not given back");
+    // And the ring goes on from there.
+    for v in 0..4 {
+        let r = inbox.try_reserve(Sender::External).expect("room");
+        inbox.commit(r, v);
+        assert_eq!(consumer.pop(), Some(v));
+        consumer.release_taken();
+    }
+    assert!(inbox.is_empty());
+}
+
+// R2.3 with read-ahead: a cancelled reservation between two committed entries is stepped over, the
+// entries come out in ticket order, and its place goes back with theirs.
+#[test]
+fn r2_3_read_ahead_steps_over_a_cancelled_reservation() {
+    let (inbox, mut consumer) = Inbox::with_capacity(8);
+    let r1 = inbox.try_reserve(Sender::External).expect("room");
+    let r2 = inbox.try_reserve(Sender::External).expect("room");
+    let r3 = inbox.try_reserve(Sender::External).expect("room");
+    inbox.commit(r1, 1);
+    inbox.commit(r3, 3);
+    // Ticket 2 is reserved and not committed: the consumer must not pass it.
+    assert_eq!(consumer.pop(), Some(1));
+    assert_eq!(consumer.pop(), None, "an entry overtook a reserved ticket");
+    inbox.cancel(r2);
+    assert_eq!(consumer.pop(), Some(3));
+    assert_eq!(consumer.pop(), None);
+    assert_eq!(
+        inbox.len(),
+        3,
+        "taken entries hold their places until given back"
+    );
+    assert!(consumer.release_taken());
     assert!(inbox.is_empty());
 }

@@ -164,8 +164,9 @@ pub fn context_loop<T>(
 
 /// `Core::event_loop` of context.rs: take an entry and process it to completion; hold its place
 /// in `places` and free the held places together once the batch is full; when none is ready, free
-/// every held place first, then spin while a reservation is pending, leave if `exit()` says so, and
-/// otherwise announce sleep and park (`try_sleep` + `park(exit)`). `process` may also end the loop
+/// every held place first, leave if `exit()` says so and nothing is accepted, and otherwise announce
+/// sleep and park (`try_sleep` + `park(exit)`), or spin while a reservation is pending (`try_sleep`
+/// refuses then). `process` may also end the loop
 /// (after the held places are freed), which the scenarios use once they received everything they
 /// expect.
 pub fn context_loop_batched<T>(
@@ -188,16 +189,14 @@ pub fn context_loop_batched<T>(
         }
         // Nothing ready: free every held place before waiting.
         places.give_back();
-        if !consumer.inbox().is_empty() {
-            // A sender is between reserve and commit (or cancel).
-            rt::yield_now();
-            continue;
-        }
-        if exit() {
+        if exit() && consumer.inbox().is_empty() {
             return;
         }
         if consumer.try_sleep() {
             consumer.park(exit);
+        } else {
+            // A sender is between reserve and commit (or cancel): the engine's back-off spins.
+            rt::yield_now();
         }
     }
 }
@@ -554,6 +553,33 @@ pub mod scenarios {
             0,
             "R5.2: the overflow did not shrink back"
         );
+        assert!(inbox.is_empty());
+    }
+
+    /// R5.2 with R1.3: a sender reserves beyond capacity while the consumer drains its one entry
+    /// and goes to sleep. Depending on the interleaving the place is in the ring (the consumer gave
+    /// the first one back in time) or in the overflow (an open overflow reservation counts in the
+    /// tail word, and its commit pushes the entry before it closes that count): either way the
+    /// consumer must neither sleep through the entry nor take it twice.
+    pub fn overflow_reservation_wakes_sleeping_consumer() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(1);
+        prefill(&inbox, 0);
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                let r = inbox.reserve_overrun(Sender::Context).expect("open");
+                inbox.commit(r, 1);
+            })
+        };
+        let got = take(&mut consumer, 2);
+        producer.join().unwrap();
+        assert_eq!(got, [0, 1], "R5.2: lost or reordered");
+        assert!(
+            inbox.overruns() <= 1,
+            "R9.1: one reservation, one overrun at most"
+        );
+        assert_eq!(inbox.overflow_len(), 0, "R5.2: the overflow did not drain");
+        assert_eq!(consumer.pop(), None, "a phantom entry after the real ones");
         assert!(inbox.is_empty());
     }
 

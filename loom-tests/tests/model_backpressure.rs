@@ -33,3 +33,10 @@ fn r5_2_two_contexts_full_inboxes_finish() {
 fn r5_2_self_send_into_full_inbox_finishes() {
     loom::model(scenarios::self_send_into_full_inbox_finishes);
 }
+
+// R5.2 / R1.3: an overflow reservation racing the consumer's sleep neither loses the entry nor
+// its wake-up.
+#[test]
+fn r5_2_overflow_reservation_wakes_sleeping_consumer() {
+    loom::model(scenarios::overflow_reservation_wakes_sleeping_consumer);
+}

@@ -121,3 +121,12 @@ fn r8_1_shutdown_races_send() {
 fn cancel_races_consumer_no_phantom_no_hang() {
     repeat("cancel_races_consumer", scenarios::cancel_races_consumer);
 }
+
+// R5.2 / R1.3
+#[test]
+fn r5_2_overflow_reservation_wakes_sleeping_consumer() {
+    repeat(
+        "overflow_reservation_wakes_sleeping_consumer",
+        scenarios::overflow_reservation_wakes_sleeping_consumer,
+    );
+}
