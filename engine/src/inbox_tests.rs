@@ -289,10 +289,10 @@ fn r8_1_a_cancelled_place_alone_is_given_back() {
     assert!(inbox.is_empty());
 }
 
-// R2.3 with read-ahead: a cancelled reservation between two committed entries is stepped over, the
-// entries come out in ticket order, and its place goes back with theirs.
+// R2.3: a cancelled reservation between two committed entries is stepped over, the entries come
+// out in ticket order, and its place goes back with theirs.
 #[test]
-fn r2_3_read_ahead_steps_over_a_cancelled_reservation() {
+fn r2_3_a_cancelled_reservation_is_stepped_over() {
     let (inbox, mut consumer) = Inbox::with_capacity(8);
     let r1 = inbox.try_reserve(Sender::External).expect("room");
     let r2 = inbox.try_reserve(Sender::External).expect("room");

@@ -265,3 +265,157 @@ fn r4_6_send_to_stopped_context_is_an_error() {
         .unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Closed);
 }
+
+/// An event whose `Clone` panics when it is marked: user code that runs inside a channel send.
+#[derive(Debug)]
+struct Fragile {
+    kind: u32,
+    poison: bool,
+}
+
+impl Clone for Fragile {
+    fn clone(&self) -> Self {
+        assert!(!self.poison, "this event refuses to be copied");
+        Fragile {
+            kind: self.kind,
+            poison: false,
+        }
+    }
+}
+
+impl correlator::Event for Fragile {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        self.kind
+    }
+}
+
+/// A sink (`seen: Some`) subscribes to `channel` and counts the kind-1 events it receives; the
+/// poisoner (`seen: None`) sends a poisoned kind-1 event to the channel on a kind-0 event, whose
+/// copy for the first subscriber panics.
+struct FragileSink {
+    channel: correlator::Channel,
+    seen: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+type FragileScope<'a> = correlator::Scope<'a, Fragile, FragileSink>;
+
+impl correlator::Monitor<Fragile> for FragileSink {
+    fn on_load(&mut self, cx: &mut FragileScope<'_>) {
+        if self.seen.is_some() {
+            cx.subscribe(self.channel);
+            cx.on_all(
+                Pattern::kind(1),
+                |m: &mut FragileSink, _cx: &mut FragileScope<'_>, _e: &Fragile| {
+                    if let Some(seen) = &m.seen {
+                        seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                },
+            );
+        } else {
+            cx.on_all(
+                Pattern::kind(0),
+                |m: &mut FragileSink, cx: &mut FragileScope<'_>, _e: &Fragile| {
+                    let fragile = Fragile {
+                        kind: 1,
+                        poison: true,
+                    };
+                    cx.send(m.channel, fragile);
+                },
+            );
+        }
+    }
+}
+
+// R4.2 with R6.8 and R8.1: a channel send whose copy panics (user `Clone`, in a handler or in an
+// input handle's thread) holds no inbox place afterwards: a reserved, uncommitted place would stall
+// the subscriber it was reserved in, and shutdown would never find the inboxes empty. Later sends
+// reach every subscriber and shutdown finishes.
+#[test]
+fn r4_2_a_panicking_copy_holds_no_place() {
+    // The scenario runs in its own thread: with a place stuck, its sends and its shutdown would
+    // block, and a failing test must fail, not hang.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        panicking_copy_scenario();
+        done.send(()).unwrap();
+    });
+    match finished.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("R8.1: hung: a place reserved before a panicking copy was never given back")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("the scenario failed (see its panic above)")
+        }
+    }
+}
+
+fn panicking_copy_scenario() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let c = correlator::Correlator::<Fragile>::builder()
+        .inbox_capacity(8)
+        .external_time()
+        .build()
+        .unwrap();
+    let ch = c.channel("fragile").unwrap();
+    let seen_a = Arc::new(AtomicUsize::new(0));
+    let seen_b = Arc::new(AtomicUsize::new(0));
+    let a = c.create_context(ContextOptions::new("a")).unwrap();
+    let b = c.create_context(ContextOptions::new("b")).unwrap();
+    for (ctx, seen) in [(a, &seen_a), (b, &seen_b)] {
+        let sink = FragileSink {
+            channel: ch,
+            seen: Some(seen.clone()),
+        };
+        c.load_in(ctx, sink).unwrap();
+    }
+    c.load(FragileSink {
+        channel: ch,
+        seen: None,
+    })
+    .unwrap();
+    c.start();
+    // The sinks subscribe when their contexts run their load hooks.
+    let t0 = std::time::Instant::now();
+    while [a, b]
+        .iter()
+        .any(|&x| c.status().context(x).is_none_or(|s| s.listeners == 0))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the sinks never loaded"
+        );
+        std::thread::yield_now();
+    }
+    let input = c.input();
+    // In a handler: the copy for the first subscriber panics, the poisoner's instance ends (R6.8).
+    let go = Fragile {
+        kind: 0,
+        poison: false,
+    };
+    input.send_to(c.main(), go).unwrap();
+    // In the input handle's thread: the all-or-nothing send panics while copying.
+    let poisoned = Fragile {
+        kind: 1,
+        poison: true,
+    };
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = input.try_send(ch, poisoned);
+    }));
+    assert!(panicked.is_err(), "the copy should have panicked");
+    for _ in 0..20 {
+        let fine = Fragile {
+            kind: 1,
+            poison: false,
+        };
+        // Bounded waits: with a place stuck in a subscriber's inbox this fails instead of hanging.
+        input
+            .send_timeout(ch, fine, Duration::from_secs(10))
+            .expect("R4.2: a subscriber stopped taking entries");
+    }
+    c.shutdown().unwrap();
+    assert_eq!(seen_a.load(Ordering::Relaxed), 20, "R4.2: a lost events");
+    assert_eq!(seen_b.load(Ordering::Relaxed), 20, "R4.2: b lost events");
+}
