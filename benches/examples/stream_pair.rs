@@ -3,7 +3,7 @@
 //! a few rounds, each in a fresh correlator. For quick A/B runs of the send and receive paths under
 //! contention; the harness is where figures are claimed.
 //!
-//! `cargo run --release -p correlator-benches --example stream_pair -- 5000000 3` (events, rounds, capacity)
+//! `cargo run --release -p correlator-benches --example stream_pair -- 5000000 3` (events, rounds, capacity, release batch)
 
 use correlator::{Correlator, Monitor, PinningPlan, Scope, WaitStrategy};
 use correlator_benches::{Ev, CHAIN_KIND};
@@ -23,11 +23,12 @@ impl Monitor<Ev> for Sink {
     }
 }
 
-fn round(n: u64, capacity: usize) -> f64 {
+fn round(n: u64, capacity: usize, batch: usize) -> f64 {
     let corr = Correlator::<Ev>::builder()
         .wait_strategy(WaitStrategy::BusySpin)
         .pinning(PinningPlan::cores(vec![0]))
         .inbox_capacity(capacity)
+        .release_batch(batch)
         .external_time()
         .build()
         .expect("build");
@@ -66,7 +67,10 @@ fn main() {
         .map_or(5_000_000, |a| a.parse().expect("events"));
     let rounds: usize = args.next().map_or(3, |a| a.parse().expect("rounds"));
     let capacity: usize = args.next().map_or(4096, |a| a.parse().expect("capacity"));
+    let batch: usize = args
+        .next()
+        .map_or(128, |a| a.parse().expect("release batch"));
     for _ in 0..rounds {
-        println!("{:.2} M events/s", round(n, capacity));
+        println!("{:.2} M events/s", round(n, capacity, batch));
     }
 }

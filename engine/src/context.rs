@@ -9,9 +9,10 @@
 //! processed", which graceful shutdown relies on (R8.1).
 //!
 //! # Giving places back in batches
-//! Freeing a place is a read-modify-write of the inbox's state word, the word every sender's
-//! reservation updates too; doing it once per entry would move that cache line between the
-//! senders' cores and this one twice per event. The context therefore holds the places of up to
+//! Giving places back stores the inbox's freed position and reads-and-clears its room-waiter flag
+//! with a read-modify-write (a locked instruction, which waits for every earlier store of this
+//! thread); doing it once per entry would pay that on every event. The context therefore holds the
+//! places of up to
 //! `release_batch` processed entries ([`HeldPlaces`](crate::deliver::HeldPlaces)) and frees them
 //! together, after publishing its status counters and its `done` count. It frees everything it
 //! holds when a batch is full, whenever its inbox has nothing ready (so a context that waits,

@@ -2,7 +2,7 @@
 //!
 //! # Shutdown (R8.1)
 //! 1. External input closes: every inbox refuses input handles from now on (one atomic flag in each
-//!    inbox's state word, so a handle's reservation is either before it, and counted, or refused).
+//!    inbox's tail word, so a handle's reservation is either before it, and counted, or refused).
 //! 2. If the correlator was never started, it starts, so that everything accepted is processed.
 //! 3. Quiescence is detected by scanning every context twice: if both scans find every inbox count at
 //!    zero and every context's "entries done" counter unchanged, no context processed anything in
@@ -222,10 +222,10 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// How many processed inbox entries a context gives back to its inbox's free count at once
     /// (default [`DEFAULT_RELEASE_BATCH`] = 128; never more than an eighth of the inbox capacity).
     ///
-    /// Giving a place back is a read-modify-write of the word every sender to that inbox updates,
-    /// so doing it once per entry moves that cache line between the senders' cores and the
-    /// context's core twice per event. Larger batches raise stream throughput; the cost is that a
-    /// sender waiting for room may wait up to that many entries longer. A context always gives
+    /// Giving places back is a store of the inbox's freed position plus one read-modify-write of
+    /// a word only the context and waiting senders touch (a locked instruction); batching pays
+    /// that once per batch instead of once per entry. The cost is that a sender waiting for room
+    /// may wait up to that many entries longer. A context always gives
     /// back everything it holds when its inbox has nothing ready and before a send of its own
     /// finds an inbox full, so batching never makes a context wait (R5.1, R5.2) or delays a
     /// shutdown (R8.1). `1` gives each place back as soon as its entry is processed. The status
