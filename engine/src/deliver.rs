@@ -365,6 +365,7 @@ impl<E: Event> Links<E> {
     }
 
     /// Reserves a place in `to`'s inbox; the caller commits into the returned inbox.
+    #[inline]
     fn reserve_to(
         &mut self,
         to: ContextRef,

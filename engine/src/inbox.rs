@@ -546,7 +546,7 @@ impl<T> Inbox<T> {
     }
 
     /// Places `value` in the reserved place and wakes the consumer if the reservation found it asleep.
-    #[inline]
+    #[inline(always)]
     pub fn commit(&self, reservation: Reservation, value: T) {
         match reservation.place() {
             Place::Ring(t) => {
