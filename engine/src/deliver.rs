@@ -563,12 +563,10 @@ impl<E: Event> Links<E> {
             }
         }
         let mut d = Deliveries::default();
-        let mut copies = std::mem::take(&mut self.copies);
-        let mut copies_iter = copies.drain(..);
         let mut event = Some(event);
         for (id, r) in self.reserved.drain(..) {
-            let e = copies_iter.next().or_else(|| event.take());
-            match e {
+            // The copies are all alike; the original comes last (when outputs do not keep it).
+            match self.copies.pop().or_else(|| event.take()) {
                 Some(e) => {
                     self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
                     d.contexts += 1;
@@ -576,8 +574,8 @@ impl<E: Event> Links<E> {
                 None => self.contexts[id as usize].inbox.cancel(r),
             }
         }
-        drop(copies_iter);
-        self.copies = copies;
+        // Copies made for subscribers that were skipped (unknown contexts).
+        self.copies.clear();
         if let Some(event) = event {
             d.outputs = self.shared.channels.deliver_outputs(channel, &event);
         }
