@@ -285,6 +285,25 @@ fn prefetch_for_write<T>(slot: &Slot<T>) {
     let _ = slot;
 }
 
+/// The tail word `cur` with its ticket taken: the next ticket, `SLEEPING` cleared (the step that
+/// takes the place also takes the sleep announcement: no wake-up is lost).
+#[inline]
+fn with_ticket_taken(cur: u64, next: u64) -> u64 {
+    (cur & !(SLEEPING | TICKET)) | next
+}
+
+/// The tail word `cur` with one more open overflow reservation, `SLEEPING` cleared.
+#[inline]
+fn with_overflow_reserved(cur: u64) -> u64 {
+    (cur & !SLEEPING) + PENDING_ONE
+}
+
+/// Open overflow reservations in the tail word `cur`.
+#[inline]
+fn pending(cur: u64) -> usize {
+    ((cur & PENDING) >> TICKET_BITS) as usize
+}
+
 /// Whether ticket `a` comes before ticket `b` (tickets in use lie within a few laps of each other,
 /// far less than half the ticket space).
 #[inline]
@@ -399,7 +418,7 @@ impl<T> Inbox<T> {
             .load(Ordering::Acquire)
             .saturating_sub(p.ov_freed.load(Ordering::Acquire));
         let ring = self.distance(cur & TICKET, p.freed.load(Ordering::Acquire));
-        ring + ((cur & PENDING) >> TICKET_BITS) as usize + overflow + ov_held
+        ring + pending(cur) + overflow + ov_held
     }
 
     /// Whether nothing is accepted and not yet given back.
@@ -459,7 +478,7 @@ impl<T> Inbox<T> {
     /// Whether an ordinary reservation into the overflow (non-empty) would exceed the capacity.
     fn overflow_full(&self, cur: u64, overflow: usize) -> bool {
         let ring = self.distance(cur & TICKET, self.progress.freed.load(Ordering::Acquire));
-        ring + ((cur & PENDING) >> TICKET_BITS) as usize + overflow >= self.capacity
+        ring + pending(cur) + overflow >= self.capacity
     }
 
     /// The common case inline (open, no overflow, room, the CAS succeeds at once); everything else
@@ -476,7 +495,7 @@ impl<T> Inbox<T> {
                 .word
                 .compare_exchange(
                     cur,
-                    (cur & !(SLEEPING | TICKET)) | self.next(t),
+                    with_ticket_taken(cur, self.next(t)),
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 )
@@ -498,26 +517,15 @@ impl<T> Inbox<T> {
             let wake = cur & SLEEPING != 0;
             let t = cur & TICKET;
             let overflow = self.overflow_len.load(Ordering::Acquire);
-            // Clearing SLEEPING in the step that takes the place is what makes the wake-up
-            // impossible to lose: the consumer's sleep CAS and this CAS are ordered.
-            let (new, place, full) = if overflow == 0 {
-                if self.is_free(t) {
-                    (
-                        (cur & !(SLEEPING | TICKET)) | self.next(t),
-                        Place::Ring(t),
-                        false,
-                    )
-                } else if !beyond {
-                    return Err(Refusal::Full);
-                } else {
-                    ((cur & !SLEEPING) + PENDING_ONE, Place::Overflow, true)
-                }
+            let (new, place, full) = if overflow == 0 && self.is_free(t) {
+                (with_ticket_taken(cur, self.next(t)), Place::Ring(t), false)
             } else {
-                let full = self.overflow_full(cur, overflow);
+                // The ring is full, or the overflow holds entries that a ring ticket would overtake.
+                let full = overflow == 0 || self.overflow_full(cur, overflow);
                 if full && !beyond {
                     return Err(Refusal::Full);
                 }
-                ((cur & !SLEEPING) + PENDING_ONE, Place::Overflow, full)
+                (with_overflow_reserved(cur), Place::Overflow, full)
             };
             if place == Place::Overflow && cur & PENDING == PENDING {
                 // 8191 overflow reservations open at once: wait for one to close.
@@ -551,8 +559,10 @@ impl<T> Inbox<T> {
         match reservation.place() {
             Place::Ring(t) => {
                 let slot = self.slot(t);
-                // SAFETY: the stamp was `t` (free) when this sender took ticket `t` with its CAS, and
-                // only the holder of `t` writes the slot until it publishes `t + 1` below.
+                // SAFETY: this sender took ticket `t` with its CAS after seeing (through `freed`, or
+                // a hint a sender stored after reading it) that the consumer gave back the ticket
+                // that used the slot one lap before, so nobody reads the slot; only the holder of
+                // `t` writes it until it publishes `t + 1` below.
                 slot.value.with_mut(|p| unsafe { (*p).write(value) });
                 slot.stamp.store((t + 1) & TICKET, Ordering::Release);
                 // Ask for the line a few slots on now: the next sends write there, and the
