@@ -313,3 +313,35 @@ fn r2_3_a_cancelled_reservation_is_stepped_over() {
     assert!(consumer.release_taken());
     assert!(inbox.is_empty());
 }
+
+// R9.1 (the status's inbox length) and R8.1 (shutdown reads it as "nothing accepted is left"): an
+// entry counts from its reservation until its place is given back, wherever it is on the way —
+// reserved in the ring, an open overflow reservation, waiting in the overflow, taken from either
+// and held.
+#[test]
+fn r9_1_len_counts_an_entry_from_reservation_to_give_back() {
+    let (inbox, mut consumer) = Inbox::with_capacity(1);
+    let ring = inbox.try_reserve(Sender::Context).expect("room");
+    assert_eq!(inbox.len(), 1, "a reserved ring place");
+    let pending = inbox.reserve_overrun(Sender::Context).expect("open");
+    assert_eq!(inbox.len(), 2, "an open overflow reservation");
+    inbox.commit(ring, 0);
+    inbox.commit(pending, 1);
+    assert_eq!(inbox.len(), 2, "one in the ring, one in the overflow");
+    assert_eq!(consumer.pop(), Some(0));
+    assert_eq!(
+        inbox.len(),
+        2,
+        "a taken ring entry is held until given back"
+    );
+    assert!(consumer.release_taken());
+    assert_eq!(inbox.len(), 1, "the overflow entry waits");
+    assert_eq!(consumer.pop(), Some(1));
+    assert_eq!(
+        inbox.len(),
+        1,
+        "a taken overflow entry is held until given back"
+    );
+    assert!(consumer.release_taken());
+    assert!(inbox.is_empty());
+}
