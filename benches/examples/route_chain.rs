@@ -11,10 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 fn main() {
-    let len: u64 = std::env::args()
-        .nth(1)
-        .map(|a| a.parse().expect("chain length: a positive integer"))
-        .unwrap_or(1_000_000);
+    let len: u64 = correlator_benches::arg(1, 1_000_000, "chain length: a positive integer");
     let done = Arc::new(AtomicU64::new(0));
     let corr = Correlator::<Ev>::builder()
         .wait_strategy(WaitStrategy::SpinYieldPark)

@@ -14,11 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 fn main() {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .map(|a| a.parse().expect("burst size: a positive integer"))
-        .unwrap_or(1_000_000)
-        .max(1);
+    let n: u64 = correlator_benches::arg(1, 1_000_000, "burst size: a positive integer").max(1);
     let seen = Arc::new(AtomicU64::new(0));
     let corr = Correlator::<Ev>::builder()
         .wait_strategy(WaitStrategy::SpinYieldPark)

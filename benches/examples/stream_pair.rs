@@ -6,7 +6,7 @@
 //! `cargo run --release -p correlator-benches --example stream_pair -- 5000000 3` (events, rounds, capacity, release batch)
 
 use correlator::{Correlator, Monitor, PinningPlan, Scope, WaitStrategy};
-use correlator_benches::{Ev, CHAIN_KIND};
+use correlator_benches::{arg, Ev, CHAIN_KIND};
 use std::time::Instant;
 
 /// Counts what it receives; the count is checked through the status at shutdown.
@@ -61,15 +61,10 @@ fn round(n: u64, capacity: usize, batch: usize) -> f64 {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: u64 = args
-        .next()
-        .map_or(5_000_000, |a| a.parse().expect("events"));
-    let rounds: usize = args.next().map_or(3, |a| a.parse().expect("rounds"));
-    let capacity: usize = args.next().map_or(4096, |a| a.parse().expect("capacity"));
-    let batch: usize = args
-        .next()
-        .map_or(128, |a| a.parse().expect("release batch"));
+    let n: u64 = arg(1, 5_000_000, "events");
+    let rounds: usize = arg(2, 3, "rounds");
+    let capacity: usize = arg(3, 4096, "capacity");
+    let batch: usize = arg(4, 128, "release batch");
     for _ in 0..rounds {
         println!("{:.2} M events/s", round(n, capacity, batch));
     }

@@ -160,6 +160,17 @@ impl Monitor<Ev> for Counter {
     }
 }
 
+/// The example's `index`-th command-line argument (1 is the first), or `default` when it is absent.
+///
+/// # Panics
+/// When the argument is present and does not parse: the message names `what` it should be.
+pub fn arg<T: std::str::FromStr>(index: usize, default: T, what: &str) -> T {
+    std::env::args().nth(index).map_or(default, |a| {
+        a.parse()
+            .unwrap_or_else(|_| panic!("argument {index} ({what}): cannot parse {a:?}"))
+    })
+}
+
 /// Waits (yielding: the benchmark thread may share a core with the contexts) until `cond`.
 pub fn wait_until(mut cond: impl FnMut() -> bool) {
     let t0 = std::time::Instant::now();
