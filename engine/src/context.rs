@@ -451,7 +451,7 @@ impl<E: Event> Core<E> {
                     self.dispatch_completed(&e, first_new.unwrap_or(0));
                 }
             }
-            self.fx.routes.seal(mark);
+            self.fx.routes.seal_taken(mark);
             if self.table.needs_compaction() {
                 self.table.compact();
             }
