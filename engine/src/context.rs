@@ -44,7 +44,7 @@ use crate::event::Event;
 use crate::expr::Expr;
 use crate::expr::{ExprListener, Match, StepOut, Stimulus};
 use crate::inbox::{Consumer, Inbox};
-use crate::listener::{Body, ListenerTable, Mode};
+use crate::listener::{Body, ListenerTable, Mode, Solo};
 use crate::monitor::DieReason;
 use crate::pattern::Pattern;
 use crate::route::{RouteStack, Taken};
@@ -462,13 +462,19 @@ impl<E: Event> Core<E> {
     /// Returns whether `completed` listeners are registered for its kind.
     #[inline]
     fn dispatch(&mut self, e: &E) -> bool {
-        let Some(b) = self.table.bucket_of(&e.kind()) else {
+        let Some(view) = self.table.view_of(&e.kind()) else {
             return false;
         };
-        let bucket = &self.table.buckets[b];
         // Read before the listeners run: a `completed` listener they register does not fire for
         // this event anyway (R6.5), and one they end is skipped by the completed dispatch.
-        let has_completed = bucket.has_completed;
+        let has_completed = view.has_completed;
+        if let Some(solo) = view.solo {
+            // One unkeyed listener that fires on every event of the kind (the usual case).
+            self.fire_solo(solo, e);
+            return has_completed;
+        }
+        let b = view.bucket as usize;
+        let bucket = &self.table.buckets[b];
         // The key matters only where some listener of the kind is keyed.
         let key = if bucket.ordinary.keyed.is_empty() {
             None
@@ -634,28 +640,42 @@ impl<E: Event> Core<E> {
     /// Returns true (it matched).
     #[inline(always)]
     fn fire_template(&mut self, slot: u32, e: &E) -> bool {
-        let Some(l) = self.table.slots[slot as usize].as_mut() else {
-            return true;
+        if let Some(l) = &self.table.slots[slot as usize] {
+            let instance = l.instance;
+            self.fire_solo(Solo { slot, instance }, e);
+        }
+        true
+    }
+
+    /// Runs the handler of the template listener `solo.slot`, of instance `solo.instance`. A
+    /// bucket's [`Solo`] names both, so that the listener and the instance are loaded side by side
+    /// rather than one after the other.
+    #[inline(always)]
+    fn fire_solo(&mut self, solo: Solo, e: &E) {
+        let (Some(l), Some(inst)) = (
+            self.table.slots[solo.slot as usize].as_mut(),
+            self.instances[solo.instance as usize].as_mut(),
+        ) else {
+            return;
         };
-        let instance = l.instance;
         let Body::Template { handler, .. } = &mut l.body else {
-            return true;
+            return;
         };
-        let Some(inst) = self.instances[instance as usize].as_mut() else {
-            return true;
-        };
+        debug_assert_eq!(
+            l.instance, solo.instance,
+            "a listener named with another instance"
+        );
         // The listener is alive, so its instance has a live listener until the handler's
         // operations (applied after it returns) say otherwise.
         debug_assert!(
             inst.live_listeners > 0,
             "a live listener's instance counts none"
         );
-        self.fx.current = instance;
+        self.fx.current = solo.instance;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
-        self.after_handler_with(instance, result, true);
-        true
+        self.after_handler_with(solo.instance, result, true);
     }
 
     /// [`try_fire`](Self::try_fire) for a matching `on` listener (fires once, then ends).

@@ -81,6 +81,14 @@ impl Lists {
     }
 }
 
+/// A bucket's only listener: its slot, and its instance beside it, so that dispatch loads the
+/// listener and the instance side by side instead of one after the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Solo {
+    pub(crate) slot: u32,
+    pub(crate) instance: u32,
+}
+
 #[derive(Default)]
 pub(crate) struct Bucket {
     pub(crate) ordinary: Lists,
@@ -89,6 +97,10 @@ pub(crate) struct Bucket {
     /// `!completed.is_empty()`, kept up to date by `insert` and `compact`: read for every
     /// dispatched event, where the two-part emptiness test would cost more.
     pub(crate) has_completed: bool,
+    /// The one ordinary listener of the kind, when there is exactly one, unkeyed and
+    /// [`simple`](ListenerSlot::simple): then dispatching an event fires it and nothing else, and
+    /// the dispatch loop skips the lists. Kept up to date by `insert`, `kill` and `compact`.
+    pub(crate) solo: Option<Solo>,
 }
 
 impl Bucket {
@@ -160,9 +172,18 @@ pub(crate) struct ListenerTable<E: Event> {
     dirty: Vec<(u32, Mode, Option<u64>)>,
     /// Live listeners in the table.
     pub(crate) live: usize,
-    /// The kind looked up last and its bucket: a chain of events of one kind skips the hash
-    /// lookup. Always valid, since a kind's bucket never changes once made (buckets are only added).
-    last: Option<(E::Kind, u32)>,
+    /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
+    /// skips the hash lookup and the bucket. A kind's bucket never changes once made (buckets are
+    /// only added); its `solo` and `has_completed` do, so every change to them clears this.
+    last: Option<(E::Kind, KindView)>,
+}
+
+/// What dispatching an event of a kind needs to know first, copied out of the kind's [`Bucket`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KindView {
+    pub(crate) bucket: u32,
+    pub(crate) solo: Option<Solo>,
+    pub(crate) has_completed: bool,
 }
 
 impl<E: Event> Default for ListenerTable<E> {
@@ -181,18 +202,31 @@ impl<E: Event> Default for ListenerTable<E> {
 }
 
 impl<E: Event> ListenerTable<E> {
-    /// The bucket of `kind`, if any listener was ever registered for it. A one-entry cache of the
-    /// last kind found spares the hash lookup on a run of events of one kind (the hot path).
+    /// The bucket of `kind` as dispatch sees it, if any listener was ever registered for the kind.
+    /// A one-entry cache of the last kind found spares the hash lookup and the bucket's line on a
+    /// run of events of one kind (the hot path).
     #[inline]
-    pub(crate) fn bucket_of(&mut self, kind: &E::Kind) -> Option<usize> {
-        if let Some((k, b)) = self.last {
+    pub(crate) fn view_of(&mut self, kind: &E::Kind) -> Option<KindView> {
+        if let Some((k, view)) = self.last {
             if k == *kind {
-                return Some(b as usize);
+                return Some(view);
             }
         }
         let b = *self.kinds.get(kind)?;
-        self.last = Some((*kind, b));
-        Some(b as usize)
+        let bucket = &self.buckets[b as usize];
+        let view = KindView {
+            bucket: b,
+            solo: bucket.solo,
+            has_completed: bucket.has_completed,
+        };
+        self.last = Some((*kind, view));
+        Some(view)
+    }
+
+    /// The bucket of `kind`, if any listener was ever registered for it.
+    #[inline]
+    pub(crate) fn bucket_of(&mut self, kind: &E::Kind) -> Option<usize> {
+        self.view_of(kind).map(|v| v.bucket as usize)
     }
 
     fn bucket_for(&mut self, kind: E::Kind) -> u32 {
@@ -243,8 +277,10 @@ impl<E: Event> ListenerTable<E> {
                 let bucket = &mut self.buckets[b as usize];
                 bucket.lists_mut(mode).list_mut(key).push(index);
                 bucket.has_completed |= mode == Mode::Completed;
+                Self::refresh_solo(&self.slots, bucket);
             }
         }
+        self.last = None;
         self.by_handle.insert(handle, index);
         self.live += 1;
         index
@@ -275,8 +311,28 @@ impl<E: Event> ListenerTable<E> {
         self.by_handle.remove(&l.handle);
         for &(b, key) in &l.regs {
             self.dirty.push((b, l.mode, key));
+            let bucket = &mut self.buckets[b as usize];
+            if bucket.solo.is_some_and(|solo| solo.slot == slot) {
+                bucket.solo = None;
+            }
         }
+        self.last = None;
         Some(l.instance)
+    }
+
+    /// Sets `bucket.solo` from its ordinary lists and the slots they name.
+    fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
+        let lists = &bucket.ordinary;
+        bucket.solo = match lists.plain[..] {
+            [only] if lists.keyed.is_empty() => slots[only as usize]
+                .as_ref()
+                .filter(|l| l.simple)
+                .map(|l| Solo {
+                    slot: only,
+                    instance: l.instance,
+                }),
+            _ => None,
+        };
     }
 
     /// Removes dead listeners from the lists that hold them and frees their slots. Call only between
@@ -310,7 +366,9 @@ impl<E: Event> ListenerTable<E> {
                 }
             }
             bucket.has_completed = !bucket.completed.is_empty();
+            Self::refresh_solo(slots, bucket);
         }
+        self.last = None;
     }
 
     /// Whether compaction is pending.

@@ -471,3 +471,76 @@ fn r6_5_completed_listener_registered_during_event_skips_it() {
     c.shutdown().unwrap();
     assert_eq!(work(&log), ["route 0", "completed 1", "m die shutdown"]);
 }
+
+// R6.3–R6.7 along a run of events of one kind: dispatch keeps what it needs of the last kind it
+// saw, and takes a fast path while the kind has a single unkeyed `on_all` listener. Every change
+// to the kind's listeners must show from the very next event: a second listener (not for the
+// event that registered it, R6.5), a `completed` listener (R6.7), a quit (R6.3, the survivor is
+// the only listener again), the last ordinary listener gone (the `unmatched` one fires, R6.6,
+// and never before). Kind 2 checks the quit of a kind's only listener while the fast path is in
+// use: the next event goes to the `unmatched` listener.
+#[test]
+fn r6_5_a_run_of_one_kind_sees_each_listener_change_at_the_next_event() {
+    use correlator::ListenerHandle;
+    use std::sync::{Arc, Mutex};
+    let c = correlator(16);
+    let log = Log::default();
+    let handles: Arc<Mutex<Vec<ListenerHandle>>> = Arc::default();
+    c.load(Script::new("m", &log, move |_, cx| {
+        cx.unmatched(Pattern::kind(1), |m, _, e: &Ev| {
+            m.log.push(format!("U {}", e.val))
+        });
+        let hs = handles.clone();
+        let a = cx.on_all(Pattern::kind(1), move |m, cx: &mut Cx<'_>, e: &Ev| {
+            m.log.push(format!("A {}", e.val));
+            match e.val {
+                1 => {
+                    let mine = hs.clone();
+                    let b = cx.on_all(Pattern::kind(1), move |m, cx: &mut Cx<'_>, e: &Ev| {
+                        m.log.push(format!("B {}", e.val));
+                        if e.val >= 6 {
+                            cx.route(ev(1, e.val + 1));
+                        }
+                        if e.val == 7 {
+                            cx.quit(mine.lock().unwrap()[1]);
+                        }
+                    });
+                    hs.lock().unwrap().push(b);
+                }
+                3 => {
+                    cx.completed(Pattern::kind(1), |m, _, e: &Ev| {
+                        m.log.push(format!("C {}", e.val))
+                    });
+                }
+                5 => cx.quit(hs.lock().unwrap()[0]),
+                _ => {}
+            }
+            cx.route(ev(1, e.val + 1));
+        });
+        handles.lock().unwrap().push(a);
+        cx.unmatched(Pattern::kind(2), |m, _, e: &Ev| {
+            m.log.push(format!("V {}", e.val))
+        });
+        let only: Arc<Mutex<Option<ListenerHandle>>> = Arc::default();
+        let mine = only.clone();
+        let d = cx.on_all(Pattern::kind(2), move |m, cx: &mut Cx<'_>, e: &Ev| {
+            m.log.push(format!("D {}", e.val));
+            cx.route(ev(2, e.val + 1));
+            if e.val == 1 {
+                cx.quit(mine.lock().unwrap().expect("registered"));
+            }
+        });
+        *only.lock().unwrap() = Some(d);
+    }))
+    .unwrap();
+    c.input().send_to(c.main(), ev(1, 0)).unwrap();
+    c.input().send_to(c.main(), ev(2, 0)).unwrap();
+    c.start();
+    let s = c.shutdown().unwrap();
+    let want = [
+        "A 0", "A 1", "A 2", "B 2", "A 3", "B 3", "A 4", "B 4", "A 5", "B 5", "B 6", "B 7", "U 8",
+        "C 8", "C 7", "C 6", "C 5", "C 4", "D 0", "D 1", "V 2",
+    ];
+    assert_eq!(log.take_work(), want);
+    assert_eq!(s.context(c.main()).unwrap().processed, 12);
+}
