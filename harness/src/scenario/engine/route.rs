@@ -10,7 +10,7 @@ use super::{build, collect_failure, shutdown, Cx, Seen, KEYED_KIND};
 use crate::record::Better;
 use crate::scenario::{
     stream_figures, timed_window, wait_for, Ev, Family, Outcome, RunCtx, Scenario, Shared,
-    STALL_TIMEOUT, STOP_CHECK_EVERY,
+    PUBLISH_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY,
 };
 use correlator::{Monitor, Pattern, WaitStrategy, DEFAULT_INBOX_CAPACITY};
 use std::sync::atomic::Ordering;
@@ -65,8 +65,6 @@ enum Next {
 /// How a chain's listeners are laid out.
 #[derive(Clone, Copy, Debug)]
 enum Layout {
-    /// `n` listeners on kinds `0..n`; events are told apart by kind.
-    Kinds(u32, Next),
     /// `n` listeners on [`KEYED_KIND`] with keys `0..n` (the keyed index, R6.9).
     Keys(u32, Next),
     /// One listener on kind 0 and `n` listeners on kinds `1..=n` that never fire.
@@ -86,7 +84,7 @@ impl Chain {
     fn step(&mut self, cx: &mut Cx<'_, Chain>, id: u32, e: &Ev) {
         let got = match self.layout {
             Layout::Keys(..) => e.aux,
-            _ => u64::from(e.kind),
+            Layout::OtherKinds(_) => u64::from(e.kind),
         };
         if e.seq != self.n || got != u64::from(id) {
             self.sh.fail(format!(
@@ -110,7 +108,6 @@ impl Chain {
             Next::Rotate => (id + 1) % count,
         };
         let (kind, aux) = match self.layout {
-            Layout::Kinds(count, next) => (pick(count, next), 0),
             Layout::Keys(count, next) => (KEYED_KIND, u64::from(pick(count, next))),
             Layout::OtherKinds(_) => (0, 0),
         };
@@ -127,11 +124,6 @@ impl Monitor<Ev> for Chain {
     fn on_load(&mut self, cx: &mut Cx<'_, Self>) {
         let step = |id: u32| move |m: &mut Chain, cx: &mut Cx<'_, Chain>, e: &Ev| m.step(cx, id, e);
         match self.layout {
-            Layout::Kinds(count, _) => {
-                for k in 0..count {
-                    cx.on_all(Pattern::kind(k), step(k));
-                }
-            }
             Layout::Keys(count, _) => {
                 for k in 0..count {
                     cx.on_all(Pattern::kind(KEYED_KIND).key(u64::from(k)), step(k));
@@ -152,6 +144,73 @@ impl Monitor<Ev> for Chain {
     }
 }
 
+/// `route/dispatch`'s monitor: one listener on kind 0, each event routes the next. Per event it
+/// does what its twin `route/crossbeam-channel` does per event (check the sequence number, count,
+/// test the count for the periodic work) and nothing else, so that the two are compared on the
+/// cost of moving the event; the periodic work (publishing the count, sampling the core, the stop
+/// check) is out of line. [`Chain`] serves the layouts of `listeners/indexed`.
+struct Relay {
+    sh: Arc<Shared>,
+    seen: Arc<Seen>,
+    n: u64,
+}
+
+impl Relay {
+    #[inline]
+    fn step(&mut self, cx: &mut Cx<'_, Relay>, e: &Ev) {
+        if e.seq != self.n || e.kind != 0 {
+            self.broken(e);
+            return;
+        }
+        self.n += 1;
+        if self.n % PUBLISH_EVERY == 0 && self.periodic() {
+            return;
+        }
+        cx.route(Ev {
+            kind: 0,
+            seq: self.n,
+            t_ns: 0,
+            aux: 0,
+        });
+    }
+
+    /// Every [`PUBLISH_EVERY`] events: publishes the count; every [`STOP_CHECK_EVERY`] events
+    /// also samples the core and checks the stop flag. Returns whether the chain ends here.
+    #[cold]
+    #[inline(never)]
+    fn periodic(&mut self) -> bool {
+        self.sh.publish(self.n, false);
+        if self.n % STOP_CHECK_EVERY != 0 {
+            return false;
+        }
+        self.seen.mark();
+        if self.sh.stopped() {
+            self.sh.publish(self.n, true);
+            self.sh.done.store(true, Ordering::Release);
+            return true;
+        }
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn broken(&self, e: &Ev) {
+        self.sh.fail(format!(
+            "chain broken: got event kind {} seq {}, expected kind 0 seq {}",
+            e.kind, e.seq, self.n
+        ));
+    }
+}
+
+impl Monitor<Ev> for Relay {
+    fn on_load(&mut self, cx: &mut Cx<'_, Self>) {
+        cx.on_all(
+            Pattern::kind(0),
+            |m: &mut Relay, cx: &mut Cx<'_, Relay>, e: &Ev| m.step(cx, e),
+        );
+    }
+}
+
 /// The first event of a chain with this layout.
 fn first_event(layout: Layout) -> Ev {
     let first = |next: Next| match next {
@@ -159,10 +218,6 @@ fn first_event(layout: Layout) -> Ev {
         Next::Rotate => 0,
     };
     match layout {
-        Layout::Kinds(_, next) => Ev {
-            kind: first(next),
-            ..Ev::default()
-        },
         Layout::Keys(_, next) => Ev {
             kind: KEYED_KIND,
             aux: u64::from(first(next)),
@@ -172,12 +227,14 @@ fn first_event(layout: Layout) -> Ev {
     }
 }
 
-/// Runs one chain; returns the window and the events processed in all.
-fn run_chain(
+/// Runs one chain of `monitor` (made from the run's shared state and core samples), started by
+/// `first`; returns the window and the events processed in all.
+fn run_chain<M: Monitor<Ev>>(
     ctx: &RunCtx,
     out: &mut Outcome,
     role: &str,
-    layout: Layout,
+    monitor: impl FnOnce(Arc<Shared>, Arc<Seen>) -> M,
+    first: Ev,
 ) -> Option<(crate::scenario::Window, u64)> {
     let c = match build(ctx, DEFAULT_INBOX_CAPACITY, WaitStrategy::BusySpin) {
         Ok(c) => c,
@@ -188,17 +245,12 @@ fn run_chain(
     };
     let sh = Shared::new();
     let seen = Arc::new(Seen::default());
-    if let Err(e) = c.load(Chain {
-        sh: sh.clone(),
-        seen: seen.clone(),
-        n: 0,
-        layout,
-    }) {
+    if let Err(e) = c.load(monitor(sh.clone(), seen.clone())) {
         out.fail(format!("load: {e}"));
         return None;
     }
     // Queued before start, after the monitor's instance: the first event of the chain.
-    if let Err(e) = c.input().send_to(c.main(), first_event(layout)) {
+    if let Err(e) = c.input().send_to(c.main(), first) {
         out.fail(format!("kick-off send: {e}"));
         return None;
     }
@@ -236,12 +288,8 @@ fn run_chain(
 fn dispatch(ctx: &RunCtx) -> Outcome {
     let mut out = Outcome::default();
     out.param("wait_strategy", "busy-spin");
-    if let Some((w, n)) = run_chain(
-        ctx,
-        &mut out,
-        "context main",
-        Layout::Kinds(1, Next::Fixed(0)),
-    ) {
+    let relay = |sh, seen| Relay { sh, seen, n: 0 };
+    if let Some((w, n)) = run_chain(ctx, &mut out, "context main", relay, Ev::default()) {
         out.param("events_total", n);
         stream_figures(&mut out, w, None);
     }
@@ -400,7 +448,13 @@ fn indexed(ctx: &RunCtx) -> Outcome {
     let mut ns = Vec::new();
     for (metric, layout) in cases {
         let role = format!("context main ({metric})");
-        match run_chain(ctx, &mut out, &role, layout) {
+        let chain = |sh, seen| Chain {
+            sh,
+            seen,
+            n: 0,
+            layout,
+        };
+        match run_chain(ctx, &mut out, &role, chain, first_event(layout)) {
             Some((w, _)) if w.events > 0 => {
                 let v = w.secs * 1e9 / w.events as f64;
                 out.value(metric, "ns", v, Better::Lower);
