@@ -164,6 +164,10 @@ impl<E: Event> HeldPlaces<E> {
 /// the wait graph), `None` for an input handle. A context gives back its `held` places before it
 /// waits (and retries at once if it gave any: the full inbox may be its own). Adds the time spent
 /// waiting to `blocked_ns`.
+///
+/// Inlined: the common case is one [`Inbox::try_reserve`]; a refusal goes to the cold
+/// [`reserve_refused`], so that a send inlines no waiting code and saves no registers for it.
+#[inline(always)]
 pub(crate) fn reserve<E: Event>(
     shared: &Shared<E>,
     me: Option<u32>,
@@ -178,12 +182,38 @@ pub(crate) fn reserve<E: Event>(
     } else {
         Sender::External
     };
+    match target.inbox.try_reserve(sender) {
+        Ok(r) => Ok(r),
+        Err(refusal) => reserve_refused(
+            shared, me, strategy, target, wait, held, blocked_ns, sender, refusal,
+        ),
+    }
+}
+
+/// [`reserve`] after `try_reserve` refused with `refusal`.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn reserve_refused<E: Event>(
+    shared: &Shared<E>,
+    me: Option<u32>,
+    strategy: WaitStrategy,
+    target: &ContextShared<E>,
+    wait: Wait,
+    held: &mut HeldPlaces<E>,
+    blocked_ns: &mut u64,
+    sender: Sender,
+    mut refusal: Refusal,
+) -> Result<Reservation, SendErrorKind> {
     loop {
+        match refusal {
+            Refusal::Closed => return Err(refusal_kind(&target.inbox, sender)),
+            Refusal::Full if held.give_back() => {}
+            Refusal::Full => break,
+        }
         match target.inbox.try_reserve(sender) {
             Ok(r) => return Ok(r),
-            Err(Refusal::Closed) => return Err(refusal_kind(&target.inbox, sender)),
-            Err(Refusal::Full) if held.give_back() => {}
-            Err(Refusal::Full) => break,
+            Err(again) => refusal = again,
         }
     }
     let deadline = match wait {
@@ -365,7 +395,7 @@ impl<E: Event> Links<E> {
     }
 
     /// Reserves a place in `to`'s inbox; the caller commits into the returned inbox.
-    #[inline]
+    #[inline(always)]
     fn reserve_to(
         &mut self,
         to: ContextRef,
