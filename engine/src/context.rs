@@ -640,42 +640,52 @@ impl<E: Event> Core<E> {
     /// Returns true (it matched).
     #[inline(always)]
     fn fire_template(&mut self, slot: u32, e: &E) -> bool {
-        if let Some(l) = &self.table.slots[slot as usize] {
-            let instance = l.instance;
-            self.fire_solo(Solo { slot, instance }, e);
+        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+            return true;
+        };
+        let Body::Template { handler, .. } = &mut l.body else {
+            return true;
+        };
+        let instance = l.instance;
+        if let Some(inst) = self.instances[instance as usize].as_mut() {
+            let result = Self::run_handler(&mut self.fx, handler, inst, instance, e);
+            self.after_handler_with(instance, result, true);
         }
         true
     }
 
-    /// Runs the handler of the template listener `solo.slot`, of instance `solo.instance`. A
-    /// bucket's [`Solo`] names both, so that the listener and the instance are loaded side by side
-    /// rather than one after the other.
+    /// Runs the handler of a bucket's [`Solo`] listener: the listener through the table's
+    /// unchecked [`solo_handler`](ListenerTable::solo_handler), its instance (named by the `Solo`,
+    /// so loaded beside the listener rather than after it) with the usual check.
     #[inline(always)]
     fn fire_solo(&mut self, solo: Solo, e: &E) {
-        let (Some(l), Some(inst)) = (
-            self.table.slots[solo.slot as usize].as_mut(),
-            self.instances[solo.instance as usize].as_mut(),
-        ) else {
+        let handler = self.table.solo_handler(solo);
+        let Some(inst) = self.instances[solo.instance as usize].as_mut() else {
             return;
         };
-        let Body::Template { handler, .. } = &mut l.body else {
-            return;
-        };
-        debug_assert_eq!(
-            l.instance, solo.instance,
-            "a listener named with another instance"
-        );
+        let result = Self::run_handler(&mut self.fx, handler, inst, solo.instance, e);
+        self.after_handler_with(solo.instance, result, true);
+    }
+
+    /// Calls `handler` (a template listener's, alive) on `e` with the state of `inst`, its instance
+    /// `instance`, catching a panic.
+    #[inline(always)]
+    fn run_handler(
+        fx: &mut Effects<E>,
+        handler: &mut Handler<E>,
+        inst: &mut Instance<E>,
+        instance: u32,
+        e: &E,
+    ) -> std::thread::Result<()> {
         // The listener is alive, so its instance has a live listener until the handler's
         // operations (applied after it returns) say otherwise.
         debug_assert!(
             inst.live_listeners > 0,
             "a live listener's instance counts none"
         );
-        self.fx.current = solo.instance;
+        fx.current = instance;
         let state = &mut inst.state;
-        let fx = &mut self.fx;
-        let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
-        self.after_handler_with(solo.instance, result, true);
+        panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)))
     }
 
     /// [`try_fire`](Self::try_fire) for a matching `on` listener (fires once, then ends).

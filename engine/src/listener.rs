@@ -223,6 +223,36 @@ impl<E: Event> ListenerTable<E> {
         Some(view)
     }
 
+    /// The handler of a [`KindView`]'s `solo` listener, without the checks of the general path:
+    /// dispatch calls it for every event of a run of one kind.
+    #[inline(always)]
+    pub(crate) fn solo_handler(&mut self, solo: Solo) -> &mut Handler<E> {
+        debug_assert!(
+            matches!(self.slots.get(solo.slot as usize), Some(Some(l))
+                if l.simple && l.instance == solo.instance),
+            "a solo names a slot without its live simple listener"
+        );
+        // SAFETY: a `Solo` comes from `refresh_solo` (through a bucket or a `KindView` copied from
+        // one), which names only a slot holding a `simple` listener: alive, `on_all`, a template.
+        // That stays true while the `Solo` is held: the listener stops being `simple` only in
+        // `kill`, which clears every bucket's `solo` naming it (a slot is listed only in the
+        // buckets of its `regs`, and `kill` walks them) and the `KindView` cache; its slot is
+        // emptied only in `compact`, for dead listeners, and `compact` clears the cache too. So
+        // the slot is occupied by that listener, whose body is a template, and in bounds, since
+        // `slots` never shrinks.
+        let l = unsafe {
+            self.slots
+                .get_unchecked_mut(solo.slot as usize)
+                .as_mut()
+                .unwrap_unchecked()
+        };
+        match &mut l.body {
+            Body::Template { handler, .. } => handler,
+            // SAFETY: as above, a `simple` listener's body is a template.
+            Body::Expr { .. } => unsafe { std::hint::unreachable_unchecked() },
+        }
+    }
+
     /// The bucket of `kind`, if any listener was ever registered for it.
     #[inline]
     pub(crate) fn bucket_of(&mut self, kind: &E::Kind) -> Option<usize> {
@@ -375,5 +405,117 @@ impl<E: Event> ListenerTable<E> {
     #[inline]
     pub(crate) fn needs_compaction(&self) -> bool {
         !self.dirty.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pattern::Pattern;
+
+    #[derive(Clone, Debug)]
+    struct Ev(u32);
+
+    impl Event for Ev {
+        type Kind = u32;
+        fn kind(&self) -> u32 {
+            self.0
+        }
+    }
+
+    fn template(pattern: Pattern<Ev>) -> Body<Ev> {
+        Body::Template {
+            template: pattern.template,
+            handler: Box::new(|_, _, _| {}),
+        }
+    }
+
+    /// Registers a listener of `instance` on `pattern`; returns its slot.
+    fn add(
+        t: &mut ListenerTable<Ev>,
+        handle: u64,
+        instance: u32,
+        mode: Mode,
+        p: Pattern<Ev>,
+    ) -> u32 {
+        let index = [(p.template.kind, p.template.key)];
+        t.insert(handle, instance, mode, template(p), &index)
+    }
+
+    /// The solo of kind `k` as dispatch sees it, checked against the bucket itself, and reached
+    /// through `solo_handler` when there is one (miri runs this for the unchecked access).
+    fn solo(t: &mut ListenerTable<Ev>, k: u32) -> Option<Solo> {
+        let view = t.view_of(&k)?;
+        assert_eq!(
+            view.solo, t.buckets[view.bucket as usize].solo,
+            "stale view"
+        );
+        if let Some(s) = view.solo {
+            let _: &mut Handler<Ev> = t.solo_handler(s);
+        }
+        view.solo
+    }
+
+    // R6.4, R6.9: the dispatch fast path fires a kind's solo listener alone, so `solo` must name
+    // the kind's only ordinary listener exactly while it is alive, unkeyed, `on_all` and without a
+    // filter, through registrations, quits, compaction and slot reuse.
+    #[test]
+    fn r6_4_solo_names_the_only_plain_listener_while_it_lives() {
+        let mut t = ListenerTable::<Ev>::default();
+        let a = add(&mut t, 1, 10, Mode::All, Pattern::kind(1));
+        assert_eq!(
+            solo(&mut t, 1),
+            Some(Solo {
+                slot: a,
+                instance: 10
+            })
+        );
+        // Listeners of other modes and kinds leave it alone.
+        add(&mut t, 2, 10, Mode::Unmatched, Pattern::kind(1));
+        add(&mut t, 3, 11, Mode::Completed, Pattern::kind(1));
+        add(&mut t, 4, 11, Mode::All, Pattern::kind(2));
+        assert_eq!(
+            solo(&mut t, 1),
+            Some(Solo {
+                slot: a,
+                instance: 10
+            })
+        );
+        // A second ordinary listener: the lists decide again.
+        let b = add(&mut t, 5, 12, Mode::All, Pattern::kind(1));
+        assert_eq!(solo(&mut t, 1), None);
+        t.kill(a);
+        assert_eq!(solo(&mut t, 1), None);
+        t.compact();
+        assert_eq!(
+            solo(&mut t, 1),
+            Some(Solo {
+                slot: b,
+                instance: 12
+            })
+        );
+        // The solo quits: gone at once, before compaction frees its slot.
+        t.kill(b);
+        assert_eq!(solo(&mut t, 1), None);
+        t.compact();
+        assert_eq!(solo(&mut t, 1), None);
+        // A freed slot is reused, with the new listener's instance.
+        let c = add(&mut t, 6, 13, Mode::All, Pattern::kind(1));
+        assert!(c == a || c == b, "a freed slot is reused");
+        assert_eq!(
+            solo(&mut t, 1),
+            Some(Solo {
+                slot: c,
+                instance: 13
+            })
+        );
+        // Keyed, once and filtered listeners are not simple, or make the lists matter.
+        add(&mut t, 7, 13, Mode::All, Pattern::kind(1).key(3));
+        assert_eq!(solo(&mut t, 1), None);
+        add(&mut t, 8, 14, Mode::Once, Pattern::kind(5));
+        assert_eq!(solo(&mut t, 5), None);
+        add(&mut t, 9, 14, Mode::All, Pattern::kind(6).filter(|_| true));
+        assert_eq!(solo(&mut t, 6), None);
+        assert_eq!(solo(&mut t, 2).map(|s| s.instance), Some(11));
     }
 }
