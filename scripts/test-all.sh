@@ -35,6 +35,6 @@ stage "seed example" bash -c '
   [ "$out" = "E1 R1 R3 R5 R4 R2 E2 E3 E4 En1 En2" ]'
 stage "harness smoke" cargo run -q --release -p harness -- run --smoke --out target/smoke-results
 stage "loom models" scripts/loom.sh
-stage "miri (inbox, route stack, monitor state)" scripts/miri.sh
+stage "miri (inbox, route stack, monitor state, listener table)" scripts/miri.sh
 stage "thread sanitizer (stress tests)" scripts/tsan.sh
 echo "all test suites passed"

@@ -214,6 +214,17 @@ pub(crate) struct Instance<E: Event> {
     subscriptions: HashMap<Channel, u32>,
 }
 
+/// What the route loop does with an event after [`Core::dispatch`].
+enum Dispatched<K> {
+    /// Drop it.
+    Done,
+    /// Keep it as a `completed` marker: listeners wait for its completion (R6.7).
+    Completed,
+    /// Its kind's solo listener ran it and left nothing to do: follow the chain it may have
+    /// routed ([`Core::run_chain`]), then drop the last event.
+    Chain(Solo, K),
+}
+
 /// The state a context's thread owns.
 pub(crate) struct Core<E: Event> {
     shared: sync::Arc<ContextShared<E>>,
@@ -430,19 +441,30 @@ impl<E: Event> Core<E> {
             let mark = self.fx.routes.mark();
             match entry {
                 Taken::Event(slot) => {
-                    // SAFETY: the current slot holds the event until `complete_current` or
-                    // `drop_current` below, and nothing writes it meanwhile (see `RouteStack`).
+                    // SAFETY: the current slot holds the event until `complete_current`,
+                    // `drop_current` or `run_chain` below (`e` is not used after those), and
+                    // nothing writes it meanwhile (see `RouteStack`).
                     let e = unsafe { slot.as_ref() };
                     self.fx.stats.processed += 1;
                     // Listeners registered from here on get handles from `first_new` up.
                     let first_new = self.fx.next_handle;
-                    if self.dispatch(e) {
-                        self.completed_since.push(first_new);
-                        // SAFETY: the event taken above, not yet dropped or completed.
-                        unsafe { self.fx.routes.complete_current() };
-                    } else {
-                        // SAFETY: as above.
-                        unsafe { self.fx.routes.drop_current() };
+                    match self.dispatch(e) {
+                        Dispatched::Completed => {
+                            self.completed_since.push(first_new);
+                            // SAFETY: the event taken above, not yet dropped or completed.
+                            unsafe { self.fx.routes.complete_current() };
+                        }
+                        Dispatched::Done => {
+                            // SAFETY: as above.
+                            unsafe { self.fx.routes.drop_current() };
+                        }
+                        Dispatched::Chain(solo, kind) => {
+                            // `e` is not used again: the chain drops its event and takes the next.
+                            self.run_chain(solo, kind, mark);
+                            // SAFETY: the current slot holds the chain's last event (`e` itself
+                            // if the chain stopped at once), not yet dropped or completed.
+                            unsafe { self.fx.routes.drop_current() };
+                        }
                     }
                 }
                 Taken::Completed(e) => {
@@ -458,20 +480,27 @@ impl<E: Event> Core<E> {
         }
     }
 
-    /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched.
-    /// Returns whether `completed` listeners are registered for its kind.
+    /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched, and
+    /// says what the route loop does next with `e` (see [`Dispatched`]).
     #[inline]
-    fn dispatch(&mut self, e: &E) -> bool {
+    fn dispatch(&mut self, e: &E) -> Dispatched<E::Kind> {
         let Some(view) = self.table.view_of(&e.kind()) else {
-            return false;
+            return Dispatched::Done;
         };
         // Read before the listeners run: a `completed` listener they register does not fire for
         // this event anyway (R6.5), and one they end is skipped by the completed dispatch.
-        let has_completed = view.has_completed;
+        let done = if view.has_completed {
+            Dispatched::Completed
+        } else {
+            Dispatched::Done
+        };
         if let Some(solo) = view.solo {
             // One unkeyed listener that fires on every event of the kind (the usual case).
-            self.fire_solo(solo, e);
-            return has_completed;
+            let clean = self.fire_solo(solo, e);
+            if clean && !view.has_completed {
+                return Dispatched::Chain(solo, e.kind());
+            }
+            return done;
         }
         let b = view.bucket as usize;
         let bucket = &self.table.buckets[b];
@@ -484,7 +513,7 @@ impl<E: Event> Core<E> {
         if !self.dispatch_lists(b, Mode::All, key, e) {
             self.dispatch_unmatched(b, e);
         }
-        has_completed
+        done
     }
 
     /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
@@ -656,14 +685,61 @@ impl<E: Event> Core<E> {
 
     /// Runs the handler of a bucket's [`Solo`] listener: the listener through the table's
     /// unchecked [`solo_handler`](ListenerTable::solo_handler), its instance (named by the `Solo`,
-    /// so loaded beside the listener rather than after it) with the usual check.
+    /// so loaded beside the listener rather than after it) with the usual check. Returns whether
+    /// the handler ran and left nothing to do afterwards (see [`run_chain`](Self::run_chain)).
     #[inline(always)]
-    fn fire_solo(&mut self, solo: Solo, e: &E) {
+    fn fire_solo(&mut self, solo: Solo, e: &E) -> bool {
         let handler = self.table.solo_handler(solo);
         let Some(inst) = self.instances[solo.instance as usize].as_mut() else {
-            return;
+            return false;
         };
         let result = Self::run_handler(&mut self.fx, handler, inst, solo.instance, e);
+        self.after_handler_with(solo.instance, result, true)
+    }
+
+    /// Runs the rest of a chain: while the event just dispatched by `solo`'s listener (the current
+    /// one) routed exactly one event (the front slot; nothing above `mark`, the height after the
+    /// take) and it is of the same `kind`, drops the current event, takes that one and runs the
+    /// listener on it. Returns when the chain ends or leaves the fast case, with the current slot
+    /// holding the last event dispatched and that event's after-handler work done.
+    ///
+    /// This is exactly what the route loop would do for each link (R3.2: the front event is the
+    /// next entry; the height and so the max depth do not change), minus what cannot have changed:
+    /// the loop enters only after a dispatch that left nothing to do (no operation, no panic, no
+    /// instance to check, no `completed` listener of the kind), and a handler changes listeners
+    /// and instances only through operations, so while each link also leaves nothing to do the
+    /// kind's view, the listener, its instance and the compaction state stay as they were. A link
+    /// that leaves work (an operation or a panic) gets the usual after-handler treatment and ends
+    /// the chain; the loop then seals and compacts as after any event.
+    #[inline(always)]
+    fn run_chain(&mut self, solo: Solo, kind: E::Kind, mark: usize) {
+        let Self {
+            table,
+            instances,
+            fx,
+            ..
+        } = self;
+        let handler = table.solo_handler(solo);
+        let Some(inst) = instances[solo.instance as usize].as_mut() else {
+            return;
+        };
+        let result = loop {
+            match fx.routes.chained(mark) {
+                Some(next) if next.kind() == kind => {}
+                _ => return,
+            }
+            // SAFETY: the current slot holds the event dispatched last, which nothing uses any
+            // more, and `chained` found the front event.
+            let slot = unsafe { fx.routes.advance() };
+            // SAFETY: `advance` made the front event current; it stays in place until the next
+            // `advance` or the caller's `drop_current`.
+            let e = unsafe { slot.as_ref() };
+            fx.stats.processed += 1;
+            let result = Self::run_handler(fx, handler, inst, solo.instance, e);
+            if result.is_err() || !fx.ops.is_empty() {
+                break result;
+            }
+        };
         self.after_handler_with(solo.instance, result, true);
     }
 
@@ -785,13 +861,14 @@ impl<E: Event> Core<E> {
     }
 
     /// [`after_handler`](Self::after_handler), told whether `instance` has a live listener.
+    /// Returns whether there was nothing to do.
     #[inline(always)]
     fn after_handler_with(
         &mut self,
         instance: u32,
         result: std::thread::Result<()>,
         has_listeners: bool,
-    ) {
+    ) -> bool {
         let nothing_to_do = result.is_ok()
             && self.fx.ops.is_empty()
             && self.nesting == 0
@@ -800,6 +877,7 @@ impl<E: Event> Core<E> {
         if !nothing_to_do {
             self.after_handler_slow(instance, result);
         }
+        nothing_to_do
     }
 
     #[inline(never)]

@@ -224,6 +224,37 @@ impl<E> RouteStack<E> {
         }
     }
 
+    /// The event routed since `mark` while the current event was dispatched, if it is exactly one
+    /// event (in the front slot, nothing on the `Vec`): a link of a chain, and the entry
+    /// [`take`](Self::take) would hand out next.
+    #[inline]
+    pub fn chained(&self, mark: usize) -> Option<&E> {
+        if self.front_full && self.entries.len() == mark {
+            // SAFETY: a full front slot holds an event; nothing writes it while `self` is borrowed.
+            Some(unsafe { self.front.as_ref() })
+        } else {
+            None
+        }
+    }
+
+    /// Drops the current event and makes the front event current, returning its slot:
+    /// [`drop_current`](Self::drop_current) then [`take`](Self::take), for a link found by
+    /// [`chained`](Self::chained). The height is unchanged, so the mark read after the first
+    /// `take` of the chain stays right, and so does the max depth.
+    ///
+    /// # Safety
+    /// As for `drop_current` (the current slot holds an event not yet dropped or completed), and
+    /// the front slot holds an event.
+    #[inline]
+    pub unsafe fn advance(&mut self) -> NonNull<E> {
+        debug_assert!(self.front_full, "advance without a front event");
+        // SAFETY: the caller guarantees the current slot holds an event, dropped once here.
+        unsafe { self.drop_current() };
+        self.front_full = false;
+        std::mem::swap(&mut self.current, &mut self.front);
+        self.current
+    }
+
     /// Takes the next entry to process: the front slot's event if there is one, else the top of
     /// the stack. An event is handed out in the current slot (see [`Taken::Event`]); the previous
     /// current event must have been dropped or completed.
@@ -442,6 +473,42 @@ mod tests {
             }
             proptest::prop_assert_eq!(stack.max_depth(), deepest);
         }
+    }
+
+    // R3.2: `chained` finds the next entry exactly when the batch is one front event, and
+    // `advance` moves to it as `drop_current` + `take` would, dropping each event once (miri).
+    #[test]
+    fn r3_2_advance_follows_a_chain_as_take_would() {
+        let mut stack = RouteStack::default();
+        stack.push("root".to_string());
+        stack.push("sibling".to_string());
+        stack.seal(0);
+        let Some(Taken::Event(slot)) = stack.take() else {
+            panic!("the root first")
+        };
+        // SAFETY: the current slot holds the root until `advance` drops it.
+        assert_eq!(unsafe { slot.as_ref() }, "root");
+        let mark = stack.mark();
+        assert!(stack.chained(mark).is_none(), "nothing routed yet");
+        stack.push("a".to_string());
+        assert_eq!(stack.chained(mark).map(String::as_str), Some("a"));
+        // SAFETY: the current slot holds an event, and `chained` found the front one.
+        let slot = unsafe { stack.advance() };
+        // SAFETY: `advance` made it current.
+        assert_eq!(unsafe { slot.as_ref() }, "a");
+        assert_eq!(stack.mark(), mark, "the height did not change");
+        // Two routes: the second goes onto the `Vec`, so the batch is no chain link.
+        stack.push("b".to_string());
+        stack.push("c".to_string());
+        assert!(stack.chained(mark).is_none());
+        // SAFETY: the current event, dropped once.
+        unsafe { stack.drop_current() };
+        stack.seal_taken(mark);
+        let mut rest = Vec::new();
+        while let Some(Routed::Event(e)) = stack.pop() {
+            rest.push(e);
+        }
+        assert_eq!(rest, ["b", "c", "sibling"]);
     }
 
     // R3.2: events pending below the mark come after the whole new batch.

@@ -515,7 +515,10 @@ fn r6_5_a_run_of_one_kind_sees_each_listener_change_at_the_next_event() {
                 5 => cx.quit(hs.lock().unwrap()[0]),
                 _ => {}
             }
-            cx.route(ev(1, e.val + 1));
+            // Bounded, so that an engine that missed the quit fails the assertion, not the clock.
+            if e.val < 50 {
+                cx.route(ev(1, e.val + 1));
+            }
         });
         handles.lock().unwrap().push(a);
         cx.unmatched(Pattern::kind(2), |m, _, e: &Ev| {
@@ -525,7 +528,9 @@ fn r6_5_a_run_of_one_kind_sees_each_listener_change_at_the_next_event() {
         let mine = only.clone();
         let d = cx.on_all(Pattern::kind(2), move |m, cx: &mut Cx<'_>, e: &Ev| {
             m.log.push(format!("D {}", e.val));
-            cx.route(ev(2, e.val + 1));
+            if e.val < 50 {
+                cx.route(ev(2, e.val + 1));
+            }
             if e.val == 1 {
                 cx.quit(mine.lock().unwrap().expect("registered"));
             }

@@ -200,3 +200,46 @@ fn r3_2_routes_from_load_timer_and_die_keep_routing_order() {
         ["11", "12", "13", "21", "22", "23", "30", "41", "42", "43"]
     );
 }
+
+// R3.2 through the route loop's chain path: a run of one kind, each event routing the next, is
+// followed link by link while each routes exactly one event of the same kind; a switch of kind,
+// a fan-out (two routes) and a leaf leave it, and the order stays depth-first with siblings in
+// routing order. R9.1: the fan-out is the only time two entries wait.
+#[test]
+fn r3_2_chains_keep_routing_order_through_kind_switches_and_fan_outs() {
+    let c = correlator(16);
+    let log = Log::default();
+    c.load(Script::new("m", &log, |_, cx| {
+        cx.on_all(Pattern::kind(1), |m, cx: &mut Cx<'_>, e: &Ev| {
+            m.log.push(format!("1:{}", e.val));
+            match e.val {
+                0..=2 | 20 => cx.route(ev(1, e.val + 1)),
+                3 => cx.route(ev(2, 10)),
+                _ => {}
+            }
+        });
+        cx.on_all(Pattern::kind(2), |m, cx: &mut Cx<'_>, e: &Ev| {
+            m.log.push(format!("2:{}", e.val));
+            match e.val {
+                10 => {
+                    cx.route(ev(2, 11));
+                    cx.route(ev(1, 20));
+                }
+                11 => cx.route(ev(2, 12)),
+                _ => {}
+            }
+        });
+    }))
+    .unwrap();
+    c.input().send_to(c.main(), ev(1, 0)).unwrap();
+    c.start();
+    let s = c.shutdown().unwrap();
+    assert_eq!(
+        log.take_work(),
+        ["1:0", "1:1", "1:2", "1:3", "2:10", "2:11", "2:12", "1:20", "1:21"]
+    );
+    let main = s.context(c.main()).unwrap();
+    assert_eq!(main.processed, 9);
+    assert_eq!(main.routed, 8);
+    assert_eq!(main.max_route_depth, 2);
+}
