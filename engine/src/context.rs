@@ -713,6 +713,11 @@ impl<E: Event> Core<E> {
     /// the chain; the loop then seals and compacts as after any event.
     #[inline(always)]
     fn run_chain(&mut self, solo: Solo, kind: E::Kind, mark: usize) {
+        // Most dispatches are no chain link (an inbox event routing nothing, a leaf): decide that
+        // before looking anything up.
+        if !Self::links(&self.fx.routes, mark, kind) {
+            return;
+        }
         let Self {
             table,
             instances,
@@ -724,10 +729,6 @@ impl<E: Event> Core<E> {
             return;
         };
         let result = loop {
-            match fx.routes.chained(mark) {
-                Some(next) if next.kind() == kind => {}
-                _ => return,
-            }
             // SAFETY: the current slot holds the event dispatched last, which nothing uses any
             // more, and `chained` found the front event.
             let slot = unsafe { fx.routes.advance() };
@@ -739,8 +740,18 @@ impl<E: Event> Core<E> {
             if result.is_err() || !fx.ops.is_empty() {
                 break result;
             }
+            if !Self::links(&fx.routes, mark, kind) {
+                return;
+            }
         };
         self.after_handler_with(solo.instance, result, true);
+    }
+
+    /// Whether the current event routed exactly one event since `mark`, of `kind`: the next link
+    /// of a chain.
+    #[inline(always)]
+    fn links(routes: &RouteStack<E>, mark: usize, kind: E::Kind) -> bool {
+        routes.chained(mark).is_some_and(|next| next.kind() == kind)
     }
 
     /// Calls `handler` (a template listener's, alive) on `e` with the state of `inst`, its instance
