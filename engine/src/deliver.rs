@@ -1,5 +1,5 @@
 //! The one push path: every send (from a context or an input handle; blocking, non-blocking or
-//! timed; to a context or a channel) goes through [`reserve`] and [`Inbox::commit`].
+//! timed; to a context or a channel) goes through [`Links::reserve`] and [`Inbox::commit`].
 //!
 //! # Back-pressure and deadlock avoidance (SPEC §5)
 //! A sender that finds an inbox full waits for room (R5.1), escalating spin → yield → park through
@@ -160,93 +160,6 @@ impl<E: Event> HeldPlaces<E> {
     }
 }
 
-/// Reserves a place in `target`'s inbox, waiting as `wait` allows. `me` is the sending context (for
-/// the wait graph), `None` for an input handle. A context gives back its `held` places before it
-/// waits (and retries at once if it gave any: the full inbox may be its own). Adds the time spent
-/// waiting to `blocked_ns`.
-///
-/// Inlined: the common case is one [`Inbox::try_reserve`]; a refusal goes to the cold
-/// [`reserve_refused`], so that a send inlines no waiting code and saves no registers for it.
-#[inline(always)]
-pub(crate) fn reserve<E: Event>(
-    shared: &Shared<E>,
-    me: Option<u32>,
-    strategy: WaitStrategy,
-    target: &ContextShared<E>,
-    wait: Wait,
-    held: &mut HeldPlaces<E>,
-    blocked_ns: &mut u64,
-) -> Result<Reservation, SendErrorKind> {
-    let sender = if me.is_some() {
-        Sender::Context
-    } else {
-        Sender::External
-    };
-    match target.inbox.try_reserve(sender) {
-        Ok(r) => Ok(r),
-        Err(refusal) => reserve_refused(
-            shared, me, strategy, target, wait, held, blocked_ns, sender, refusal,
-        ),
-    }
-}
-
-/// [`reserve`] after `try_reserve` refused with `refusal`.
-#[cold]
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-fn reserve_refused<E: Event>(
-    shared: &Shared<E>,
-    me: Option<u32>,
-    strategy: WaitStrategy,
-    target: &ContextShared<E>,
-    wait: Wait,
-    held: &mut HeldPlaces<E>,
-    blocked_ns: &mut u64,
-    sender: Sender,
-    mut refusal: Refusal,
-) -> Result<Reservation, SendErrorKind> {
-    loop {
-        match refusal {
-            Refusal::Closed => return Err(refusal_kind(&target.inbox, sender)),
-            Refusal::Full if held.give_back() => {}
-            Refusal::Full => break,
-        }
-        match target.inbox.try_reserve(sender) {
-            Ok(r) => return Ok(r),
-            Err(again) => refusal = again,
-        }
-    }
-    let deadline = match wait {
-        Wait::Never => return Err(SendErrorKind::Full),
-        Wait::Until(d) => Some(d),
-        Wait::Block => None,
-    };
-    if !shared.started.load(Ordering::Acquire) {
-        // Nobody takes entries before `start()`: a wait could only end by timing out.
-        if deadline.is_none() {
-            return Err(SendErrorKind::FullBeforeStart);
-        }
-    }
-    let began = Instant::now();
-    let cycle = me.map(|me| (&shared.waits, me, target.id));
-    let mut backoff = Backoff::new(strategy);
-    let result = reserve_after_full(&target.inbox, sender, cycle, deadline, || {
-        match backoff.next_or_park() {
-            Step::Spin => sync::spin_hint(),
-            Step::Yield => sync::yield_now(),
-            Step::Park => return true,
-        }
-        false
-    })
-    .map(|(r, _)| r)
-    .map_err(|end| match end {
-        NoPlace::Closed => refusal_kind(&target.inbox, sender),
-        NoPlace::TimedOut => SendErrorKind::Timeout,
-    });
-    *blocked_ns += began.elapsed().as_nanos() as u64;
-    result
-}
-
 /// How a wait for a place ended without one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoPlace {
@@ -404,18 +317,81 @@ impl<E: Event> Links<E> {
         if !self.know(to.id) {
             return Err(SendErrorKind::UnknownContext);
         }
-        let target = &self.contexts[to.id as usize];
-        let me = self.me.map(|c| c.id);
-        let r = reserve(
-            &self.shared,
-            me,
-            self.strategy,
-            target,
-            wait,
-            &mut self.held,
-            &mut self.blocked_ns,
-        )?;
-        Ok((target, r))
+        let r = self.reserve(to.id, wait)?;
+        Ok((&self.contexts[to.id as usize], r))
+    }
+
+    /// Reserves a place in the inbox of context `id` (known: in `contexts`), waiting as `wait`
+    /// allows. A context gives back its held places before it waits (and retries at once if it
+    /// gave any: the full inbox may be its own). Adds the time spent waiting to `blocked_ns`.
+    ///
+    /// Inlined: the common case is one [`Inbox::try_reserve`]; a refusal goes to the cold
+    /// [`reserve_refused`](Self::reserve_refused), so that a send inlines no waiting code and saves
+    /// no registers for it.
+    #[inline(always)]
+    fn reserve(&mut self, id: u32, wait: Wait) -> Result<Reservation, SendErrorKind> {
+        let sender = if self.me.is_some() {
+            Sender::Context
+        } else {
+            Sender::External
+        };
+        match self.contexts[id as usize].inbox.try_reserve(sender) {
+            Ok(r) => Ok(r),
+            Err(refusal) => self.reserve_refused(id, wait, sender, refusal),
+        }
+    }
+
+    /// [`reserve`](Self::reserve) after `try_reserve` refused with `refusal`.
+    #[cold]
+    #[inline(never)]
+    fn reserve_refused(
+        &mut self,
+        id: u32,
+        wait: Wait,
+        sender: Sender,
+        mut refusal: Refusal,
+    ) -> Result<Reservation, SendErrorKind> {
+        let target = &self.contexts[id as usize];
+        loop {
+            match refusal {
+                Refusal::Closed => return Err(refusal_kind(&target.inbox, sender)),
+                Refusal::Full if self.held.give_back() => {}
+                Refusal::Full => break,
+            }
+            match target.inbox.try_reserve(sender) {
+                Ok(r) => return Ok(r),
+                Err(again) => refusal = again,
+            }
+        }
+        let deadline = match wait {
+            Wait::Never => return Err(SendErrorKind::Full),
+            Wait::Until(d) => Some(d),
+            Wait::Block => None,
+        };
+        if !self.shared.started.load(Ordering::Acquire) {
+            // Nobody takes entries before `start()`: a wait could only end by timing out.
+            if deadline.is_none() {
+                return Err(SendErrorKind::FullBeforeStart);
+            }
+        }
+        let began = Instant::now();
+        let cycle = self.me.map(|me| (&self.shared.waits, me.id, target.id));
+        let mut backoff = Backoff::new(self.strategy);
+        let result = reserve_after_full(&target.inbox, sender, cycle, deadline, || {
+            match backoff.next_or_park() {
+                Step::Spin => sync::spin_hint(),
+                Step::Yield => sync::yield_now(),
+                Step::Park => return true,
+            }
+            false
+        })
+        .map(|(r, _)| r)
+        .map_err(|end| match end {
+            NoPlace::Closed => refusal_kind(&target.inbox, sender),
+            NoPlace::TimedOut => SendErrorKind::Timeout,
+        });
+        self.blocked_ns += began.elapsed().as_nanos() as u64;
+        result
     }
 
     /// Pushes one entry into `to`'s inbox.
@@ -492,29 +468,20 @@ impl<E: Event> Links<E> {
         if outputs {
             d.outputs = self.shared.channels.deliver_outputs(channel, &event);
         }
-        let me = self.me.map(|c| c.id);
         let mut event = Some(event);
         for i in 0..self.targets.len() {
             let id = self.targets[i];
-            let Some(target) = self.contexts.get(id as usize) else {
+            if id as usize >= self.contexts.len() {
                 continue;
-            };
+            }
             // Copy before reserving: user code (`clone`) never runs while a place is reserved, since
             // the consumer waits for a reserved place (see the inbox's module docs).
             let last = i + 1 == self.targets.len();
             let Some(e) = (if last { event.take() } else { event.clone() }) else {
                 continue;
             };
-            if let Ok(r) = reserve(
-                &self.shared,
-                me,
-                self.strategy,
-                target,
-                wait,
-                &mut self.held,
-                &mut self.blocked_ns,
-            ) {
-                target.inbox.commit(r, Entry::Event(e));
+            if let Ok(r) = self.reserve(id, wait) {
+                self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
                 d.contexts += 1;
             }
         }
@@ -532,7 +499,6 @@ impl<E: Event> Links<E> {
         event: E,
         deadline: Option<Instant>,
     ) -> Result<Deliveries, SendError<E>> {
-        let me = self.me.map(|c| c.id);
         loop {
             self.collect_targets(channel);
             // Every copy is made before the first place is reserved: user code (`clone`) never runs
@@ -546,18 +512,10 @@ impl<E: Event> Links<E> {
             let mut refused = None;
             for i in 0..self.targets.len() {
                 let id = self.targets[i];
-                let Some(target) = self.contexts.get(id as usize) else {
+                if id as usize >= self.contexts.len() {
                     continue;
-                };
-                match reserve(
-                    &self.shared,
-                    me,
-                    self.strategy,
-                    target,
-                    Wait::Never,
-                    &mut self.held,
-                    &mut self.blocked_ns,
-                ) {
+                }
+                match self.reserve(id, Wait::Never) {
                     Ok(r) => self.reserved.push((id, r)),
                     Err(kind) => {
                         refused = Some((id, kind));

@@ -12,7 +12,7 @@
 //! * Without it, `tests/plain.rs` runs the same scenarios many times on real threads.
 //!
 //! The send helpers run the engine's own slow path: [`send_blocking`] and [`send_from_context`] are
-//! `deliver::reserve` (a `try_reserve`, then `deliver::reserve_after_full`, exposed through
+//! `deliver::Links::reserve` (a `try_reserve`, then `deliver::reserve_after_full`, exposed through
 //! `correlator::internals`) followed by `Inbox::commit`; only the back-off's spin and yield steps are
 //! replaced by parking at once (they only delay the park step; the retry after it is modelled).
 //! [`context_loop_batched`] still replicates `Core::event_loop` (context.rs) statement for statement, with the
@@ -61,7 +61,7 @@ fn park_at_once() -> bool {
 }
 
 /// A blocking send from an input handle (or any sender outside the wait graph): what
-/// `deliver::reserve` does with `me = None` and `Wait::Block` (a `try_reserve`, then on a full inbox
+/// `deliver::Links::reserve` does with `me = None` and `Wait::Block` (a `try_reserve`, then on a full inbox
 /// the engine's own [`reserve_after_full`]), then commit. Returns the value with the refusal if the
 /// inbox closed for `sender`.
 ///
@@ -86,7 +86,7 @@ pub fn send_blocking<T>(inbox: &Inbox<T>, sender: Sender, value: T) -> Result<()
     }
 }
 
-/// A blocking send from context `me` to the inbox of context `target_id`, as `deliver::reserve`
+/// A blocking send from context `me` to the inbox of context `target_id`, as `deliver::Links::reserve`
 /// does it: a `try_reserve`, then on a full inbox the engine's own [`reserve_after_full`] with the
 /// wait graph (record the wait edge; if it closes a cycle, reserve beyond capacity (R5.2); otherwise
 /// wait for room (R5.1) and remove the edge when the wait ends), then commit.
@@ -432,7 +432,7 @@ pub mod scenarios {
 
     /// R5.2: two contexts, each a thread owning its inbox's consumer, each inbox of capacity 1 and
     /// full. Processing its `Start`, context 0 sends two entries to context 1 and context 1 sends one
-    /// to context 0, through the wait graph exactly as `deliver::reserve` does. Without the cycle
+    /// to context 0, through the wait graph exactly as `deliver::Links::reserve` does. Without the cycle
     /// check both would wait forever (loom: deadlock). Checks: both finish; everything arrives, in
     /// order per sender, including entries that went through the overflow and the transition back to
     /// the ring; at least one overrun was counted, at most one per send that found a full inbox.
