@@ -235,11 +235,11 @@ impl<E: Event> ListenerTable<E> {
         // SAFETY: a `Solo` comes from `refresh_solo` (through a bucket or a `KindView` copied from
         // one), which names only a slot holding a `simple` listener: alive, `on_all`, a template.
         // That stays true while the `Solo` is held: the listener stops being `simple` only in
-        // `kill`, which clears every bucket's `solo` naming it (a slot is listed only in the
-        // buckets of its `regs`, and `kill` walks them) and the `KindView` cache; its slot is
-        // emptied only in `compact`, for dead listeners, and `compact` clears the cache too. So
-        // the slot is occupied by that listener, whose body is a template, and in bounds, since
-        // `slots` never shrinks.
+        // `kill`, which recomputes the `solo` of every bucket listing it (a slot is listed only
+        // in the buckets of its `regs`, and `kill` walks them) and clears the `KindView` cache;
+        // its slot is emptied only in `compact`, for dead listeners, and `compact` clears the
+        // cache too. So the slot is occupied by that listener, whose body is a template, and in
+        // bounds, since `slots` never shrinks.
         let l = unsafe {
             self.slots
                 .get_unchecked_mut(solo.slot as usize)
@@ -339,18 +339,20 @@ impl<E: Event> ListenerTable<E> {
         l.simple = false;
         self.live -= 1;
         self.by_handle.remove(&l.handle);
-        for &(b, key) in &l.regs {
-            self.dirty.push((b, l.mode, key));
-            let bucket = &mut self.buckets[b as usize];
-            if bucket.solo.is_some_and(|solo| solo.slot == slot) {
-                bucket.solo = None;
+        let (mode, instance) = (l.mode, l.instance);
+        // Still listed until compaction, but no longer `simple`: no bucket keeps it as its solo.
+        if let Some(l) = &self.slots[slot as usize] {
+            for &(b, key) in &l.regs {
+                self.dirty.push((b, mode, key));
+                Self::refresh_solo(&self.slots, &mut self.buckets[b as usize]);
             }
         }
         self.last = None;
-        Some(l.instance)
+        Some(instance)
     }
 
-    /// Sets `bucket.solo` from its ordinary lists and the slots they name.
+    /// Sets `bucket.solo` from its ordinary lists and the slots they name: the one place that
+    /// decides it (`insert`, `kill` and `compact` call it for every bucket they change).
     fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
         bucket.solo = match lists.plain[..] {

@@ -250,6 +250,13 @@ impl<E> RouteStack<E> {
         debug_assert!(self.front_full, "advance without a front event");
         // SAFETY: the caller guarantees the current slot holds an event, dropped once here.
         unsafe { self.drop_current() };
+        self.take_front()
+    }
+
+    /// Makes the front event current (the front slot must be full) and returns its slot: the
+    /// pointers swap roles, the event does not move.
+    #[inline(always)]
+    fn take_front(&mut self) -> NonNull<E> {
         self.front_full = false;
         std::mem::swap(&mut self.current, &mut self.front);
         self.current
@@ -261,9 +268,7 @@ impl<E> RouteStack<E> {
     #[inline]
     pub fn take(&mut self) -> Option<Taken<E>> {
         if self.front_full {
-            self.front_full = false;
-            std::mem::swap(&mut self.current, &mut self.front);
-            return Some(Taken::Event(self.current));
+            return Some(Taken::Event(self.take_front()));
         }
         match self.entries.pop()? {
             Routed::Event(event) => {
