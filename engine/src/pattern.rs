@@ -2,7 +2,7 @@
 //!
 //! A [`Pattern`] is what `on`, `on_all`, `unmatched` and `completed` listen for. It is also the leaf
 //! of an event expression: `Pattern`'s combinators ([`then`](Pattern::then), [`and`](Pattern::and),
-//! [`or`](Pattern::or), [`within`](Pattern::within)) build an [`Expr`](crate::Expr) for `when` and
+//! [`or`](Pattern::or), [`within`](Pattern::within)) build an [`Expr`] for `when` and
 //! `when_all` (see the `expr` module for the grammar).
 //!
 //! A template with a [`key`](Pattern::key) is indexed by that key: delivering an event costs the same
