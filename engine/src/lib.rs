@@ -5,7 +5,8 @@
 //! register **listeners** on event patterns; handlers **route** events to the front of their own
 //! context's queue, **send** them to the back of any context's inbox, or to **channels** that
 //! contexts subscribe to and that external receivers can read. The processing order is a contract:
-//! `SPEC.md` (rules R1.1 ... R9.1), summarised in the README; every rule has tests naming it.
+//! [`spec`] (rules R1.1 ... R9.1, the file `engine/SPEC.md`), summarised in the README; every rule has
+//! tests naming it.
 //!
 //! # Shape
 //! * [`inbox`]: a lock-free MPSC queue per context, with back-pressure, deadlock avoidance beyond
@@ -74,6 +75,12 @@ mod state;
 mod status;
 mod sync;
 mod time;
+
+/// The processing-order contract (rules R1.1 ... R9.1), from `engine/SPEC.md`.
+///
+/// Tests and the rest of this documentation cite its rule numbers.
+#[doc = include_str!("../SPEC.md")]
+pub mod spec {}
 
 /// Engine internals exposed for the loom models in `loom-tests/`; not a stable API.
 #[doc(hidden)]
