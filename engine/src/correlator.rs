@@ -470,7 +470,9 @@ impl<E: Event> Correlator<E> {
         self.shared.channels.name(channel)
     }
 
-    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on.
+    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on. Taken
+    /// after [`shutdown`](Self::shutdown), its stream has already ended: `recv` returns an error
+    /// at once.
     pub fn output(&self, channel: Channel) -> OutputReceiver<E> {
         OutputReceiver::new(self.shared.channels.add_output(channel))
     }

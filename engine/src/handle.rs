@@ -160,7 +160,8 @@ impl<E: Event> Clone for InputHandle<E> {
 
 /// Receives the events sent or emitted to one channel (R4.2, R4.3), in the order each sending
 /// context produced them. The stream ends ([`RecvError`]) once the correlator has shut down and
-/// everything was received.
+/// everything was received (including what `on_die` hooks emitted during shutdown); a receiver
+/// taken after shutdown has ended at once.
 pub struct OutputReceiver<E> {
     rx: mpsc::Receiver<E>,
 }

@@ -1,0 +1,45 @@
+//! Issue 15 (hardening), lifecycle and delivery: concurrent shutdowns, what `on_die` may do at
+//! shutdown, shutdown and blocking input sends from inside a handler, outputs taken after shutdown,
+//! and channel sends that are refused (SPEC R4.2, R5.1–R5.3, R6.8, R8.1, R8.2).
+//!
+//! Every scenario that used to hang runs in a helper thread whose result the test waits for with a
+//! generous bound ([`within`]): a regression fails the test instead of hanging the suite.
+mod common;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+
+/// The bound on every scenario: far above what any of them takes on a loaded machine.
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Runs `f` on a helper thread and returns its result; fails the test if it takes longer than
+/// [`BOUND`] (the helper thread is left behind: the test binary ends without it), and passes a
+/// panic of `f` on.
+fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(BOUND) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the scenario did not end within {BOUND:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!("the scenario ended without a result"),
+        },
+    }
+}
+
+// R4.2 (issue 15, item 10): an output receiver taken after shutdown has nothing to wait for: its
+// stream ends at once.
+#[test]
+fn r4_2_output_taken_after_shutdown_ends_at_once() {
+    let c = correlator(16);
+    let ch = c.channel("late").unwrap();
+    c.shutdown().unwrap();
+    let rx = c.output(ch);
+    let got = within(move || rx.recv());
+    assert!(got.is_err(), "the stream of a late receiver ends");
+}
