@@ -529,6 +529,9 @@ impl<E: Event> Links<E> {
             for (rid, r) in self.reserved.drain(..) {
                 self.contexts[rid as usize].inbox.cancel(r);
             }
+            // The copies of a refused round are not kept: the event comes back whole, and nothing
+            // of it stays behind in the handle (a retry makes its copies again).
+            self.copies.clear();
             let timed_out = deadline.is_none_or(|d| Instant::now() >= d);
             if kind != SendErrorKind::Full || timed_out {
                 let kind = if kind == SendErrorKind::Full && deadline.is_some() {

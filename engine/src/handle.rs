@@ -24,6 +24,7 @@ pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 /// Three ways to send (R5.3): blocking (`send_to`, `send`) waits for room; `try_*` returns
 /// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to
 /// a bound and then returns [`SendErrorKind::Timeout`](crate::SendErrorKind::Timeout) with the event.
+/// A refused send keeps nothing of the event: it all comes back in the error.
 pub struct InputHandle<E: Event> {
     links: RefCell<Links<E>>,
 }

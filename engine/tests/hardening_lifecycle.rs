@@ -7,9 +7,11 @@
 mod common;
 
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use correlator::{Channel, ContextOptions, Correlator, Event, SendErrorKind};
 
 /// The bound on every scenario: far above what any of them takes on a loaded machine.
 const BOUND: Duration = Duration::from_secs(30);
@@ -42,4 +44,66 @@ fn r4_2_output_taken_after_shutdown_ends_at_once() {
     let rx = c.output(ch);
     let got = within(move || rx.recv());
     assert!(got.is_err(), "the stream of a late receiver ends");
+}
+
+/// An event that owns a token, so that a test can count the copies that are still alive.
+#[derive(Clone, Debug)]
+struct Tokened {
+    token: Arc<()>,
+}
+
+impl Event for Tokened {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        1
+    }
+}
+
+// R5.3 (issue 15, item 12): a `try_send` to a channel that is refused hands the event back and
+// keeps no copy of it anywhere: once the caller drops what came back, the event is gone.
+#[test]
+fn r5_3_refused_try_send_keeps_no_copy_of_the_event() {
+    let c = Correlator::<Tokened>::builder()
+        .inbox_capacity(1)
+        .external_time()
+        .build()
+        .unwrap();
+    // Two public contexts: a channel send makes one copy besides the original.
+    c.create_context(ContextOptions::new("b").public(true))
+        .unwrap();
+    let input = c.input();
+    // Before start nothing is taken: the first send fills both inboxes.
+    let first = Arc::new(());
+    assert_eq!(
+        input
+            .try_send(
+                Channel::DEFAULT,
+                Tokened {
+                    token: first.clone()
+                }
+            )
+            .unwrap(),
+        2
+    );
+    let second = Arc::new(());
+    let err = input
+        .try_send(
+            Channel::DEFAULT,
+            Tokened {
+                token: second.clone(),
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::Full);
+    assert!(
+        Arc::ptr_eq(&err.event().token, &second),
+        "the refused event comes back"
+    );
+    drop(err);
+    assert_eq!(
+        Arc::strong_count(&second),
+        1,
+        "the refused event left a copy behind"
+    );
+    c.shutdown().unwrap();
 }
