@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use crate::channel::Channel;
 use crate::context::ContextRef;
 use crate::deliver::{Links, Wait};
-use crate::error::SendError;
+use crate::error::{SendError, SendErrorKind};
 use crate::event::Event;
+use crate::sync::Ordering;
 use crate::time::Time;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
@@ -74,12 +75,42 @@ impl<E: Event> InputHandle<E> {
     /// after the other) and to every output receiver. Returns how many received it; 0 means it was
     /// dropped and counted (R4.5).
     ///
+    /// Before [`Correlator::start`](crate::Correlator::start) nobody makes room, so a send that
+    /// finds a subscriber's inbox full could never end: it is then all-or-nothing, like
+    /// [`try_send`](Self::try_send), and refused with `FullBeforeStart`.
+    ///
     /// # Errors
-    /// `Closed` once shutdown began.
+    /// `Closed` once shutdown began; `FullBeforeStart` (with the event, and the context that was
+    /// full; no subscriber got a copy) when a subscriber's inbox is full and the correlator was
+    /// never started.
     pub fn send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
         let mut links = self.links.borrow_mut();
-        if links.shared().input_closed() {
+        let shared = links.shared();
+        if shared.input_closed() {
             return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+        }
+        let mut event = event;
+        if !shared.started.load(Ordering::Acquire) {
+            match links.try_send_channel(channel, event, None) {
+                Ok(d) => return Ok(d.total()),
+                Err(e) if e.kind() == SendErrorKind::Full => {
+                    // `started` is read after the refusal: if it is still unset, nobody could
+                    // have made room. Otherwise the blocking send below waits for it.
+                    if !links.shared().started.load(Ordering::Acquire) {
+                        let target = e.target();
+                        let event = e.into_event();
+                        return Err(SendError::new(
+                            SendErrorKind::FullBeforeStart,
+                            target,
+                            event,
+                        ));
+                    }
+                    event = e.into_event();
+                }
+                Err(e) if e.kind() == SendErrorKind::Closed => return Err(e),
+                // A stopped subscriber (its thread could not start) is skipped below, as ever.
+                Err(e) => event = e.into_event(),
+            }
         }
         Ok(links
             .send_channel(channel, event, Wait::Block, true)

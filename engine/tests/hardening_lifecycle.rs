@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use correlator::{Channel, ContextOptions, Correlator, Event, SendErrorKind};
+use correlator::{Channel, ContextOptions, Correlator, Event, Pattern, SendErrorKind};
 
 /// The bound on every scenario: far above what any of them takes on a loaded machine.
 const BOUND: Duration = Duration::from_secs(30);
@@ -106,4 +106,59 @@ fn r5_3_refused_try_send_keeps_no_copy_of_the_event() {
         "the refused event left a copy behind"
     );
     c.shutdown().unwrap();
+}
+
+// R8.2 (issue 15, item 8): a blocking channel send before `start()` that finds a subscriber's
+// inbox full is refused with `FullBeforeStart` and hands the event back, like `send_to`; it does
+// not drop it. A channel send is all-or-nothing then: no subscriber got a copy of a refused event.
+#[test]
+fn r8_2_blocking_channel_send_before_start_hands_back_what_it_cannot_deliver() {
+    const CAPACITY: usize = 3;
+    let c = correlator(CAPACITY);
+    let b = c
+        .create_context(ContextOptions::new("b").public(true))
+        .unwrap();
+    let seen = Log::default();
+    for ctx in [c.main(), b] {
+        let seen = seen.clone();
+        c.load_in(
+            ctx,
+            Script::new("count", &seen.clone(), move |_, cx| {
+                cx.on_all(Pattern::kind(1), move |_, cx: &mut Cx<'_>, e: &Ev| {
+                    seen.push(format!("{} {}", cx.context().id(), e.val));
+                });
+            }),
+        )
+        .unwrap();
+    }
+    let input = c.input();
+    let mut accepted = Vec::new();
+    let mut refused = Vec::new();
+    for i in 0..10 {
+        match input.send(Channel::DEFAULT, ev(1, i)) {
+            Ok(n) => {
+                assert_eq!(n, 2, "both public contexts got a copy");
+                accepted.push(i);
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), SendErrorKind::FullBeforeStart);
+                refused.push(e.into_event().val);
+            }
+        }
+    }
+    // Each inbox holds the monitor's load entry and two events.
+    assert_eq!(accepted, vec![0, 1]);
+    assert_eq!(
+        refused,
+        (2..10).collect::<Vec<_>>(),
+        "every refusal hands the event back"
+    );
+    c.shutdown().unwrap();
+    let mut got = seen.take_work();
+    got.sort();
+    assert_eq!(
+        got,
+        vec!["0 0", "0 1", "1 0", "1 1"],
+        "everything accepted is processed"
+    );
 }
