@@ -26,6 +26,12 @@ pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 /// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to
 /// a bound and then returns [`SendErrorKind::Timeout`](crate::SendErrorKind::Timeout) with the event.
 /// A refused send keeps nothing of the event: it all comes back in the error.
+///
+/// A handle used inside a handler (on a context's own thread) waits for room as that context
+/// does: where waiting would close a cycle of contexts waiting on full inboxes (its own inbox is
+/// the shortest), the entry is taken beyond capacity instead (R5.2), so a blocking send into the
+/// handler's own full inbox does not hang. [`Scope::send_to`](crate::Scope::send_to) is still the
+/// better way there: it is the context's own sender (R2.3) and keeps working during shutdown.
 pub struct InputHandle<E: Event> {
     links: RefCell<Links<E>>,
 }

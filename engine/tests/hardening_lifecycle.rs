@@ -437,3 +437,47 @@ fn r8_2_shutdown_from_a_handler_is_a_typed_error() {
         .contains("thread of your own"));
     assert_eq!(later, Ok(true));
 }
+
+// R5.2 (issue 15, item 9): a handler's blocking send through an `InputHandle` into its own full
+// inbox would wait for room only its own context can make. The handle takes part in deadlock
+// avoidance as the context it runs in: the entry is taken beyond capacity, and nothing is lost.
+#[test]
+fn r5_2_input_handle_blocking_send_from_a_handler_into_its_own_full_inbox_does_not_hang() {
+    const CAPACITY: usize = 4;
+    const SENDS: u64 = 3 * CAPACITY as u64;
+    let (handler_sent, seen, status) = within(|| {
+        let c = correlator(CAPACITY);
+        let main = c.main();
+        let input = c.input();
+        let (tx, rx) = mpsc::channel();
+        let seen = Arc::new(AtomicU64::new(0));
+        let s2 = seen.clone();
+        let log = Log::default();
+        c.load(Script::new("m", &log, move |_, cx| {
+            cx.on_all(Pattern::kind(1), move |_, _, _| {
+                let mut sent = 0;
+                for i in 0..SENDS {
+                    if input.send_to(main, ev(2, i)).is_ok() {
+                        sent += 1;
+                    }
+                }
+                let _ = tx.send(sent);
+            });
+            cx.on_all(Pattern::kind(2), move |_, _, _| {
+                s2.fetch_add(1, Ordering::Relaxed);
+            });
+        }))
+        .unwrap();
+        c.start();
+        c.input().send_to(main, ev(1, 0)).unwrap();
+        let handler_sent = rx.recv_timeout(BOUND).expect("the handler's sends ended");
+        let status = c.shutdown().unwrap();
+        (handler_sent, seen.load(Ordering::Relaxed), status)
+    });
+    assert_eq!(handler_sent, SENDS);
+    assert_eq!(seen, SENDS, "every accepted entry is processed");
+    assert!(
+        status.totals.overruns > 0,
+        "the inbox was taken beyond capacity"
+    );
+}
