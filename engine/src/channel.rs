@@ -8,13 +8,15 @@
 //! cleared when it returns to 0. Public contexts hold a permanent bit for the default channel `""`.
 //!
 //! External output receivers are `std::sync::mpsc` senders kept per channel behind a mutex that is
-//! touched only when the channel has receivers (an atomic count says so without the lock).
+//! touched only when the channel has receivers (an atomic count says so without the lock). Once
+//! shutdown closed the outputs, a receiver taken later gets no sender: its stream has ended.
 
 use std::collections::HashMap;
 use std::sync::mpsc;
 
 use crate::sync::{
-    self, read_lock as read, write_lock as write, AtomicU64, AtomicUsize, Mutex, Ordering, RwLock,
+    self, read_lock as read, write_lock as write, AtomicBool, AtomicU64, AtomicUsize, Mutex,
+    Ordering, RwLock,
 };
 
 /// A channel id. Get one from [`Correlator::channel`](crate::Correlator::channel) or
@@ -46,6 +48,10 @@ pub(crate) struct Channels<E> {
     subscribers: Box<[AtomicU64]>,
     words: usize,
     outputs: Box<[Outputs<E>]>,
+    /// Set by [`close_outputs`](Channels::close_outputs) before it empties the sender lists; read
+    /// under a list's lock by [`add_output`](Channels::add_output), so that a receiver registered
+    /// after the close is never kept.
+    outputs_closed: AtomicBool,
     max_channels: usize,
 }
 
@@ -67,6 +73,7 @@ impl<E: Clone> Channels<E> {
                     senders: Mutex::new(Vec::new()),
                 })
                 .collect(),
+            outputs_closed: AtomicBool::new(false),
             max_channels,
         }
     }
@@ -132,11 +139,18 @@ impl<E: Clone> Channels<E> {
         }
     }
 
-    /// Registers an external output receiver for `ch`.
+    /// Registers an external output receiver for `ch`. After [`close_outputs`](Self::close_outputs)
+    /// (or for a channel that does not exist) the sender is dropped at once, so the receiver's
+    /// stream has ended.
     pub(crate) fn add_output(&self, ch: Channel) -> mpsc::Receiver<E> {
         let (tx, rx) = mpsc::channel();
         if let Some(o) = self.outputs.get(ch.0 as usize) {
             let mut senders = sync::lock(&o.senders);
+            // Read under the lock: a close that set the flag before this lock was taken empties
+            // this list after it (or already did), so a sender kept here would never be dropped.
+            if self.outputs_closed.load(Ordering::Acquire) {
+                return rx;
+            }
             senders.push(tx);
             o.count.store(senders.len(), Ordering::Release);
         }
@@ -164,8 +178,10 @@ impl<E: Clone> Channels<E> {
         senders.len()
     }
 
-    /// Drops every output sender, so that receivers see the end of the stream.
+    /// Drops every output sender, so that receivers see the end of the stream; receivers taken
+    /// later get an ended stream.
     pub(crate) fn close_outputs(&self) {
+        self.outputs_closed.store(true, Ordering::Release);
         for o in self.outputs.iter() {
             sync::lock(&o.senders).clear();
             o.count.store(0, Ordering::Release);

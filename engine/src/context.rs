@@ -252,6 +252,9 @@ pub(crate) struct Core<E: Event> {
     completed_since: Vec<u64>,
     /// Entries were processed since the status counters were last published.
     unpublished: bool,
+    /// Set once shutdown ends the remaining instances ([`end_all`](Self::end_all)): local spawns
+    /// are dropped from then on, so that an `on_die` that spawns cannot keep shutdown going.
+    ending: bool,
     fx: Effects<E>,
 }
 
@@ -291,6 +294,7 @@ impl<E: Event> Core<E> {
             fired: Vec::new(),
             completed_since: Vec::new(),
             unpublished: false,
+            ending: false,
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -953,7 +957,18 @@ impl<E: Event> Core<E> {
                 }
                 Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
                 Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
-                Op::Spawn(new) => self.create_instance(new),
+                Op::Spawn(new) => {
+                    if self.ending {
+                        // Shutdown is ending every instance: a new one would owe an `on_die` that
+                        // may spawn again. Dropped before its initialiser runs.
+                        tracing::debug!(
+                            context = self.fx.me.id,
+                            "a spawn asked for while shutdown ends the instances is dropped"
+                        );
+                    } else {
+                        self.create_instance(new);
+                    }
+                }
                 // Decided by the caller before the operations are applied.
                 Op::Die => {}
             }
@@ -1121,9 +1136,11 @@ impl<E: Event> Core<E> {
         self.free_instances.push(id);
     }
 
-    /// Ends every remaining instance (graceful shutdown).
+    /// Ends every remaining instance (graceful shutdown). Local spawns asked for from here on (by
+    /// an `on_die` hook, or by a handler of an event it routes) are dropped, so this ends.
     fn end_all(&mut self, reason: DieReason) {
-        // `on_die` may spawn: loop until no instance is left, so each gets its hook exactly once.
+        self.ending = true;
+        // Each instance gets its hook exactly once; none is created meanwhile.
         while let Some(id) = self.instances.iter().position(Option::is_some) {
             self.run_then_drain(|core| core.end_instance(id as u32, reason.clone()));
         }

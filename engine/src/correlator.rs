@@ -8,8 +8,19 @@
 //!    zero and every context's "entries done" counter unchanged, no context processed anything in
 //!    between, and since a context releases an entry's inbox place only after it (and all it routed)
 //!    is processed, nothing was in flight either: no new work can appear. Otherwise scan again.
-//! 4. Every inbox closes and every thread is told to exit; each ends its remaining instances with
-//!    [`DieReason::Shutdown`](crate::DieReason::Shutdown) and exits; the threads are joined.
+//! 4. *Stopping*: context creation closes (under the lock that creates contexts, so the list of
+//!    threads to join is complete), every inbox closes, and only then is every thread told to exit;
+//!    each ends its remaining instances with [`DieReason::Shutdown`](crate::DieReason::Shutdown) and
+//!    exits; the threads are joined. From this point an `on_die` hook can still route, emit and
+//!    send to output receivers, but creating a context is refused ([`Error::ShutDown`]), every send
+//!    or `spawn_to` into a context is refused ([`Error::ContextStopped`]: all inboxes are closed
+//!    before any instance ends), and a local `spawn` is dropped: a refused spawn runs no
+//!    initialiser and creates no instance, so no `on_die` is owed for it, and an `on_die` that
+//!    spawns again cannot keep shutdown going.
+//!
+//! Concurrent calls are serialised: the first performs the shutdown, the others wait for it and
+//! return its result. A call from a context's own thread (a handler or hook) is refused with
+//! [`Error::ShutdownFromContext`]: it would wait for itself.
 
 use std::time::{Duration, Instant};
 
@@ -69,6 +80,8 @@ pub(crate) struct Shared<E: Event> {
     pub(crate) waits: WaitGraph,
     pub(crate) started: AtomicBool,
     input_closed: AtomicBool,
+    /// Set (under `creating`) when shutdown enters its stopping phase: no context is created after.
+    stopping: AtomicBool,
     shut_down: AtomicBool,
     /// Channel sends nobody received (R4.5).
     pub(crate) dropped: AtomicU64,
@@ -87,13 +100,26 @@ impl<E: Event> Shared<E> {
     fn snapshot(&self) -> Vec<Arc<ContextShared<E>>> {
         sync::read_lock(&self.contexts).clone()
     }
+
+    /// The context of this correlator whose thread is the calling thread, if any (a handler or
+    /// hook is running). One thread-local read: no lock.
+    pub(crate) fn context_of_current_thread(&self) -> Option<ContextRef> {
+        // A context thread's mark is the address of its correlator's `Shared`, which cannot be
+        // reused while the thread lives: the thread holds an `Arc` of it.
+        let owner = self as *const Self as usize;
+        sync::context_mark()
+            .filter(|&(o, _)| o == owner)
+            .map(|(_, id)| ContextRef { id })
+    }
 }
 
 /// Creates a context and starts its thread (it waits for `start()` if the correlator is not started).
 ///
 /// `from_handler` is true when a handler asks: that stays possible while shutdown drains accepted
 /// work (the new context then refuses external input like every other), while the user's own
-/// threads are refused as soon as shutdown begins.
+/// threads are refused as soon as shutdown begins. Once shutdown stops the contexts (its final
+/// phase, when `on_die(Shutdown)` hooks run) every request is refused: a context created then
+/// would have a thread that nobody tells to exit.
 pub(crate) fn create_context<E: Event>(
     shared: &Arc<Shared<E>>,
     options: ContextOptions,
@@ -103,6 +129,9 @@ pub(crate) fn create_context<E: Event>(
         return Err(Error::ShutDown);
     }
     let _creating = sync::lock(&shared.creating);
+    if shared.stopping.load(Ordering::Acquire) {
+        return Err(Error::ShutDown);
+    }
     let id = sync::read_lock(&shared.contexts).len();
     if id >= shared.config.max_contexts {
         return Err(Error::TooManyContexts {
@@ -146,7 +175,9 @@ pub(crate) fn create_context<E: Event>(
     }
     let core_loop = Core::new(ctx.clone(), consumer, shared.clone());
     let thread_ctx = ctx.clone();
+    let owner = Arc::as_ptr(shared) as usize;
     let spawned = sync::spawn_named(format!("ctx-{id}-{}", ctx.name), move || {
+        sync::set_context_mark((owner, id as u32));
         // Marks the context stopped however the thread ends (see `ExitGuard`).
         let _exit = ExitGuard(thread_ctx.clone());
         if let Some(c) = thread_ctx.core {
@@ -339,6 +370,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             contexts: RwLock::new(Vec::new()),
             started: AtomicBool::new(false),
             input_closed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             shut_down: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             available_cores,
@@ -352,6 +384,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             main,
             status_logger: Mutex::new(None),
             clock: Mutex::new(None),
+            shutdown: Mutex::new(None),
         })
     }
 }
@@ -403,6 +436,9 @@ pub struct Correlator<E: Event> {
     main: ContextRef,
     status_logger: Mutex<Option<Periodic>>,
     clock: Mutex<Option<Periodic>>,
+    /// The result of the shutdown, once one ran; held while it runs, so that concurrent calls
+    /// wait for it and report it.
+    shutdown: Mutex<Option<Result<Status, Error>>>,
 }
 
 impl<E: Event> Correlator<E> {
@@ -470,7 +506,9 @@ impl<E: Event> Correlator<E> {
         self.shared.channels.name(channel)
     }
 
-    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on.
+    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on. Taken
+    /// after [`shutdown`](Self::shutdown), its stream has already ended: `recv` returns an error
+    /// at once.
     pub fn output(&self, channel: Channel) -> OutputReceiver<E> {
         OutputReceiver::new(self.shared.channels.add_output(channel))
     }
@@ -533,19 +571,44 @@ impl<E: Event> Correlator<E> {
 
     /// Shuts down gracefully (R8.1): stops external input, processes everything already accepted
     /// (routes, inboxes, cross-context sends in flight), ends every instance with
-    /// [`DieReason::Shutdown`](crate::DieReason::Shutdown), and joins the threads. Returns the final
-    /// status. Calling it again returns the status at once.
+    /// [`DieReason::Shutdown`](crate::DieReason::Shutdown), and joins every thread it started.
+    /// Returns the final status.
+    ///
+    /// It always ends: while the instances end, `on_die` hooks may route, emit and send to output
+    /// receivers (everything they emit is delivered before the output streams end), but creating
+    /// a context returns [`Error::ShutDown`], a send or `spawn_to` into any context returns
+    /// [`Error::ContextStopped`] (every inbox is closed before the first instance ends), and a
+    /// local [`spawn`](crate::Scope::spawn) is dropped without running its initialiser (so no
+    /// `on_die` is owed for it, and an `on_die` that spawns again cannot prolong shutdown).
+    ///
+    /// Calls from several threads at once perform one shutdown: the others wait for it and
+    /// return its result; a later call returns that result at once.
     ///
     /// # Errors
+    /// [`Error::ShutdownFromContext`] when called from a handler or hook (a context's own thread):
+    /// shutdown waits for every context, that one included, so it could never return; call it
+    /// from a thread of your own. The correlator carries on as if it had not been called.
+    ///
     /// [`Error::ContextStopped`] if a context's thread panicked outside any handler (in user code
     /// the engine calls directly, such as an event's `kind()`, or in the engine itself): that
     /// context stopped taking entries at that moment, and what was left in its inbox was not
     /// processed. The panic is reported here rather than propagated.
     pub fn shutdown(&self) -> Result<Status, Error> {
-        let shared = &self.shared;
-        if shared.shut_down.load(Ordering::Acquire) {
-            return Ok(self.status());
+        if let Some(ctx) = self.shared.context_of_current_thread() {
+            return Err(Error::ShutdownFromContext(ctx));
         }
+        let mut result = sync::lock(&self.shutdown);
+        if let Some(r) = &*result {
+            return r.clone();
+        }
+        let r = self.shut_down_now();
+        *result = Some(r.clone());
+        r
+    }
+
+    /// The shutdown itself (see the module docs); called once.
+    fn shut_down_now(&self) -> Result<Status, Error> {
+        let shared = &self.shared;
         if let Some(clock) = sync::lock(&self.clock).take() {
             clock.stop();
         }
@@ -557,10 +620,15 @@ impl<E: Event> Correlator<E> {
         wait_quiescent(shared);
         let contexts = {
             let _creating = sync::lock(&shared.creating);
+            shared.stopping.store(true, Ordering::Release);
             shared.snapshot()
         };
+        // Every inbox closes before any context is told to exit, so that no `on_die` hook can put
+        // an entry into an inbox that was not closed yet (and whose context might take it).
         for ctx in &contexts {
             ctx.inbox.close();
+        }
+        for ctx in &contexts {
             ctx.exit.store(true, Ordering::Release);
             ctx.unpark();
         }
@@ -584,6 +652,10 @@ impl<E: Event> Correlator<E> {
 }
 
 impl<E: Event> Drop for Correlator<E> {
+    /// Shuts down gracefully unless that was done. Dropped on a context's own thread (the last
+    /// reference released inside a handler), it cannot wait for that context
+    /// ([`Error::ShutdownFromContext`]) and leaves the contexts running: keep a reference outside
+    /// the handlers and shut down from a thread of your own.
     fn drop(&mut self) {
         if !self.shared.shut_down.load(Ordering::Acquire) {
             let _ = self.shutdown();

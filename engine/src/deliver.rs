@@ -12,6 +12,13 @@
 //! the same moment, the second to record its edge sees the first's and overruns. Edges are removed
 //! when the wait ends.
 //!
+//! An input handle used on a context's own thread (inside a handler) is that context for this
+//! rule: it records the context's edge and overruns where waiting would close a cycle, so that a
+//! handler's blocking send through a handle into its own full inbox cannot hang. It still sends
+//! as external input (refused once shutdown closes input, R8.1). Finding out is one read of a
+//! thread-local that every context thread sets when it starts, made only by an input handle that
+//! is about to wait.
+//!
 //! A sender never holds a reservation while it waits: a reserved, uncommitted place makes the
 //! consumer spin for it, so holding one while blocked could stall a context outside the wait graph.
 //! Multi-target non-blocking sends are all-or-nothing by reserving every target first and cancelling
@@ -375,7 +382,9 @@ impl<E: Event> Links<E> {
             }
         }
         let began = Instant::now();
-        let cycle = self.me.map(|me| (&self.shared.waits, me.id, target.id));
+        // An input handle waiting on a context's own thread waits as that context (module docs).
+        let me = self.me.or_else(|| self.shared.context_of_current_thread());
+        let cycle = me.map(|me| (&self.shared.waits, me.id, target.id));
         let mut backoff = Backoff::new(self.strategy);
         let result = reserve_after_full(&target.inbox, sender, cycle, deadline, || {
             match backoff.next_or_park() {
@@ -529,6 +538,9 @@ impl<E: Event> Links<E> {
             for (rid, r) in self.reserved.drain(..) {
                 self.contexts[rid as usize].inbox.cancel(r);
             }
+            // The copies of a refused round are not kept: the event comes back whole, and nothing
+            // of it stays behind in the handle (a retry makes its copies again).
+            self.copies.clear();
             let timed_out = deadline.is_none_or(|d| Instant::now() >= d);
             if kind != SendErrorKind::Full || timed_out {
                 let kind = if kind == SendErrorKind::Full && deadline.is_some() {

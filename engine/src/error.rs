@@ -48,6 +48,10 @@ pub enum Error {
     ThreadSpawn(String),
     /// The target inbox was full before the correlator was started: waiting could never end.
     FullBeforeStart(ContextRef),
+    /// [`Correlator::shutdown`](crate::Correlator::shutdown) was called from a handler (or a hook)
+    /// running in this context: shutdown waits for every context to finish, this one included, so
+    /// it could never return.
+    ShutdownFromContext(ContextRef),
 }
 
 impl fmt::Display for Error {
@@ -89,6 +93,12 @@ impl fmt::Display for Error {
                 f,
                 "the inbox of {c} is full and the correlator is not started, so waiting could \
                  never end; call `start()` first or raise `inbox_capacity`"
+            ),
+            Error::ShutdownFromContext(c) => write!(
+                f,
+                "shutdown() was called from a handler running in {c}; shutdown waits for every \
+                 context to finish, so call it from a thread of your own (a handler can signal \
+                 that thread, for example through an output channel)"
             ),
         }
     }

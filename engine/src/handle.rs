@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use crate::channel::Channel;
 use crate::context::ContextRef;
 use crate::deliver::{Links, Wait};
-use crate::error::SendError;
+use crate::error::{SendError, SendErrorKind};
 use crate::event::Event;
+use crate::sync::Ordering;
 use crate::time::Time;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
@@ -24,6 +25,13 @@ pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 /// Three ways to send (R5.3): blocking (`send_to`, `send`) waits for room; `try_*` returns
 /// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to
 /// a bound and then returns [`SendErrorKind::Timeout`](crate::SendErrorKind::Timeout) with the event.
+/// A refused send keeps nothing of the event: it all comes back in the error.
+///
+/// A handle used inside a handler (on a context's own thread) waits for room as that context
+/// does: where waiting would close a cycle of contexts waiting on full inboxes (its own inbox is
+/// the shortest), the entry is taken beyond capacity instead (R5.2), so a blocking send into the
+/// handler's own full inbox does not hang. [`Scope::send_to`](crate::Scope::send_to) is still the
+/// better way there: it is the context's own sender (R2.3) and keeps working during shutdown.
 pub struct InputHandle<E: Event> {
     links: RefCell<Links<E>>,
 }
@@ -73,12 +81,42 @@ impl<E: Event> InputHandle<E> {
     /// after the other) and to every output receiver. Returns how many received it; 0 means it was
     /// dropped and counted (R4.5).
     ///
+    /// Before [`Correlator::start`](crate::Correlator::start) nobody makes room, so a send that
+    /// finds a subscriber's inbox full could never end: it is then all-or-nothing, like
+    /// [`try_send`](Self::try_send), and refused with `FullBeforeStart`.
+    ///
     /// # Errors
-    /// `Closed` once shutdown began.
+    /// `Closed` once shutdown began; `FullBeforeStart` (with the event, and the context that was
+    /// full; no subscriber got a copy) when a subscriber's inbox is full and the correlator was
+    /// never started.
     pub fn send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
         let mut links = self.links.borrow_mut();
-        if links.shared().input_closed() {
+        let shared = links.shared();
+        if shared.input_closed() {
             return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+        }
+        let mut event = event;
+        if !shared.started.load(Ordering::Acquire) {
+            match links.try_send_channel(channel, event, None) {
+                Ok(d) => return Ok(d.total()),
+                Err(e) if e.kind() == SendErrorKind::Full => {
+                    // `started` is read after the refusal: if it is still unset, nobody could
+                    // have made room. Otherwise the blocking send below waits for it.
+                    if !links.shared().started.load(Ordering::Acquire) {
+                        let target = e.target();
+                        let event = e.into_event();
+                        return Err(SendError::new(
+                            SendErrorKind::FullBeforeStart,
+                            target,
+                            event,
+                        ));
+                    }
+                    event = e.into_event();
+                }
+                Err(e) if e.kind() == SendErrorKind::Closed => return Err(e),
+                // A stopped subscriber (its thread could not start) is skipped below, as ever.
+                Err(e) => event = e.into_event(),
+            }
         }
         Ok(links
             .send_channel(channel, event, Wait::Block, true)
@@ -160,7 +198,8 @@ impl<E: Event> Clone for InputHandle<E> {
 
 /// Receives the events sent or emitted to one channel (R4.2, R4.3), in the order each sending
 /// context produced them. The stream ends ([`RecvError`]) once the correlator has shut down and
-/// everything was received.
+/// everything was received (including what `on_die` hooks emitted during shutdown); a receiver
+/// taken after shutdown has ended at once.
 pub struct OutputReceiver<E> {
     rx: mpsc::Receiver<E>,
 }

@@ -259,11 +259,12 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         self.fx.ops.push(op);
     }
 
-    /// Creates a context (R1.2) and starts its thread.
+    /// Creates a context (R1.2) and starts its thread. While shutdown processes what was accepted
+    /// this still works; once it ends the instances (in an `on_die(Shutdown)` hook) it is refused.
     ///
     /// # Errors
     /// [`Error::TooManyContexts`], [`Error::NoSuchCore`], [`Error::ThreadSpawn`],
-    /// [`Error::ShutDown`].
+    /// [`Error::ShutDown`] once shutdown ends the instances.
     pub fn create_context(&mut self, options: ContextOptions) -> Result<ContextRef, Error> {
         let shared = self.fx.links.shared().clone();
         crate::correlator::create_context(&shared, options, true)
@@ -381,6 +382,10 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
 impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     /// Creates a new instance in this context with a copy of `state` (listeners are not copied) and
     /// runs `init` in it when this handler returns (R6.2).
+    ///
+    /// Once shutdown ends the instances (in an `on_die(Shutdown)` hook, or a handler of an event it
+    /// routes), the spawn is dropped: `init` does not run and no instance is created, so no
+    /// `on_die` is owed for it and shutdown always ends.
     pub fn spawn(
         &mut self,
         state: &M,
@@ -396,7 +401,10 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     /// so it keeps its order with this context's later sends to `ctx` (R2.4).
     ///
     /// # Errors
-    /// [`Error::ContextStopped`] or [`Error::UnknownContext`]; the caller keeps its own state.
+    /// [`Error::ContextStopped`] or [`Error::UnknownContext`]; the caller keeps its own state. Once
+    /// shutdown ends the instances every inbox is closed, so a `spawn_to` from an
+    /// `on_die(Shutdown)` hook is refused with [`Error::ContextStopped`]: `init` does not run and
+    /// no instance is created.
     pub fn spawn_to(
         &mut self,
         ctx: ContextRef,

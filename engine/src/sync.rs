@@ -12,6 +12,21 @@ mod imp {
     pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
     pub(crate) use std::thread::{current, park, park_timeout, yield_now, JoinHandle, Thread};
 
+    std::thread_local! {
+        static CONTEXT_MARK: std::cell::Cell<Option<(usize, u32)>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// Marks the calling thread as a context's (see [`context_mark`](super::context_mark)).
+    pub(crate) fn set_context_mark(mark: (usize, u32)) {
+        CONTEXT_MARK.with(|m| m.set(Some(mark)));
+    }
+
+    /// The calling thread's mark, if it is a context's.
+    pub(crate) fn context_mark() -> Option<(usize, u32)> {
+        CONTEXT_MARK.with(std::cell::Cell::get)
+    }
+
     /// Starts a named thread.
     pub(crate) fn spawn_named<F>(name: String, f: F) -> std::io::Result<JoinHandle<()>>
     where
@@ -57,6 +72,20 @@ mod imp {
     pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
     pub(crate) use loom::thread::{current, park, yield_now, JoinHandle, Thread};
 
+    loom::thread_local! {
+        static CONTEXT_MARK: std::cell::Cell<Option<(usize, u32)>> = std::cell::Cell::new(None);
+    }
+
+    /// Marks the calling (model) thread as a context's.
+    pub(crate) fn set_context_mark(mark: (usize, u32)) {
+        CONTEXT_MARK.with(|m| m.set(Some(mark)));
+    }
+
+    /// The calling (model) thread's mark, if it is a context's.
+    pub(crate) fn context_mark() -> Option<(usize, u32)> {
+        CONTEXT_MARK.with(std::cell::Cell::get)
+    }
+
     /// Starts a (model) thread; loom threads have no names.
     pub(crate) fn spawn_named<F>(_name: String, f: F) -> std::io::Result<JoinHandle<()>>
     where
@@ -78,6 +107,11 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+// A context thread's *mark* (`set_context_mark`, `context_mark`): the address of its correlator's
+// shared state and the context's id, in a thread-local set when the thread starts (`None` on
+// threads that are no context's). It lets the engine tell that a call comes from inside a handler
+// (`Correlator::shutdown`, an input handle about to wait), with no lock.
 
 /// Locks `m`, recovering the data if a panicking thread poisoned it: every structure guarded by a
 /// mutex in the engine stays consistent at every await point, so poison carries no information.
