@@ -242,6 +242,12 @@ pub(crate) struct Core<E: Event> {
     /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
     timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
     timer_seq: u64,
+    /// Whether [`advance_time`](Self::advance_time) is firing timers.
+    advancing: bool,
+    /// Timers set while a tick fires timers that are already due at the clock's time (`wait(0)`,
+    /// `at` a past time, `within(0)`): they join the heap once that tick is done, so they fire at the
+    /// next tick and a repeating one fires at most once per tick (R7.2).
+    deferred: Vec<(Time, u64, u64)>,
     /// Reused buffers for expression steps.
     step_timers: Vec<Time>,
     fired: Vec<Match<E>>,
@@ -287,6 +293,8 @@ impl<E: Event> Core<E> {
             nesting: 0,
             timers: BinaryHeap::new(),
             timer_seq: 0,
+            advancing: false,
+            deferred: Vec::new(),
             step_timers: Vec::new(),
             fired: Vec::new(),
             completed_since: Vec::new(),
@@ -405,7 +413,12 @@ impl<E: Event> Core<E> {
     /// Advances the logical clock to `t`, firing every due timer in trigger-time order, then
     /// creation order, each run to completion with the clock at its trigger time (R7.2). A tick
     /// earlier than the clock changes nothing: logical time never goes back.
+    ///
+    /// A timer set while this runs that is already due at the clock's time (a repeating `wait(0)`
+    /// restarting, say) waits for the next tick: without that, it would fire again and again at one
+    /// logical time and the tick would never end.
     fn advance_time(&mut self, t: Time) {
+        self.advancing = true;
         while let Some(&Reverse((due, _, handle))) = self.timers.peek() {
             if due > t {
                 break;
@@ -423,15 +436,24 @@ impl<E: Event> Core<E> {
                 }
             }
         }
+        self.advancing = false;
+        self.timers.extend(self.deferred.drain(..).map(Reverse));
         if t > self.fx.now {
             self.fx.now = t;
         }
     }
 
+    /// Queues the timers of `step_timers` for the listener `handle`. Timers already due while a tick
+    /// fires timers are deferred to the next tick (see [`advance_time`](Self::advance_time)).
     fn schedule(&mut self, handle: u64) {
         for due in self.step_timers.drain(..) {
-            self.timers.push(Reverse((due, self.timer_seq, handle)));
+            let entry = (due, self.timer_seq, handle);
             self.timer_seq += 1;
+            if self.advancing && due <= self.fx.now {
+                self.deferred.push(entry);
+            } else {
+                self.timers.push(Reverse(entry));
+            }
         }
     }
 

@@ -30,6 +30,14 @@
 //! # let _ = (alert, silent);
 //! ```
 //!
+//! # Timers that are already due, and the end of time
+//! A timer that is already due when it starts (`wait(Duration::ZERO)`, `at(t)` for a `t` the clock
+//! has passed, the bound of `within(Duration::ZERO)`) fires when the context takes its next clock
+//! tick, before that tick moves the clock on. So a repeating listener on such a timer
+//! (`when_all(wait(Duration::ZERO))`) fires once per tick, never twice for one tick. A timer or a
+//! `within` bound that would lie beyond the end of logical time (`u64::MAX` ns after the origin,
+//! e.g. `wait(Duration::MAX)`) never fires, even when the clock reaches the end of time.
+//!
 //! # Listening
 //! [`Scope::when`](crate::Scope::when) fires once for the first match and then ends;
 //! [`Scope::when_all`](crate::Scope::when_all) fires for every match: it keeps one *fresh* matcher
@@ -75,7 +83,9 @@ enum Node<E: Event> {
 }
 
 /// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
-/// [`not`] (see the module docs for the grammar).
+/// [`not`] (see the [module docs](crate::expr) for the grammar).
+///
+/// A timer already due when it starts fires at the next clock tick.
 pub struct Expr<E: Event> {
     root: Node<E>,
 }
@@ -89,6 +99,10 @@ impl<E: Event> From<Pattern<E>> for Expr<E> {
 }
 
 /// A timer primary: fires `d` after the expression (or the part of it) starts being evaluated.
+///
+/// `wait(Duration::ZERO)` fires at the next clock tick (so `when_all(wait(Duration::ZERO))` fires
+/// once per tick); a `d` that puts the trigger time beyond the end of logical time
+/// (`u64::MAX` ns, e.g. `Duration::MAX`) never fires. See the [module docs](crate::expr).
 pub fn wait<E: Event>(d: Duration) -> Expr<E> {
     Expr {
         root: Node::Wait(d),
@@ -96,6 +110,9 @@ pub fn wait<E: Event>(d: Duration) -> Expr<E> {
 }
 
 /// A timer primary: fires when the context's logical clock reaches `t`.
+///
+/// If the clock has already passed `t` when it starts, it fires at the next clock tick (so
+/// `when_all(at(t))` then fires once per tick).
 pub fn at<E: Event>(t: Time) -> Expr<E> {
     Expr { root: Node::At(t) }
 }
@@ -130,7 +147,8 @@ impl<E: Event> Expr<E> {
     }
 
     /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
-    /// the bound.
+    /// the bound. A bound beyond the end of logical time (`u64::MAX` ns, e.g. `Duration::MAX`)
+    /// never expires; `within(Duration::ZERO)` expires at the next clock tick.
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr {
             root: Node::Within(Box::new(self.root), d),
@@ -198,7 +216,8 @@ enum StateKind<E> {
         got: Option<E>,
     },
     Timer {
-        due: Time,
+        /// `None`: due beyond the end of logical time, never fires.
+        due: Option<Time>,
     },
     Then {
         left: Box<State<E>>,
@@ -210,7 +229,8 @@ enum StateKind<E> {
     Not(Box<State<E>>),
     Within {
         inner: Box<State<E>>,
-        deadline: Time,
+        /// `None`: beyond the end of logical time, never expires.
+        deadline: Option<Time>,
     },
 }
 
@@ -234,13 +254,13 @@ impl<E: Event> State<E> {
         let kind = match &defs[def] {
             Def::Leaf(_) => StateKind::Leaf { def, got: None },
             Def::Wait(d) => {
-                let due = now + *d;
-                out.timers.push(due);
+                let due = now.checked_add(*d);
+                out.timers.extend(due);
                 StateKind::Timer { due }
             }
             Def::At(t) => {
                 out.timers.push(*t);
-                StateKind::Timer { due: *t }
+                StateKind::Timer { due: Some(*t) }
             }
             Def::Then(a, b) => StateKind::Then {
                 left: Box::new(Self::start(defs, *a, now, out)),
@@ -257,8 +277,8 @@ impl<E: Event> State<E> {
             ),
             Def::Not(a) => StateKind::Not(Box::new(Self::start(defs, *a, now, out))),
             Def::Within(a, d) => {
-                let deadline = now + *d;
-                out.timers.push(deadline);
+                let deadline = now.checked_add(*d);
+                out.timers.extend(deadline);
                 StateKind::Within {
                     inner: Box::new(Self::start(defs, *a, now, out)),
                     deadline,
@@ -289,7 +309,7 @@ impl<E: Event> State<E> {
                 _ => Status::Pending,
             },
             StateKind::Timer { due } => match stim {
-                Stimulus::Time(t) if t >= *due => {
+                Stimulus::Time(t) if due.is_some_and(|due| t >= due) => {
                     out.progressed = true;
                     Status::Matched
                 }
@@ -337,7 +357,7 @@ impl<E: Event> State<E> {
             },
             StateKind::Within { inner, deadline } => {
                 let s = inner.step(defs, stim, now, out);
-                let expired = matches!(stim, Stimulus::Time(t) if t >= *deadline);
+                let expired = matches!((stim, *deadline), (Stimulus::Time(t), Some(d)) if t >= d);
                 match s {
                     Status::Matched => Status::Matched,
                     Status::Failed => Status::Failed,

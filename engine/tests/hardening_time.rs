@@ -1,0 +1,205 @@
+//! Hardening of SPEC §6–§7 (issue 15, items 1, 2, 3 and 15): timers that are already due when they
+//! are set, timers at the end of time, the memory of ended expression listeners and of listener
+//! buckets, and what a `not` on its own means.
+//!
+//! The memory tests count live heap bytes with a counting global allocator, so they assert on what
+//! grows, not on the resident set. Every test of this file holds [`serial`], so that no other test of
+//! the binary allocates while one of them measures. Every scenario runs on a helper thread with a
+//! generous timeout, so a timer that spins fails the test instead of hanging it.
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use common::*;
+use correlator::{at, not, wait, Match, Pattern, Time};
+
+/// The system allocator, counting the bytes currently allocated by every thread of the process.
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; the counter is only bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` is passed on to `System`.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as for `alloc`: `ptr` was allocated by `System` with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// One test of this file at a time (the memory tests measure the whole process).
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `scenario` on its own thread and returns its result, failing the test if it takes longer
+/// than a minute (a timer that fires without end keeps `shutdown` from returning).
+fn bounded<T: Send + 'static>(what: &str, scenario: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(scenario());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: the scenario did not finish within 60 s (a timer spins?)"),
+    }
+}
+
+fn t(s: u64) -> Time {
+    Time::from_secs(s)
+}
+
+/// Loads a monitor whose load hook registers one expression listener counting its matches, sends
+/// the clock ticks `ticks`, shuts down, and returns the count.
+fn count_fires(
+    what: &str,
+    all: bool,
+    expr: impl FnOnce() -> correlator::Expr<Ev> + Send + 'static,
+    ticks: Vec<Time>,
+) -> u64 {
+    bounded(what, move || {
+        let c = correlator(64);
+        let fires = Arc::new(AtomicU64::new(0));
+        let log = Log::default();
+        let f = fires.clone();
+        c.load(Script::new("m", &log, move |_, cx| {
+            let handler = move |_: &mut Script, _: &mut Cx<'_>, _: &Match<Ev>| {
+                f.fetch_add(1, Ordering::Relaxed);
+            };
+            if all {
+                cx.when_all(expr(), handler);
+            } else {
+                cx.when(expr(), handler);
+            }
+            // Keeps the instance alive once a `when` listener has ended.
+            cx.on_all(Pattern::kind(99), |_, _, _| {});
+        }))
+        .unwrap();
+        let input = c.input();
+        for tick in ticks {
+            input.send_time(tick).unwrap();
+        }
+        c.start();
+        c.shutdown().unwrap();
+        fires.load(Ordering::Relaxed)
+    })
+}
+
+// ---- Item 1: timers that are already due when they are set ----
+
+// R7.2: `when_all(wait(0))` is due again as soon as it restarts; it fires once per clock tick, and
+// shutdown returns.
+#[test]
+fn r7_2_wait_zero_fires_once_per_tick() {
+    let _g = serial();
+    let n = count_fires(
+        "when_all(wait(0))",
+        true,
+        || wait(Duration::ZERO),
+        vec![t(1), t(2), t(3)],
+    );
+    assert_eq!(n, 3, "one match per tick");
+}
+
+// R7.2: `when_all(at(t))` with `t` in the past fires once per tick, not without end.
+#[test]
+fn r7_2_at_a_past_time_fires_once_per_tick() {
+    let _g = serial();
+    let n = count_fires(
+        "when_all(at(past))",
+        true,
+        || at(t(1)),
+        vec![t(5), t(6), t(7)],
+    );
+    assert_eq!(n, 3, "one match per tick");
+}
+
+// R7.3: `when_all(not(x).within(0))` holds at its bound as soon as it restarts; it fires once per
+// tick.
+#[test]
+fn r7_3_not_within_zero_fires_once_per_tick() {
+    let _g = serial();
+    let n = count_fires(
+        "when_all(not(x).within(0))",
+        true,
+        || not(Pattern::kind(7)).within(Duration::ZERO),
+        vec![t(1), t(2), t(3)],
+    );
+    assert_eq!(n, 3, "one match per tick");
+}
+
+// R7.2: a repeating timer still catches up on a large jump of the clock: every occurrence at a
+// later time than the previous one fires, each once.
+#[test]
+fn r7_2_repeating_timer_still_catches_up() {
+    let _g = serial();
+    let n = count_fires(
+        "when_all(wait(1s))",
+        true,
+        || wait(Duration::from_secs(1)),
+        vec![Time::from_millis(4_500)],
+    );
+    assert_eq!(n, 4, "1, 2, 3 and 4 s");
+}
+
+// R7.2: a `wait` whose due time lies beyond the end of logical time never fires, even when the
+// clock reaches the end of time, and does not spin there.
+#[test]
+fn r7_2_a_wait_beyond_the_end_of_time_never_fires() {
+    let _g = serial();
+    let end = || vec![Time::from_secs(1), Time::from_nanos(u64::MAX)];
+    let n = count_fires("when_all(wait(MAX))", true, || wait(Duration::MAX), end());
+    assert_eq!(n, 0, "when_all(wait(Duration::MAX))");
+    let n = count_fires("when(wait(MAX))", false, || wait(Duration::MAX), end());
+    assert_eq!(n, 0, "when(wait(Duration::MAX))");
+    // Due exactly at the end of time: fires once there, its next occurrence lies beyond.
+    let n = count_fires(
+        "when_all(wait(u64::MAX ns))",
+        true,
+        || wait(Duration::from_nanos(u64::MAX)),
+        end(),
+    );
+    assert_eq!(n, 1, "when_all(wait(u64::MAX ns)) from time 0");
+    // A `within` bound beyond the end of time never expires.
+    let n = count_fires(
+        "when(not(x).within(MAX))",
+        false,
+        || not(Pattern::kind(7)).within(Duration::MAX),
+        end(),
+    );
+    assert_eq!(n, 0, "not(x).within(Duration::MAX)");
+}
