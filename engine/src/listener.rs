@@ -10,6 +10,9 @@
 //! iteration is in progress. Listeners registered during a dispatch are appended at the end of their
 //! list; the dispatch loop iterates only up to the length the list had when the event started, which
 //! is what keeps a new listener from matching the event being processed (R6.5).
+//!
+//! Compaction frees the slots of dead listeners, also those of expressions that wait for timers
+//! only, which no list holds.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -170,6 +173,8 @@ pub(crate) struct ListenerTable<E: Event> {
     pub(crate) buckets: Vec<Bucket>,
     /// Lists holding dead listeners: `(bucket, mode, key)`, compacted between dispatches.
     dirty: Vec<(u32, Mode, Option<u64>)>,
+    /// Dead listeners listed nowhere (expressions of timers only), freed by `compact`.
+    unlisted: Vec<u32>,
     /// Live listeners in the table.
     pub(crate) live: usize,
     /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
@@ -195,6 +200,7 @@ impl<E: Event> Default for ListenerTable<E> {
             kinds: KindMap::default(),
             buckets: Vec::new(),
             dirty: Vec::new(),
+            unlisted: Vec::new(),
             live: 0,
             last: None,
         }
@@ -342,6 +348,10 @@ impl<E: Event> ListenerTable<E> {
         let (mode, instance) = (l.mode, l.instance);
         // Still listed until compaction, but no longer `simple`: no bucket keeps it as its solo.
         if let Some(l) = &self.slots[slot as usize] {
+            if l.regs.is_empty() {
+                // No list will find it dead: compaction frees it from here.
+                self.unlisted.push(slot);
+            }
             for &(b, key) in &l.regs {
                 self.dirty.push((b, mode, key));
                 Self::refresh_solo(&self.slots, &mut self.buckets[b as usize]);
@@ -370,6 +380,13 @@ impl<E: Event> ListenerTable<E> {
     /// Removes dead listeners from the lists that hold them and frees their slots. Call only between
     /// dispatches.
     pub(crate) fn compact(&mut self) {
+        for slot in self.unlisted.drain(..) {
+            if let Some(l) = &self.slots[slot as usize] {
+                debug_assert!(!l.alive && l.regs.is_empty(), "an unlisted slot is listed");
+                self.slots[slot as usize] = None;
+                self.free.push(slot);
+            }
+        }
         while let Some((b, mode, key)) = self.dirty.pop() {
             let slots = &mut self.slots;
             let free = &mut self.free;
@@ -406,7 +423,7 @@ impl<E: Event> ListenerTable<E> {
     /// Whether compaction is pending.
     #[inline]
     pub(crate) fn needs_compaction(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.dirty.is_empty() || !self.unlisted.is_empty()
     }
 }
 

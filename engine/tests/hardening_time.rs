@@ -60,6 +60,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+fn live_bytes() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
 /// One test of this file at a time (the memory tests measure the whole process).
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -202,4 +206,106 @@ fn r7_2_a_wait_beyond_the_end_of_time_never_fires() {
         end(),
     );
     assert_eq!(n, 0, "not(x).within(Duration::MAX)");
+}
+
+// ---- Items 2 and 3: the memory of ended listeners ----
+
+/// Warm-up cycles before the baseline is taken.
+const WARM_UP: u64 = 2_000;
+
+/// Measured cycles: 20,000 (small enough for a debug run), or `HARDENING_CYCLES` to measure more.
+fn cycles() -> u64 {
+    std::env::var("HARDENING_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
+/// What live heap bytes may grow by over the measured cycles: a few reused buffers growing to their
+/// working size, far below one byte per cycle.
+const SLACK: i64 = 16 * 1024;
+
+/// The event kind that runs one cycle of a churn test, and the one that reports progress.
+const CYCLE: u32 = 1;
+const PROBE: u32 = 2;
+
+/// Runs `cycle` (the handler of a `CYCLE` event, given its value) `WARM_UP` times, measures live
+/// heap bytes, runs it [`cycles`] more times, measures again, and returns the growth. With `tick`,
+/// the clock advances by 1 ms after every cycle. Measurements are taken once a `PROBE` event sent
+/// after the cycles has been processed, so the context has done all the work before.
+fn churn(
+    what: &str,
+    tick: bool,
+    cycle: impl FnMut(&mut Cx<'_>, u64) + Send + 'static,
+) -> (i64, i64, i64) {
+    bounded(what, move || {
+        let c = correlator(1024);
+        let probed = Arc::new(AtomicU64::new(0));
+        let log = Log::default();
+        let p = probed.clone();
+        let cycle = Arc::new(Mutex::new(cycle));
+        c.load(Script::new("m", &log, move |_, cx| {
+            cx.on_all(Pattern::kind(CYCLE), move |_, cx: &mut Cx<'_>, e: &Ev| {
+                (cycle.lock().unwrap())(cx, e.val);
+            });
+            cx.on_all(Pattern::kind(PROBE), move |_, _, e: &Ev| {
+                p.store(e.val, Ordering::Release);
+            });
+        }))
+        .unwrap();
+        let input = c.input();
+        c.start();
+        let mut now = 0;
+        let mut run = |from: u64, to: u64| {
+            for i in from..to {
+                input.send_to(c.main(), ev(CYCLE, i)).unwrap();
+                if tick {
+                    now += 1;
+                    input.send_time(Time::from_millis(now)).unwrap();
+                }
+            }
+            input.send_to(c.main(), ev(PROBE, to)).unwrap();
+            assert!(
+                eventually(|| probed.load(Ordering::Acquire) == to),
+                "the context did not process the cycles"
+            );
+        };
+        run(0, WARM_UP);
+        let before = live_bytes();
+        run(WARM_UP, WARM_UP + cycles());
+        let after = live_bytes();
+        c.shutdown().unwrap();
+        (before, after, after - before)
+    })
+}
+
+fn assert_flat(what: &str, (before, after, growth): (i64, i64, i64)) {
+    let n = cycles();
+    println!("{what}: live heap {before} B before, {after} B after {n} cycles");
+    assert!(
+        growth < SLACK,
+        "{what}: live heap grew by {growth} B over {n} cycles ({} B per cycle)",
+        growth / n as i64
+    );
+}
+
+// R6.8, R7.2: a timer listener that fired has ended; its slot and its timer are freed.
+#[test]
+fn r6_8_fired_timer_listeners_are_freed() {
+    let _g = serial();
+    let growth = churn("fired when(wait(0))", true, |cx, _| {
+        cx.when(wait(Duration::ZERO), |_, _, _| {});
+    });
+    assert_flat("fired when(wait(0))", growth);
+}
+
+// R6.3, R7.2: a timer listener that was quit is freed, and so is its pending timer (due in an
+// hour, long after the test).
+#[test]
+fn r6_3_quit_timer_listeners_are_freed() {
+    let _g = serial();
+    let growth = churn("quit when(wait(1h))", false, |cx, _| {
+        let h = cx.when(wait(Duration::from_secs(3600)), |_, _, _| {});
+        cx.quit(h);
+    });
+    assert_flat("quit when(wait(1h))", growth);
 }
