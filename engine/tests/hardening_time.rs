@@ -309,3 +309,16 @@ fn r6_3_quit_timer_listeners_are_freed() {
     });
     assert_flat("quit when(wait(1h))", growth);
 }
+
+// R6.9: the index entry of an event kind that no listener uses any more is freed: a kind used once
+// costs nothing afterwards.
+#[test]
+fn r6_9_buckets_of_unused_kinds_are_freed() {
+    let _g = serial();
+    let growth = churn("a listener on a new kind, quit", false, |cx, i| {
+        let kind = 1_000 + i as u32;
+        let h = cx.on(Pattern::kind(kind), |_, _, _| {});
+        cx.quit(h);
+    });
+    assert_flat("a listener on a new kind, quit", growth);
+}
