@@ -1032,6 +1032,9 @@ impl<E: Event> Core<E> {
                 };
                 let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
                 self.step_timers = out.timers;
+                if let Some(why) = l.never_matches() {
+                    tracing::warn!(context = self.fx.me.id, instance, handle, "{why}");
+                }
                 self.schedule(handle);
                 let index = l.leaves();
                 (Body::Expr { expr: l, handler }, index)

@@ -87,6 +87,12 @@ fn t(s: u64) -> Time {
     Time::from_secs(s)
 }
 
+/// Input of [`count_inputs`].
+enum In {
+    Tick(Time),
+    Kind(u32),
+}
+
 /// Loads a monitor whose load hook registers one expression listener counting its matches, sends
 /// the clock ticks `ticks`, shuts down, and returns the count.
 fn count_fires(
@@ -94,6 +100,16 @@ fn count_fires(
     all: bool,
     expr: impl FnOnce() -> correlator::Expr<Ev> + Send + 'static,
     ticks: Vec<Time>,
+) -> u64 {
+    count_inputs(what, all, expr, ticks.into_iter().map(In::Tick).collect())
+}
+
+/// [`count_fires`] with events (of the given kinds) among the ticks.
+fn count_inputs(
+    what: &str,
+    all: bool,
+    expr: impl FnOnce() -> correlator::Expr<Ev> + Send + 'static,
+    inputs: Vec<In>,
 ) -> u64 {
     bounded(what, move || {
         let c = correlator(64);
@@ -114,8 +130,13 @@ fn count_fires(
         }))
         .unwrap();
         let input = c.input();
-        for tick in ticks {
-            input.send_time(tick).unwrap();
+        for i in inputs {
+            match i {
+                In::Tick(tick) => {
+                    input.send_time(tick).unwrap();
+                }
+                In::Kind(k) => input.send_to(c.main(), ev(k, 0)).unwrap(),
+            }
         }
         c.start();
         c.shutdown().unwrap();
@@ -321,4 +342,80 @@ fn r6_9_buckets_of_unused_kinds_are_freed() {
         cx.quit(h);
     });
     assert_flat("a listener on a new kind, quit", growth);
+}
+
+// ---- Item 15: what a `not` on its own means ----
+
+/// What `tracing` logged while `f` ran (the subscriber is installed once for the binary).
+fn logged_during<T>(f: impl FnOnce() -> T) -> (T, String) {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    let captured = CAPTURED.get_or_init(Captured::install_global);
+    let from = captured.text().len();
+    let v = f();
+    (v, captured.text()[from..].to_owned())
+}
+
+// R7.3: a `not` is a guard that counts as matched only inside `and` and at the bound of `within`:
+// a bare `not x` and `(a -> b) or not c` do not fire when they are set up, nor at later ticks (a
+// deliberate difference from Apama EPL, documented on `not` and in the `expr` module docs), and
+// registering such an expression logs a warning that says so and what to write instead.
+#[test]
+fn r7_3_a_not_never_completes_a_match_by_itself() {
+    let _g = serial();
+    let ticks_and_others = || {
+        vec![
+            In::Tick(t(1)),
+            In::Kind(5),
+            In::Tick(t(2)),
+            In::Kind(5),
+            In::Tick(t(3)),
+        ]
+    };
+    let (n, log) = logged_during(|| {
+        count_inputs(
+            "when(not x)",
+            false,
+            || not(Pattern::kind(3)),
+            ticks_and_others(),
+        )
+    });
+    assert_eq!(n, 0, "a bare `not` never fires");
+    assert!(
+        log.contains("WARN") && log.contains("can never match: a `not` never completes a match"),
+        "registering a bare `not` warns: {log:?}"
+    );
+    let (n, log) = logged_during(|| {
+        count_inputs(
+            "when_all((a -> b) or not c)",
+            true,
+            || {
+                Pattern::kind(1)
+                    .then(Pattern::kind(2))
+                    .or(not(Pattern::kind(3)))
+            },
+            vec![
+                In::Tick(t(1)),
+                In::Kind(1),
+                In::Tick(t(2)),
+                In::Kind(2),
+                In::Tick(t(3)),
+            ],
+        )
+    });
+    assert_eq!(n, 1, "only `a -> b` fires");
+    assert!(
+        log.contains("a side of an `or` in this event expression can never match"),
+        "registering `(a -> b) or not c` warns: {log:?}"
+    );
+    // What the docs say to write for "a, or no c within 2 s": fires at the bound, no warning.
+    let (n, log) = logged_during(|| {
+        count_inputs(
+            "when(a or not(c).within(2s))",
+            false,
+            || Pattern::kind(1).or(not(Pattern::kind(3)).within(Duration::from_secs(2))),
+            ticks_and_others(),
+        )
+    });
+    assert_eq!(n, 1, "the `within` bound completes the `not`");
+    assert!(!log.contains("never match"), "no warning: {log:?}");
 }
