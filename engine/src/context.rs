@@ -54,6 +54,9 @@ use crate::time::Time;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// The smallest timer heap that [`Core::schedule`] purges of ended listeners' entries.
+const TIMER_PURGE_MIN: usize = 64;
+
 /// A reference to a context: a small `Copy` value that can be stored in events and state, compared
 /// and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the first.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -240,8 +243,19 @@ pub(crate) struct Core<E: Event> {
     /// How deep `after_handler` calls are nested (a spawn's initialiser runs inside its parent's).
     nesting: u32,
     /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
+    /// An entry whose listener has ended stays until it is due or until the heap is purged (see
+    /// [`schedule`](Self::schedule)).
     timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
     timer_seq: u64,
+    /// The heap length at which [`schedule`](Self::schedule) next drops the entries of ended
+    /// listeners: twice the length the last purge left, at least [`TIMER_PURGE_MIN`].
+    timer_purge_at: usize,
+    /// Whether [`advance_time`](Self::advance_time) is firing timers.
+    advancing: bool,
+    /// Timers set while a tick fires timers that are already due at the clock's time (`wait(0)`,
+    /// `at` a past time, `within(0)`): they join the heap once that tick is done, so they fire at the
+    /// next tick and a repeating one fires at most once per tick (R7.2).
+    deferred: Vec<(Time, u64, u64)>,
     /// Reused buffers for expression steps.
     step_timers: Vec<Time>,
     fired: Vec<Match<E>>,
@@ -290,6 +304,9 @@ impl<E: Event> Core<E> {
             nesting: 0,
             timers: BinaryHeap::new(),
             timer_seq: 0,
+            timer_purge_at: TIMER_PURGE_MIN,
+            advancing: false,
+            deferred: Vec::new(),
             step_timers: Vec::new(),
             fired: Vec::new(),
             completed_since: Vec::new(),
@@ -409,7 +426,12 @@ impl<E: Event> Core<E> {
     /// Advances the logical clock to `t`, firing every due timer in trigger-time order, then
     /// creation order, each run to completion with the clock at its trigger time (R7.2). A tick
     /// earlier than the clock changes nothing: logical time never goes back.
+    ///
+    /// A timer set while this runs that is already due at the clock's time (a repeating `wait(0)`
+    /// restarting, say) waits for the next tick: without that, it would fire again and again at one
+    /// logical time and the tick would never end.
     fn advance_time(&mut self, t: Time) {
+        self.advancing = true;
         while let Some(&Reverse((due, _, handle))) = self.timers.peek() {
             if due > t {
                 break;
@@ -427,15 +449,41 @@ impl<E: Event> Core<E> {
                 }
             }
         }
+        self.advancing = false;
+        self.timers.extend(self.deferred.drain(..).map(Reverse));
         if t > self.fx.now {
             self.fx.now = t;
         }
     }
 
+    /// Queues the timers of `step_timers` for the listener `handle`. Timers already due while a tick
+    /// fires timers are deferred to the next tick (see [`advance_time`](Self::advance_time)).
+    ///
+    /// The heap keeps the entries of listeners that ended (quit, fired through an event, or
+    /// removed with their instance) until they are due, which may be never; so whenever it has
+    /// doubled since the last purge, the entries of ended listeners are dropped. That bounds it by
+    /// twice the live timers (plus [`TIMER_PURGE_MIN`]) at an amortised constant cost per timer.
     fn schedule(&mut self, handle: u64) {
+        if self.step_timers.is_empty() {
+            return;
+        }
+        if self.timers.len() >= self.timer_purge_at {
+            let table = &self.table;
+            self.timers
+                .retain(|&Reverse((_, _, h))| table.slot_of(h).is_some());
+            self.timer_purge_at = TIMER_PURGE_MIN.max(2 * self.timers.len());
+            if self.timers.capacity() > 2 * self.timer_purge_at {
+                self.timers.shrink_to(self.timer_purge_at);
+            }
+        }
         for due in self.step_timers.drain(..) {
-            self.timers.push(Reverse((due, self.timer_seq, handle)));
+            let entry = (due, self.timer_seq, handle);
             self.timer_seq += 1;
+            if self.advancing && due <= self.fx.now {
+                self.deferred.push(entry);
+            } else {
+                self.timers.push(Reverse(entry));
+            }
         }
     }
 
@@ -999,6 +1047,9 @@ impl<E: Event> Core<E> {
                 };
                 let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
                 self.step_timers = out.timers;
+                if let Some(why) = l.never_matches() {
+                    tracing::warn!(context = self.fx.me.id, instance, handle, "{why}");
+                }
                 self.schedule(handle);
                 let index = l.leaves();
                 (Body::Expr { expr: l, handler }, index)

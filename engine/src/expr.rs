@@ -8,7 +8,8 @@
 //!       | expr.then(expr)          followed-by (a -> b): b is looked for only after a matched
 //!       | expr.and(expr)           both, in any order
 //!       | expr.or(expr)            either
-//!       | not(expr)                holds until expr matches, then fails (use it with `and`)
+//!       | not(expr)                holds until expr matches, then fails (a guard: use it with
+//!                                  `and` or `within`, see "`not`" below)
 //!       | expr.within(d)           expr must match within d of the moment it starts
 //! ```
 //! Each primary matches once: a template matches the first matching event after it starts, a timer
@@ -29,6 +30,31 @@
 //! let silent: Expr<Ev> = wait(Duration::from_secs(5)).and(not(Pattern::kind(3)));
 //! # let _ = (alert, silent);
 //! ```
+//!
+//! # Timers that are already due, and the end of time
+//! A timer that is already due when it starts (`wait(Duration::ZERO)`, `at(t)` for a `t` the clock
+//! has passed, the bound of `within(Duration::ZERO)`) fires when the context takes its next clock
+//! tick, before that tick moves the clock on. So a repeating listener on such a timer
+//! (`when_all(wait(Duration::ZERO))`) fires once per tick, never twice for one tick. A timer or a
+//! `within` bound that would lie beyond the end of logical time (`u64::MAX` ns after the origin,
+//! e.g. `wait(Duration::MAX)`) never fires, even when the clock reaches the end of time.
+//!
+//! # `not`
+//! `not(x)` is a guard, not an event: it never completes a match by itself. A `not` that still holds
+//! counts as matched in exactly two places: as a side of `and` once the other side has matched, and
+//! at the bound of `within`. Everywhere else it is merely pending, so a bare `not(x)` never fires
+//! (the listener ends when `x` comes), `a.or(not(x))` fires only for `a` (and `(a -> b) or not c`
+//! only for `a -> b`), and `not(x).then(b)` never starts `b`. Registering an expression that can
+//! never match, or whose `or` has a side that can never match, logs a `tracing` warning (target
+//! `correlator::context`) saying so; the listener is registered all the same.
+//!
+//! This differs on purpose from Apama EPL, where a `not` that still holds is true from the moment
+//! the listener is set up, so that `on not x` and `on a or not x` fire at once. Such a listener has
+//! no event and no time of its own to fire at: it would fire inside the handler that registers it,
+//! and a repeating one (`when_all`) would be true again as soon as it restarted and fire without
+//! end within one step (the livelock of an already-due timer). Say what is meant instead: to fire
+//! once at the next tick, `wait(Duration::ZERO)`; for "`a`, or `x` did not happen within `d`",
+//! `a.or(not(x).within(d))`; for "`b`, unless `x` came first", `b.and(not(x))`.
 //!
 //! # Listening
 //! [`Scope::when`](crate::Scope::when) fires once for the first match and then ends;
@@ -75,7 +101,12 @@ enum Node<E: Event> {
 }
 
 /// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
-/// [`not`] (see the module docs for the grammar).
+/// [`not`] (see the [module docs](crate::expr) for the grammar).
+///
+/// An expression matches when an event or a clock tick completes it: never at the moment it is set
+/// up. A [`not`] is a guard that counts as matched only inside `and` and at the bound of `within`
+/// (unlike Apama EPL, where `on not x` fires at once); a timer already due when it starts fires at
+/// the next clock tick.
 pub struct Expr<E: Event> {
     root: Node<E>,
 }
@@ -89,6 +120,10 @@ impl<E: Event> From<Pattern<E>> for Expr<E> {
 }
 
 /// A timer primary: fires `d` after the expression (or the part of it) starts being evaluated.
+///
+/// `wait(Duration::ZERO)` fires at the next clock tick (so `when_all(wait(Duration::ZERO))` fires
+/// once per tick); a `d` that puts the trigger time beyond the end of logical time
+/// (`u64::MAX` ns, e.g. `Duration::MAX`) never fires. See the [module docs](crate::expr).
 pub fn wait<E: Event>(d: Duration) -> Expr<E> {
     Expr {
         root: Node::Wait(d),
@@ -96,11 +131,21 @@ pub fn wait<E: Event>(d: Duration) -> Expr<E> {
 }
 
 /// A timer primary: fires when the context's logical clock reaches `t`.
+///
+/// If the clock has already passed `t` when it starts, it fires at the next clock tick (so
+/// `when_all(at(t))` then fires once per tick).
 pub fn at<E: Event>(t: Time) -> Expr<E> {
     Expr { root: Node::At(t) }
 }
 
-/// Holds until `x` matches, then fails: `a.and(not(b))` matches `a` unless `b` comes first.
+/// Holds until `x` matches, then fails: `a.and(not(b))` matches `a` unless `b` comes first, and
+/// `not(b).within(d)` matches at the bound if `b` did not come.
+///
+/// A `not` that holds counts as matched only inside `and` (once the other side matched) and at the
+/// bound of `within`; it never completes a match by itself, so a bare `not(b)`, `a.or(not(b))` (for
+/// its `not` side) and `not(b).then(a)` never fire. This differs on purpose from Apama EPL, where
+/// `on not b` fires as soon as it is set up; see the [module docs](crate::expr) for why, and what to
+/// write instead. Registering an expression with such a `not` logs a `tracing` warning.
 pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
     Expr {
         root: Node::Not(Box::new(x.into().root)),
@@ -130,7 +175,8 @@ impl<E: Event> Expr<E> {
     }
 
     /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
-    /// the bound.
+    /// the bound. A bound beyond the end of logical time (`u64::MAX` ns, e.g. `Duration::MAX`)
+    /// never expires; `within(Duration::ZERO)` expires at the next clock tick.
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr {
             root: Node::Within(Box::new(self.root), d),
@@ -198,7 +244,8 @@ enum StateKind<E> {
         got: Option<E>,
     },
     Timer {
-        due: Time,
+        /// `None`: due beyond the end of logical time, never fires.
+        due: Option<Time>,
     },
     Then {
         left: Box<State<E>>,
@@ -210,7 +257,8 @@ enum StateKind<E> {
     Not(Box<State<E>>),
     Within {
         inner: Box<State<E>>,
-        deadline: Time,
+        /// `None`: beyond the end of logical time, never expires.
+        deadline: Option<Time>,
     },
 }
 
@@ -234,13 +282,13 @@ impl<E: Event> State<E> {
         let kind = match &defs[def] {
             Def::Leaf(_) => StateKind::Leaf { def, got: None },
             Def::Wait(d) => {
-                let due = now + *d;
-                out.timers.push(due);
+                let due = now.checked_add(*d);
+                out.timers.extend(due);
                 StateKind::Timer { due }
             }
             Def::At(t) => {
                 out.timers.push(*t);
-                StateKind::Timer { due: *t }
+                StateKind::Timer { due: Some(*t) }
             }
             Def::Then(a, b) => StateKind::Then {
                 left: Box::new(Self::start(defs, *a, now, out)),
@@ -257,8 +305,8 @@ impl<E: Event> State<E> {
             ),
             Def::Not(a) => StateKind::Not(Box::new(Self::start(defs, *a, now, out))),
             Def::Within(a, d) => {
-                let deadline = now + *d;
-                out.timers.push(deadline);
+                let deadline = now.checked_add(*d);
+                out.timers.extend(deadline);
                 StateKind::Within {
                     inner: Box::new(Self::start(defs, *a, now, out)),
                     deadline,
@@ -289,7 +337,7 @@ impl<E: Event> State<E> {
                 _ => Status::Pending,
             },
             StateKind::Timer { due } => match stim {
-                Stimulus::Time(t) if t >= *due => {
+                Stimulus::Time(t) if due.is_some_and(|due| t >= due) => {
                     out.progressed = true;
                     Status::Matched
                 }
@@ -337,7 +385,7 @@ impl<E: Event> State<E> {
             },
             StateKind::Within { inner, deadline } => {
                 let s = inner.step(defs, stim, now, out);
-                let expired = matches!(stim, Stimulus::Time(t) if t >= *deadline);
+                let expired = matches!((stim, *deadline), (Stimulus::Time(t), Some(d)) if t >= d);
                 match s {
                     Status::Matched => Status::Matched,
                     Status::Failed => Status::Failed,
@@ -402,6 +450,52 @@ fn combine_and(a: Status, b: Status) -> Status {
     }
 }
 
+/// What an expression's part can come to: `(can match, can hold)`, following [`State::step`]: a
+/// primary can match; a `not` can only hold; `then` matches if both sides can and holds where its
+/// right side holds; `and` holds if both sides hold and matches if one side matches and the other
+/// matches or holds; `or` matches if a side does (a holding side is only pending there); `within`
+/// matches if its inner part matches or holds (at the bound), and holds where it does.
+fn reach<E: Event>(defs: &[Def<E>], d: usize) -> (bool, bool) {
+    match &defs[d] {
+        Def::Leaf(_) | Def::Wait(_) | Def::At(_) => (true, false),
+        Def::Not(_) => (false, true),
+        Def::Then(a, b) => {
+            let ((ma, _), (mb, hb)) = (reach(defs, *a), reach(defs, *b));
+            (ma && mb, ma && hb)
+        }
+        Def::And(a, b) => {
+            let ((ma, ha), (mb, hb)) = (reach(defs, *a), reach(defs, *b));
+            ((ma || ha) && (mb || hb) && (ma || mb), ha && hb)
+        }
+        Def::Or(a, b) => (reach(defs, *a).0 || reach(defs, *b).0, false),
+        Def::Within(a, _) => {
+            let (m, h) = reach(defs, *a);
+            (m || h, h)
+        }
+    }
+}
+
+/// Why part of an expression can never produce a match, if some part cannot: the expression as a
+/// whole, or one side of an `or` (in both cases because of a `not` used on its own, see the module
+/// docs). Registration logs it as a warning: the listener is kept, with the documented semantics.
+pub(crate) fn never_matches<E: Event>(defs: &[Def<E>]) -> Option<&'static str> {
+    let root = defs.len() - 1;
+    if !reach(defs, root).0 {
+        return Some(
+            "this event expression can never match: a `not` never completes a match by itself \
+             (combine it with `and`, or bound it with `within`)",
+        );
+    }
+    let dead_or_side = defs.iter().any(|d| match d {
+        Def::Or(a, b) => !reach(defs, *a).0 || !reach(defs, *b).0,
+        _ => false,
+    });
+    dead_or_side.then_some(
+        "a side of an `or` in this event expression can never match: a `not` never completes a \
+         match by itself (combine it with `and`, or bound it with `within`)",
+    )
+}
+
 /// The templates of an expression: `(kind, key)` of every leaf, for the listener index.
 pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, Option<u64>)> {
     let mut v: Vec<(E::Kind, Option<u64>)> = Vec::new();
@@ -440,6 +534,11 @@ impl<E: Event> ExprListener<E> {
 
     pub(crate) fn leaves(&self) -> Vec<(E::Kind, Option<u64>)> {
         leaves(&self.defs)
+    }
+
+    /// See [`never_matches`].
+    pub(crate) fn never_matches(&self) -> Option<&'static str> {
+        never_matches(&self.defs)
     }
 
     /// Steps every matcher; pushes completed matches to `fired`. Returns whether the stimulus
@@ -675,6 +774,40 @@ mod tests {
         let mut r = Run::new(wait(five).and(not(p(3))), false);
         r.tick(5);
         assert_eq!(r.log, ["@5 []"]);
+    }
+
+    // R7.3: the registration check finds exactly the expressions (and `or` sides) that can never
+    // match under the documented semantics of `not`, and agrees with the matcher.
+    #[test]
+    fn r7_3_never_matches_finds_a_lone_not() {
+        let five = Duration::from_nanos(5);
+        let check = |e: Expr<Ev>| never_matches(&e.compile()).map(|m| m.starts_with("this"));
+        // The whole expression can never match.
+        assert_eq!(check(not(p(3))), Some(true));
+        assert_eq!(check(not(p(3)).then(p(1))), Some(true));
+        assert_eq!(check(not(p(3)).and(not(p(4)))), Some(true));
+        assert_eq!(check(p(1).then(not(p(3)))), Some(true));
+        // One side of an `or` can never match.
+        assert_eq!(check(p(1).then(p(2)).or(not(p(3)))), Some(false));
+        assert_eq!(check(not(p(3)).or(wait(five))), Some(false));
+        // Fine: `and`, `within`, and their combinations.
+        for e in [
+            p(1).and(not(p(3))),
+            not(p(3)).within(five),
+            wait(five).and(not(p(3))),
+            p(1).then(p(2).and(not(p(3)))),
+            p(1).or(not(p(3)).within(five)),
+            p(1).then(not(p(3)).within(five)),
+            not(p(3)).and(not(p(4))).within(five),
+        ] {
+            assert_eq!(check(e), None);
+        }
+        // The matcher agrees: `p(1).then(not(p(3)))` only ever holds, never matches.
+        let mut r = Run::new(p(1).then(not(p(3))), false);
+        r.ev(1, 1, 1);
+        r.tick(100);
+        r.ev(2, 0, 101);
+        assert!(r.log.is_empty() && r.alive);
     }
 
     #[test]

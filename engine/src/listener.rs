@@ -10,6 +10,10 @@
 //! iteration is in progress. Listeners registered during a dispatch are appended at the end of their
 //! list; the dispatch loop iterates only up to the length the list had when the event started, which
 //! is what keeps a new listener from matching the event being processed (R6.5).
+//!
+//! Compaction frees the slots of dead listeners (also those of expressions that wait for timers
+//! only, which no list holds) and the bucket of a kind left without listeners, so the table's memory
+//! follows the listeners alive, not every listener or kind ever used.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -104,6 +108,11 @@ pub(crate) struct Bucket {
 }
 
 impl Bucket {
+    /// Whether no listener of any mode is listed.
+    fn is_empty(&self) -> bool {
+        self.ordinary.is_empty() && self.unmatched.is_empty() && self.completed.is_empty()
+    }
+
     pub(crate) fn lists(&self, mode: Mode) -> &Lists {
         match mode {
             Mode::Once | Mode::All => &self.ordinary,
@@ -160,6 +169,9 @@ impl Hasher for KindHasher {
     }
 }
 
+/// The kind map's capacity below which it is never shrunk.
+const KIND_MAP_MIN: usize = 64;
+
 pub(crate) type KindMap<K, V> = HashMap<K, V, BuildHasherDefault<KindHasher>>;
 
 pub(crate) struct ListenerTable<E: Event> {
@@ -168,13 +180,22 @@ pub(crate) struct ListenerTable<E: Event> {
     by_handle: HashMap<u64, u32>,
     kinds: KindMap<E::Kind, u32>,
     pub(crate) buckets: Vec<Bucket>,
+    /// The kind of each bucket in use, by bucket (for unmapping it once it is empty).
+    bucket_kinds: Vec<Option<E::Kind>>,
+    /// Buckets freed by `compact` (their kind had no listener left), reused before new ones.
+    free_buckets: Vec<u32>,
     /// Lists holding dead listeners: `(bucket, mode, key)`, compacted between dispatches.
     dirty: Vec<(u32, Mode, Option<u64>)>,
+    /// Dead listeners listed nowhere (expressions of timers only), freed by `compact`.
+    unlisted: Vec<u32>,
+    /// Buckets `compact` found empty (a reused buffer).
+    emptied: Vec<u32>,
     /// Live listeners in the table.
     pub(crate) live: usize,
     /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
-    /// skips the hash lookup and the bucket. A kind's bucket never changes once made (buckets are
-    /// only added); its `solo` and `has_completed` do, so every change to them clears this.
+    /// skips the hash lookup and the bucket. A kind's bucket changes only when `compact` frees it
+    /// (no listener of the kind left), and its `solo` and `has_completed` change in `insert`,
+    /// `kill` and `compact`: each of them clears this.
     last: Option<(E::Kind, KindView)>,
 }
 
@@ -194,7 +215,11 @@ impl<E: Event> Default for ListenerTable<E> {
             by_handle: HashMap::new(),
             kinds: KindMap::default(),
             buckets: Vec::new(),
+            bucket_kinds: Vec::new(),
+            free_buckets: Vec::new(),
             dirty: Vec::new(),
+            unlisted: Vec::new(),
+            emptied: Vec::new(),
             live: 0,
             last: None,
         }
@@ -260,11 +285,21 @@ impl<E: Event> ListenerTable<E> {
     }
 
     fn bucket_for(&mut self, kind: E::Kind) -> u32 {
-        let next = self.buckets.len() as u32;
-        let b = *self.kinds.entry(kind).or_insert(next);
-        if b == next {
-            self.buckets.push(Bucket::default());
+        if let Some(&b) = self.kinds.get(&kind) {
+            return b;
         }
+        let b = match self.free_buckets.pop() {
+            Some(b) => {
+                self.bucket_kinds[b as usize] = Some(kind);
+                b
+            }
+            None => {
+                self.buckets.push(Bucket::default());
+                self.bucket_kinds.push(Some(kind));
+                (self.buckets.len() - 1) as u32
+            }
+        };
+        self.kinds.insert(kind, b);
         b
     }
 
@@ -342,6 +377,10 @@ impl<E: Event> ListenerTable<E> {
         let (mode, instance) = (l.mode, l.instance);
         // Still listed until compaction, but no longer `simple`: no bucket keeps it as its solo.
         if let Some(l) = &self.slots[slot as usize] {
+            if l.regs.is_empty() {
+                // No list will find it dead: compaction frees it from here.
+                self.unlisted.push(slot);
+            }
             for &(b, key) in &l.regs {
                 self.dirty.push((b, mode, key));
                 Self::refresh_solo(&self.slots, &mut self.buckets[b as usize]);
@@ -367,9 +406,17 @@ impl<E: Event> ListenerTable<E> {
         };
     }
 
-    /// Removes dead listeners from the lists that hold them and frees their slots. Call only between
-    /// dispatches.
+    /// Removes dead listeners from the lists that hold them and frees their slots, and frees the
+    /// buckets of kinds left without any listener (their kind is unmapped; a later listener of
+    /// that kind gets a fresh bucket). Call only between dispatches.
     pub(crate) fn compact(&mut self) {
+        for slot in self.unlisted.drain(..) {
+            if let Some(l) = &self.slots[slot as usize] {
+                debug_assert!(!l.alive && l.regs.is_empty(), "an unlisted slot is listed");
+                self.slots[slot as usize] = None;
+                self.free.push(slot);
+            }
+        }
         while let Some((b, mode, key)) = self.dirty.pop() {
             let slots = &mut self.slots;
             let free = &mut self.free;
@@ -399,14 +446,42 @@ impl<E: Event> ListenerTable<E> {
             }
             bucket.has_completed = !bucket.completed.is_empty();
             Self::refresh_solo(slots, bucket);
+            if bucket.is_empty() {
+                self.emptied.push(b);
+            }
+        }
+        if !self.emptied.is_empty() {
+            self.free_empty_buckets();
         }
         self.last = None;
+    }
+
+    /// Frees the buckets of `emptied`, and gives back the kind map's room once it is mostly empty.
+    #[cold]
+    fn free_empty_buckets(&mut self) {
+        for b in self.emptied.drain(..) {
+            let bucket = &mut self.buckets[b as usize];
+            if !bucket.is_empty() {
+                continue;
+            }
+            // `None`: freed already (it was listed twice in `emptied`).
+            let Some(kind) = self.bucket_kinds[b as usize].take() else {
+                continue;
+            };
+            self.kinds.remove(&kind);
+            // Drops the lists' buffers too.
+            *bucket = Bucket::default();
+            self.free_buckets.push(b);
+        }
+        if self.kinds.capacity() > KIND_MAP_MIN && self.kinds.len() * 4 < self.kinds.capacity() {
+            self.kinds.shrink_to(2 * self.kinds.len());
+        }
     }
 
     /// Whether compaction is pending.
     #[inline]
     pub(crate) fn needs_compaction(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.dirty.is_empty() || !self.unlisted.is_empty()
     }
 }
 
@@ -519,5 +594,48 @@ mod tests {
         add(&mut t, 9, 14, Mode::All, Pattern::kind(6).filter(|_| true));
         assert_eq!(solo(&mut t, 6), None);
         assert_eq!(solo(&mut t, 2).map(|s| s.instance), Some(11));
+    }
+
+    // R6.9: the bucket of a kind left without listeners is freed by compaction and reused for the
+    // next new kind; a kind whose bucket was freed gets a fresh one, and dispatch finds each
+    // kind's own listeners.
+    #[test]
+    fn r6_9_a_kind_without_listeners_gives_its_bucket_back() {
+        let mut t = ListenerTable::<Ev>::default();
+        let keep = add(&mut t, 1, 10, Mode::All, Pattern::kind(1));
+        let a = add(&mut t, 2, 10, Mode::Once, Pattern::kind(2));
+        let b2 = t.bucket_of(&2).unwrap();
+        assert_eq!(t.buckets.len(), 2);
+        t.kill(a);
+        t.compact();
+        assert_eq!(t.bucket_of(&2), None, "kind 2 has no listener left");
+        // A new kind takes the freed bucket; kind 1 keeps its own.
+        let c = add(&mut t, 3, 11, Mode::Unmatched, Pattern::kind(3));
+        assert_eq!(t.bucket_of(&3), Some(b2));
+        assert_eq!(t.buckets.len(), 2, "no bucket added");
+        assert_eq!(t.buckets[b2].unmatched.plain, [c]);
+        assert!(
+            t.buckets[b2].ordinary.is_empty(),
+            "the freed bucket starts empty"
+        );
+        assert_eq!(
+            solo(&mut t, 1),
+            Some(Solo {
+                slot: keep,
+                instance: 10
+            })
+        );
+        // Kind 2 again: a bucket of its own.
+        add(&mut t, 4, 12, Mode::All, Pattern::kind(2).key(7));
+        let b = t.bucket_of(&2).unwrap();
+        assert_ne!(b, b2);
+        assert_eq!(t.buckets[b].ordinary.keyed.len(), 1);
+        // A bucket freed while other lists of the same compaction name it is freed once.
+        let d = add(&mut t, 5, 12, Mode::Completed, Pattern::kind(3));
+        t.kill(c);
+        t.kill(d);
+        t.compact();
+        assert_eq!(t.bucket_of(&3), None);
+        assert_eq!(t.free_buckets, [b2 as u32]);
     }
 }

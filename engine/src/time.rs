@@ -45,6 +45,13 @@ impl Time {
         self.0 as f64 / 1e9
     }
 
+    /// `self + d`, or `None` if that lies beyond the end of logical time (`u64::MAX` ns): a timer
+    /// due there never fires.
+    pub(crate) fn checked_add(self, d: Duration) -> Option<Time> {
+        let nanos = u64::try_from(d.as_nanos()).ok()?;
+        self.0.checked_add(nanos).map(Time)
+    }
+
     /// The time since the origin as a `Duration`.
     pub fn since_origin(self) -> Duration {
         Duration::from_nanos(self.0)
