@@ -24,6 +24,7 @@ pub mod engine;
 #[cfg(not(feature = "engine"))]
 #[path = "engine_absent.rs"]
 pub mod engine;
+pub mod peers;
 
 use crate::pin::{CoreMap, Placement};
 use crate::record::{Better, Measure};
@@ -301,12 +302,13 @@ pub fn catalogue(cores: usize) -> Vec<Scenario> {
     baseline::register_route(&mut v);
     engine::register_listeners(&mut v);
     engine::register_pingpong(&mut v);
-    baseline::register_pingpong(&mut v);
+    peers::register_pingpong(&mut v);
     engine::register_stream(&mut v, 1);
+    peers::register_stream(&mut v, 1);
     baseline::register_stream(&mut v, 1);
     for n in stream_fan_in(cores) {
         engine::register_stream(&mut v, n);
-        baseline::register_stream(&mut v, n);
+        peers::register_stream(&mut v, n);
     }
     engine::register_fanout(&mut v, cores);
     for k in pipeline_lengths(cores) {
