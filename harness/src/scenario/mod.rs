@@ -88,6 +88,11 @@ impl Mode {
         Duration::from_millis(self.pick(20, 400, 3000))
     }
 
+    /// Time `harness run` may spend repeating the rounds of undecided targets.
+    pub fn repeat_budget(self) -> Duration {
+        Duration::from_secs(self.pick(0, 45, 300))
+    }
+
     /// Longest a single run may take before the parent kills it.
     pub fn run_timeout(self) -> Duration {
         Duration::from_secs(self.pick(30, 90, 600))
