@@ -57,6 +57,12 @@ pub fn baselines_of(id: &str) -> Vec<String> {
         ];
     }
     if let Some(prefix) = id.strip_suffix("/engine") {
+        if prefix.starts_with("burst/") {
+            return ["crossbeam-channel", "disruptor", "rtrb"]
+                .iter()
+                .map(|b| format!("{prefix}/{b}"))
+                .collect();
+        }
         if prefix.starts_with("stream/") {
             return crate::scenario::peers::MP_PEERS
                 .iter()
@@ -70,7 +76,13 @@ pub fn baselines_of(id: &str) -> Vec<String> {
 }
 
 /// Metrics that have a baseline twin (the headline figures of a scenario).
-const COMPARED_METRICS: [&str; 3] = ["throughput", "ns_per_event", "latency_one_way"];
+const COMPARED_METRICS: [&str; 5] = [
+    "throughput",
+    "ns_per_event",
+    "latency_one_way",
+    "latency_per_event",
+    "latency_per_event_paused",
+];
 
 fn vs_baselines(s: &Summary, r: &SummaryRecord) -> String {
     if !COMPARED_METRICS.contains(&r.metric.as_str()) {

@@ -207,11 +207,8 @@ fn evaluate(s: &Summary, d: Def) -> TargetRecord {
     if d.kind == "absolute" {
         t.ratios = engine.values.iter().flatten().copied().collect();
         t.median = (!t.ratios.is_empty()).then(|| stats::median(&t.ratios));
+        // No interval: the verdict rests on the worst run, not on a median.
         let worst = t.ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        t.ci95 = (!t.ratios.is_empty()).then(|| {
-            let best = t.ratios.iter().copied().fold(f64::INFINITY, f64::min);
-            (best, worst)
-        });
         t.verdict = if t.ratios.is_empty() {
             "NOT MEASURED (no run)".into()
         } else if worst <= d.threshold {

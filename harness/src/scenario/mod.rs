@@ -18,6 +18,7 @@
 //! twins, so that a ratio compares like with like.
 
 pub mod baseline;
+pub mod burst;
 pub mod calibration;
 #[cfg(feature = "engine")]
 pub mod engine;
@@ -315,6 +316,8 @@ pub fn catalogue(cores: usize) -> Vec<Scenario> {
         engine::register_stream(&mut v, n);
         peers::register_stream(&mut v, n);
     }
+    engine::register_burst(&mut v);
+    burst::register(&mut v);
     engine::register_fanout(&mut v, cores);
     for k in pipeline_lengths(cores) {
         engine::register_pipeline(&mut v, k);
@@ -659,6 +662,22 @@ mod tests {
             "stream/1to1/arrayqueue",
             "stream/2to1/engine",
             "stream/2to1/crossbeam-channel",
+            "stream/1to1/kanal",
+            "stream/1to1/flume",
+            "stream/1to1/tokio-mpsc",
+            "stream/1to1/disruptor",
+            "stream/1to1/disruptor-mp",
+            "stream/1to1/rtrb",
+            "stream/2to1/kanal",
+            "stream/2to1/flume",
+            "stream/2to1/tokio-mpsc",
+            "stream/2to1/disruptor-mp",
+            "pingpong/kanal",
+            "pingpong/disruptor",
+            "burst/1/engine",
+            "burst/100/disruptor",
+            "burst/10/rtrb",
+            "burst/10/crossbeam-channel",
             "fanout/channel",
             "pipeline/1",
             "openloop/rate",
@@ -677,6 +696,10 @@ mod tests {
         let c8: Vec<String> = catalogue(8).into_iter().map(|s| s.id).collect();
         assert!(c8.contains(&"stream/8to1/engine".to_string()));
         assert!(!c8.contains(&"stream/9to1/engine".to_string()));
+        // The one-producer peers and std mpsc run in 1to1 only.
+        for one in ["rtrb", "disruptor", "std-mpsc"] {
+            assert!(!c8.contains(&format!("stream/2to1/{one}")), "{one} in 2to1");
+        }
     }
 
     #[test]
