@@ -75,6 +75,22 @@ pub fn baselines_of(id: &str) -> Vec<String> {
     Vec::new()
 }
 
+/// Largest acceptable cost of the harness's bookkeeping on a peer, % of its bare throughput.
+pub const BOOKKEEPING_LIMIT_PCT: f64 = 5.0;
+
+/// `(id, timed throughput, bare throughput, cost %)` of every record with a bare probe.
+pub fn bookkeeping(s: &Summary) -> Vec<(String, f64, f64, f64)> {
+    s.records
+        .iter()
+        .filter(|r| r.metric == "bookkeeping_cost" && r.checks == "ok")
+        .filter_map(|r| {
+            let timed = s.get(&r.id, "throughput")?.median;
+            let bare = s.get(&r.id, "throughput_bare")?.median;
+            Some((r.id.clone(), timed, bare, r.median))
+        })
+        .collect()
+}
+
 /// Metrics that have a baseline twin (the headline figures of a scenario).
 const COMPARED_METRICS: [&str; 5] = [
     "throughput",
@@ -170,7 +186,7 @@ pub fn render(
     let _ = writeln!(md, "## Targets (harness/BENCHMARKS.md)\n");
     let _ = writeln!(
         md,
-        "Each round runs the engine scenario and its peers back to back. A target's figure is the **median of the per-round ratios** (engine / baseline of the same round; for \"the fastest peer\", the fastest multi-producer peer *of that round*), with a bootstrap 95 % interval of that median. MET: the whole interval meets the threshold; NOT MET: none of it does; UNDECIDED: it straddles the threshold (or one round only). Undecided targets were re-measured within the mode's time budget (see the runs column). Allocation targets: the largest allocs/event of any run must be 0. One-producer bounds are reported, not targets.\n"
+        "Each round runs the engine scenario and its peers back to back. A target's figure is the **median of the per-round ratios** (engine / baseline of the same round; for \"the fastest peer\", the fastest multi-producer peer *of that round*), with a bootstrap 95 % interval of that median. MET: the whole interval meets the threshold; NOT MET: none of it does; UNDECIDED: it straddles the threshold (or one round only). Undecided targets were re-measured within the mode's time budget (quick 45 s, full 300 s; see the rounds column). Allocation targets: the largest allocs/event of any run must be 0. One-producer bounds are reported, not targets.\n"
     );
     let _ = writeln!(
         md,
@@ -251,6 +267,31 @@ pub fn render(
         );
     }
     md.push('\n');
+
+    let probes = bookkeeping(s);
+    if !probes.is_empty() {
+        let _ = writeln!(md, "## The harness's bookkeeping (bare probes)\n");
+        let _ = writeln!(
+            md,
+            "Each stream peer ran, after its timed window, a bare probe: the same transfer with no sequence check and no counting. The cost is `1 - timed / bare` (median over runs); it must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure. On a shared VM the two phases see different load, and the figure is noisy (negative values are noise).\n"
+        );
+        let _ = writeln!(md, "| peer | timed | bare | bookkeeping cost | |");
+        let _ = writeln!(md, "|---|---|---|---|---|");
+        for (id, timed, bare, cost) in &probes {
+            let _ = writeln!(
+                md,
+                "| `{id}` | {} | {} | {cost:.1} % | {} |",
+                fmt_value(*timed, "events/s"),
+                fmt_value(*bare, "events/s"),
+                if *cost > BOOKKEEPING_LIMIT_PCT {
+                    "**over the limit**"
+                } else {
+                    "ok"
+                }
+            );
+        }
+        md.push('\n');
+    }
 
     let lat: Vec<&SummaryRecord> = s
         .records
@@ -383,6 +424,25 @@ mod tests {
         let w = figure_warnings(&s);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("80%") && w[0].contains("58 %"), "{}", w[0]);
+    }
+
+    #[test]
+    fn bookkeeping_rows_pair_timed_and_bare_figures() {
+        let s = Summary {
+            schema: SCHEMA,
+            records: vec![
+                row("stream/1to1/kanal", "throughput", 90.0, "ok"),
+                row("stream/1to1/kanal", "throughput_bare", 100.0, "ok"),
+                row("stream/1to1/kanal", "bookkeeping_cost", 10.0, "ok"),
+                row("stream/1to1/engine", "throughput", 50.0, "ok"),
+            ],
+            targets: Vec::new(),
+        };
+        let b = bookkeeping(&s);
+        assert_eq!(
+            b,
+            vec![("stream/1to1/kanal".to_string(), 90.0, 100.0, 10.0)]
+        );
     }
 
     #[test]
