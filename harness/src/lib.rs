@@ -1,4 +1,5 @@
-//! The correlator's benchmark lab (see `BENCHMARKS.md` at the workspace's shared specs).
+//! The correlator's benchmark lab (`harness/BENCHMARKS.md` is its user-facing document: peers,
+//! fairness, targets, result format).
 //!
 //! # Design
 //! The binary is a *parent* that never measures and *children* that do. `harness run` resolves a

@@ -1,10 +1,12 @@
-//! Baselines: what a user would pick instead of the engine, measured exactly like its twin.
+//! Baselines that are not channel peers: `route/crossbeam-channel` (one thread sends to and
+//! receives from a channel, the loop `route/dispatch` is compared with), `stream/1to1/arrayqueue`
+//! (crossbeam-queue's `ArrayQueue`, which has no blocking operations: both sides spin on
+//! `push`/`pop`), the self-test, and the helpers the stream scenarios share. The channel, disruptor
+//! and rtrb peers, each driven as its documentation shows, are in [`super::peers`].
 //!
 //! Each baseline moves the same [`Ev`] with the same capacity ([`STREAM_CAPACITY`]), the same
 //! thread slots (receiver on slot 0, senders on the other cores), the same time-bounded window
-//! and the same per-sender FIFO check as the engine scenario it is compared with. Receivers poll
-//! with `try_recv` and a spin hint, like a busy-spin context; senders use each crate's ordinary
-//! blocking send (`ArrayQueue` has none: its sender spins on `push`).
+//! and the same per-sender FIFO check as the engine scenario it is compared with.
 
 use super::{
     seq_of, stream_figures, timed_window, timed_window_with, Ev, Family, FifoCheck, Outcome,

@@ -13,7 +13,8 @@
 //! FIFO sequence, checksum): a lost, duplicated or reordered event fails the run.
 //!
 //! Latency scenarios record every sample into per-thread HdrHistograms that are merged after.
-//! Baseline scenarios (crossbeam-channel, std mpsc, crossbeam-queue `ArrayQueue`, the cache-line
+//! Peers and baselines ([`peers`]: crossbeam-channel, std mpsc, kanal, flume, tokio mpsc, the
+//! disruptor crate, rtrb; [`baseline`]: `ArrayQueue`, the route loop; [`burst`]; the cache-line
 //! ping-pong) use the same event type, capacities, thread slots and windows as their engine
 //! twins, so that a ratio compares like with like.
 
