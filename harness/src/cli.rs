@@ -29,12 +29,16 @@ pub enum Command {
     },
     /// Run scenarios and write a result folder.
     Run(RunArgs),
-    /// Compare two result folders: per-record ratios B/A, real changes marked.
+    /// Compare two result folders: environment differences, target ratios and absolute
+    /// figures B/A, real changes marked; exit code 3 when a target regressed.
     Compare {
         /// The reference result folder.
         a: PathBuf,
         /// The result folder to compare with it.
         b: PathBuf,
+        /// Print one JSON object instead of the table (for CI).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the environment that `run` would record in env.json.
     Env {

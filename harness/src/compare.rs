@@ -1,36 +1,71 @@
-//! `harness compare A B`: what changed between two result folders.
+//! `harness compare A B [--json]`: what changed between two result folders.
 //!
-//! Records are matched by `(id, metric)`. The ratio is `B.median / A.median`. A change is called
-//! *real* only when it exceeds the spread of the runs: the two folders' `min..max` ranges do not
-//! overlap. Everything else is reported as noise, whatever its ratio, because the runs of one
-//! folder already disagree by that much. A record measured in a single run has no spread to
-//! exceed (its `min..max` is one point), so a change involving one is never called real: it is
-//! reported as "spread unknown" (use `--runs 3` or more, or `--quick`/`--full`, to judge it).
-//! The direction (better or worse) follows each metric's `better` field.
+//! Three parts:
+//! - **Environment**: every field of `env.json` that differs between A and B and that decides
+//!   what a figure means (commit and dirty flag, machine label, CPU model, logical CPUs, cores
+//!   and pinning, mode, runs, kernel, rustc, virtualisation). Figures from two machines are not
+//!   comparable however the tests come out; the differences are printed first.
+//! - **Target ratios**: for every target present in both, the median of the per-round ratios
+//!   (engine / baseline of the same round) in A and in B. The change is `B / A`; it is *real*
+//!   only when the bootstrap 95 % interval of `median(B ratios) / median(A ratios)`
+//!   ([`stats::bootstrap_ratio_ci`]) lies entirely above or below 1 **and** the change is at least
+//!   [`MIN_EFFECT`]. A real change in the bad direction is a **regression**.
+//! - **Absolute figures**: every `(id, metric)` in both. Each gets the two-sided Mann–Whitney
+//!   test over the runs' figures; because some 150 records are tested at once, the p-values are
+//!   adjusted for multiple comparisons (Benjamini–Hochberg, false discovery rate [`ALPHA`]). A
+//!   change is *real* only when the adjusted p-value is below [`ALPHA`] **and** the medians differ
+//!   by at least [`MIN_EFFECT`]. With 5 runs a side (quick) the exact test cannot get below
+//!   2/252 ≈ 0.008 per record, which the adjustment over ~150 records does not let through: show
+//!   an absolute change with more runs (`--runs 10`). Absolute figures move with the machine's
+//!   load; they are reported, but only target ratios decide the exit code.
+//!
+//! Exit code: 0 when no target regressed, [`crate::runner::EXIT_REGRESSION`] (3) when one did, 2
+//! when a folder cannot be read. `--json` prints one JSON object ([`Report`]) instead of the
+//! table, for CI.
 
 use crate::output::{fmt_value, read_summary};
-use crate::record::{Better, Summary, SummaryRecord};
+use crate::record::{Better, Summary, TargetRecord};
+use crate::stats;
+use serde::Serialize;
 use std::path::Path;
 
-/// How a record moved from A to B.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Significance level of the Mann–Whitney test on absolute figures. With 5 runs against 5 the
+/// exact test reaches it only when the two sets of runs do not overlap at all.
+pub const ALPHA: f64 = 0.01;
+/// Smallest relative change called real (5 %): below it a change does not matter in practice,
+/// whatever the test says.
+pub const MIN_EFFECT: f64 = 0.05;
+/// Confidence level of the interval on target ratios.
+pub const LEVEL: f64 = 0.95;
+
+/// How a figure moved from A to B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Outside the spread, in the good direction.
+    /// A real change in the good direction.
     Better,
-    /// Outside the spread, in the bad direction.
+    /// A real change in the bad direction.
     Worse,
-    /// Inside the spread of the runs.
-    Noise,
-    /// A or B has a single run: there is no spread to compare the change with.
-    SpreadUnknown,
+    /// Not shown to be real.
+    NoRealChange,
+    /// A or B has fewer than 2 figures: nothing can be shown.
+    TooFewRuns,
 }
 
-/// Fewest runs a record needs for its `min..max` to count as a spread.
-pub const MIN_RUNS_FOR_SPREAD: usize = 2;
+impl Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Better => "REAL: better",
+            Verdict::Worse => "REAL: worse",
+            Verdict::NoRealChange => "no real change",
+            Verdict::TooFewRuns => "too few runs to judge",
+        }
+    }
+}
 
-/// One matched record.
-#[derive(Clone, Debug)]
-pub struct Change {
+/// One absolute record in both folders.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordChange {
     /// Scenario id.
     pub id: String,
     /// Metric.
@@ -43,19 +78,94 @@ pub struct Change {
     pub b: f64,
     /// `b / a`.
     pub ratio: f64,
+    /// Mann–Whitney two-sided p-value over the runs' figures.
+    pub p_value: f64,
+    /// That p-value adjusted over every record compared (Benjamini–Hochberg).
+    pub p_adjusted: f64,
     /// Verdict.
     pub verdict: Verdict,
     /// Check status in A and B when either failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub checks: Option<(String, String)>,
 }
 
-/// Whether the ranges `a` and `b` (`min..max`) are disjoint: the change exceeds the spread.
-pub fn exceeds_spread(a: &SummaryRecord, b: &SummaryRecord) -> bool {
-    b.min > a.max || b.max < a.min
+/// One target in both folders.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetChange {
+    /// The target.
+    pub target: String,
+    /// Median per-round ratio in A.
+    pub a_ratio: Option<f64>,
+    /// Median per-round ratio in B.
+    pub b_ratio: Option<f64>,
+    /// `b_ratio / a_ratio`.
+    pub change: Option<f64>,
+    /// Bootstrap 95 % interval of that change.
+    pub ci95: Option<(f64, f64)>,
+    /// Verdict of the change (for a bound: never a regression).
+    pub verdict: Verdict,
+    /// A's verdict of the target.
+    pub a_verdict: String,
+    /// B's verdict of the target.
+    pub b_verdict: String,
+    /// Whether this is a regression (a real change in the bad direction of a judged target).
+    pub regression: bool,
 }
 
-/// Matches the records of `a` and `b`; returns the changes and the keys found in only one.
-pub fn compare(a: &Summary, b: &Summary) -> (Vec<Change>, Vec<String>, Vec<String>) {
+/// One environment field that differs.
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvDiff {
+    /// Field of env.json.
+    pub field: String,
+    /// Value in A.
+    pub a: String,
+    /// Value in B.
+    pub b: String,
+}
+
+/// Everything `compare` found (what `--json` prints).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Folder A.
+    pub a: String,
+    /// Folder B.
+    pub b: String,
+    /// Environment differences.
+    pub env_diff: Vec<EnvDiff>,
+    /// Target ratios.
+    pub targets: Vec<TargetChange>,
+    /// Absolute records.
+    pub records: Vec<RecordChange>,
+    /// `id metric` found only in A.
+    pub only_a: Vec<String>,
+    /// `id metric` found only in B.
+    pub only_b: Vec<String>,
+    /// Targets that regressed.
+    pub regressions: usize,
+    /// Real changes among the absolute records.
+    pub real_record_changes: usize,
+    /// The exit code `compare` returns.
+    pub exit_code: i32,
+}
+
+fn finite(v: &[Option<f64>]) -> Vec<f64> {
+    v.iter()
+        .flatten()
+        .copied()
+        .filter(|x| x.is_finite())
+        .collect()
+}
+
+fn direction(up: bool, higher_is_better: bool) -> Verdict {
+    if up == higher_is_better {
+        Verdict::Better
+    } else {
+        Verdict::Worse
+    }
+}
+
+/// Compares the absolute records.
+pub fn compare_records(a: &Summary, b: &Summary) -> (Vec<RecordChange>, Vec<String>, Vec<String>) {
     let mut changes = Vec::new();
     let mut only_a = Vec::new();
     for ra in &a.records {
@@ -70,29 +180,47 @@ pub fn compare(a: &Summary, b: &Summary) -> (Vec<Change>, Vec<String>, Vec<Strin
         } else {
             f64::INFINITY
         };
-        let verdict = if ra.runs < MIN_RUNS_FOR_SPREAD || rb.runs < MIN_RUNS_FOR_SPREAD {
-            Verdict::SpreadUnknown
-        } else if !exceeds_spread(ra, rb) {
-            Verdict::Noise
+        let (va, vb) = (finite(&ra.values), finite(&rb.values));
+        let p = stats::mann_whitney_p(&va, &vb);
+        // Decided below, once every p-value is known.
+        let verdict = if va.len() < 2 || vb.len() < 2 {
+            Verdict::TooFewRuns
         } else {
-            let up = rb.median > ra.median;
-            match (ra.better, up) {
-                (Better::Higher, true) | (Better::Lower, false) => Verdict::Better,
-                _ => Verdict::Worse,
-            }
+            Verdict::NoRealChange
         };
         let checks = (ra.checks != "ok" || rb.checks != "ok")
             .then(|| (ra.checks.clone(), rb.checks.clone()));
-        changes.push(Change {
+        changes.push(RecordChange {
             id: ra.id.clone(),
             metric: ra.metric.clone(),
             unit: ra.unit.clone(),
             a: ra.median,
             b: rb.median,
             ratio,
+            p_value: p,
+            p_adjusted: 1.0,
             verdict,
             checks,
         });
+    }
+    let tested: Vec<usize> = (0..changes.len())
+        .filter(|&i| changes[i].verdict != Verdict::TooFewRuns)
+        .collect();
+    let adjusted = benjamini_hochberg(
+        &tested
+            .iter()
+            .map(|&i| changes[i].p_value)
+            .collect::<Vec<_>>(),
+    );
+    for (&i, q) in tested.iter().zip(adjusted) {
+        let c = &mut changes[i];
+        c.p_adjusted = q;
+        if q < ALPHA && (c.ratio - 1.0).abs() >= MIN_EFFECT {
+            let higher = a
+                .get(&c.id, &c.metric)
+                .is_some_and(|r| r.better == Better::Higher);
+            c.verdict = direction(c.b > c.a, higher);
+        }
     }
     let only_b = b
         .records
@@ -103,59 +231,232 @@ pub fn compare(a: &Summary, b: &Summary) -> (Vec<Change>, Vec<String>, Vec<Strin
     (changes, only_a, only_b)
 }
 
+/// Benjamini–Hochberg adjusted p-values (same order as `p`): `min over j >= rank of m/j * p_(j)`,
+/// capped at 1.
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&x, &y| p[x].total_cmp(&p[y]));
+    let mut out = vec![1.0; m];
+    let mut running = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running = running.min(p[i] * m as f64 / (rank + 1) as f64);
+        out[i] = running.min(1.0);
+    }
+    out
+}
+
+fn compare_target(ta: &TargetRecord, tb: &TargetRecord) -> TargetChange {
+    let change = match (ta.median, tb.median) {
+        (Some(x), Some(y)) if x != 0.0 => Some(y / x),
+        _ => None,
+    };
+    let ci = stats::bootstrap_ratio_ci(&ta.ratios, &tb.ratios, LEVEL);
+    let higher_is_better = ta.direction == "at_least";
+    let verdict = match (ta.kind.as_str(), change, ci) {
+        ("absolute", _, _) => {
+            // Allocations: any run that allocated where none did before is a regression.
+            let worst = |t: &TargetRecord| t.ratios.iter().copied().fold(0.0, f64::max);
+            if ta.ratios.is_empty() || tb.ratios.is_empty() {
+                Verdict::TooFewRuns
+            } else if worst(ta) == 0.0 && worst(tb) > 0.0 {
+                Verdict::Worse
+            } else if worst(ta) > 0.0 && worst(tb) == 0.0 {
+                Verdict::Better
+            } else {
+                Verdict::NoRealChange
+            }
+        }
+        (_, Some(c), Some((lo, hi))) => {
+            if (lo > 1.0 || hi < 1.0) && (c - 1.0).abs() >= MIN_EFFECT {
+                direction(c > 1.0, higher_is_better)
+            } else {
+                Verdict::NoRealChange
+            }
+        }
+        _ => Verdict::TooFewRuns,
+    };
+    TargetChange {
+        target: ta.target.clone(),
+        a_ratio: ta.median,
+        b_ratio: tb.median,
+        change,
+        ci95: ci,
+        verdict,
+        a_verdict: ta.verdict.clone(),
+        b_verdict: tb.verdict.clone(),
+        regression: verdict == Verdict::Worse && ta.kind != "bound",
+    }
+}
+
+/// Compares the targets present in both.
+pub fn compare_targets(a: &Summary, b: &Summary) -> Vec<TargetChange> {
+    a.targets
+        .iter()
+        .filter_map(|ta| {
+            let tb = b.targets.iter().find(|t| t.target == ta.target)?;
+            Some(compare_target(ta, tb))
+        })
+        .collect()
+}
+
+/// The `env.json` fields that differ (missing files count as empty).
+pub fn env_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<EnvDiff> {
+    const FIELDS: [&str; 14] = [
+        "git_commit",
+        "git_dirty",
+        "label",
+        "hostname",
+        "cpu_model",
+        "logical_cpus",
+        "affinity_cores",
+        "core_map",
+        "mode",
+        "runs",
+        "kernel",
+        "rustc",
+        "virt_vm",
+        "allocator",
+    ];
+    let show = |v: Option<&serde_json::Value>| match v {
+        None => "(absent)".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    FIELDS
+        .iter()
+        .filter_map(|f| {
+            let (x, y) = (a.get(*f), b.get(*f));
+            (x != y).then(|| EnvDiff {
+                field: (*f).to_string(),
+                a: show(x),
+                b: show(y),
+            })
+        })
+        .collect()
+}
+
+fn read_env(dir: &Path) -> serde_json::Value {
+    std::fs::read_to_string(dir.join("env.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// Builds the whole comparison.
+pub fn build(
+    a_name: &str,
+    b_name: &str,
+    a: &Summary,
+    b: &Summary,
+    env_a: &serde_json::Value,
+    env_b: &serde_json::Value,
+) -> Report {
+    let (records, only_a, only_b) = compare_records(a, b);
+    let targets = compare_targets(a, b);
+    let regressions = targets.iter().filter(|t| t.regression).count();
+    let real_record_changes = records
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Better | Verdict::Worse))
+        .count();
+    Report {
+        a: a_name.into(),
+        b: b_name.into(),
+        env_diff: env_diff(env_a, env_b),
+        targets,
+        records,
+        only_a,
+        only_b,
+        regressions,
+        real_record_changes,
+        exit_code: if regressions > 0 {
+            crate::runner::EXIT_REGRESSION
+        } else {
+            crate::runner::EXIT_OK
+        },
+    }
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
 /// The printed table.
-pub fn render(a_name: &str, b_name: &str, a: &Summary, b: &Summary) -> String {
-    let (changes, only_a, only_b) = compare(a, b);
-    let mut s = format!("A = {a_name}\nB = {b_name}\nratio = B/A of the medians; a change is real only when A and B each have 2+ runs and their min..max ranges (the spread of the runs) do not overlap\n\n");
+pub fn render(r: &Report) -> String {
+    let mut s = format!("A = {}\nB = {}\n\n", r.a, r.b);
+    if r.env_diff.is_empty() {
+        s += "Environment: same commit, machine, mode and cores.\n\n";
+    } else {
+        s += "Environment differences (figures from different machines or builds are not comparable):\n";
+        for d in &r.env_diff {
+            s += &format!("  {:<16} A: {}\n  {:<16} B: {}\n", d.field, d.a, "", d.b);
+        }
+        s += "\n";
+    }
+    s += &format!("Target ratios (median of per-round ratios; change = B/A, real when its bootstrap {:.0} % interval excludes 1 and it is at least {:.0} %):\n", LEVEL * 100.0, MIN_EFFECT * 100.0);
     s += &format!(
-        "{:<36} {:<28} {:>18} {:>18} {:>8}  {}\n",
-        "id", "metric", "A", "B", "B/A", "verdict"
+        "{:<72} {:>9} {:>9} {:>8} {:>17}  {}\n",
+        "target", "A", "B", "B/A", "interval", "verdict"
     );
-    let (mut better, mut worse, mut unknown) = (0, 0, 0);
-    for c in &changes {
-        let v = match c.verdict {
-            Verdict::Better => {
-                better += 1;
-                "REAL: better"
-            }
-            Verdict::Worse => {
-                worse += 1;
-                "REAL: worse"
-            }
-            Verdict::Noise => "within spread",
-            Verdict::SpreadUnknown => {
-                unknown += 1;
-                "spread unknown (1 run)"
-            }
-        };
+    for t in &r.targets {
         s += &format!(
-            "{:<36} {:<28} {:>18} {:>18} {:>7.3}x  {v}\n",
+            "{:<72} {:>9} {:>9} {:>8} {:>17}  {}{} [A {} / B {}]\n",
+            t.target,
+            opt(t.a_ratio),
+            opt(t.b_ratio),
+            opt(t.change),
+            t.ci95
+                .map_or("-".into(), |(lo, hi)| format!("{lo:.3}..{hi:.3}")),
+            t.verdict.label(),
+            if t.regression { " REGRESSION" } else { "" },
+            t.a_verdict,
+            t.b_verdict
+        );
+    }
+    s += &format!(
+        "\nAbsolute figures (ratio = B/A of the medians; real when the Mann-Whitney p, adjusted over all records (Benjamini-Hochberg), is below {ALPHA} and the change is at least {:.0} %):\n",
+        MIN_EFFECT * 100.0
+    );
+    s += &format!(
+        "{:<36} {:<28} {:>18} {:>18} {:>8} {:>8} {:>8}  {}\n",
+        "id", "metric", "A", "B", "B/A", "p", "p adj", "verdict"
+    );
+    for c in &r.records {
+        s += &format!(
+            "{:<36} {:<28} {:>18} {:>18} {:>7.3}x {:>8.4} {:>8.4}  {}\n",
             c.id,
             c.metric,
             fmt_value(c.a, &c.unit),
             fmt_value(c.b, &c.unit),
-            c.ratio
+            c.ratio,
+            c.p_value,
+            c.p_adjusted,
+            c.verdict.label()
         );
         if let Some((ca, cb)) = &c.checks {
             s += &format!("    checks: A {ca} / B {cb}\n");
         }
     }
-    for k in &only_a {
+    for k in &r.only_a {
         s += &format!("only in A: {k}\n");
     }
-    for k in &only_b {
+    for k in &r.only_b {
         s += &format!("only in B: {k}\n");
     }
     s += &format!(
-        "\n{} records compared: {better} really better, {worse} really worse, {} within the spread of the runs, {unknown} with a single run (no spread: not judged)\n",
-        changes.len(),
-        changes.len() - better - worse - unknown
+        "\n{} target(s) compared, {} regressed; {} records compared, {} real change(s). Exit code {}.\n",
+        r.targets.len(),
+        r.regressions,
+        r.records.len(),
+        r.real_record_changes,
+        r.exit_code
     );
     s
 }
 
-/// `harness compare A B`: prints the table; exit code 2 when a folder cannot be read.
-pub fn run(a: &Path, b: &Path) -> i32 {
+/// `harness compare A B [--json]`: prints the comparison; returns 0, 3 (a target regressed) or
+/// 2 (a folder cannot be read).
+pub fn run(a: &Path, b: &Path, json: bool) -> i32 {
     let (sa, sb) = match (read_summary(a), read_summary(b)) {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
@@ -163,27 +464,40 @@ pub fn run(a: &Path, b: &Path) -> i32 {
             return crate::runner::EXIT_USAGE;
         }
     };
-    print!(
-        "{}",
-        render(&a.display().to_string(), &b.display().to_string(), &sa, &sb)
+    let r = build(
+        &a.display().to_string(),
+        &b.display().to_string(),
+        &sa,
+        &sb,
+        &read_env(a),
+        &read_env(b),
     );
-    crate::runner::EXIT_OK
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("a comparison serialises")
+        );
+    } else {
+        print!("{}", render(&r));
+    }
+    r.exit_code
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::SCHEMA;
+    use crate::record::{SummaryRecord, SCHEMA};
 
-    fn r(id: &str, med: f64, min: f64, max: f64, better: Better) -> SummaryRecord {
+    fn r(id: &str, values: &[f64], better: Better) -> SummaryRecord {
         SummaryRecord {
             id: id.into(),
             metric: "m".into(),
             unit: "ns".into(),
-            median: med,
-            min,
-            max,
-            runs: 3,
+            median: stats::median(values),
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            runs: values.len(),
+            values: values.iter().map(|&v| Some(v)).collect(),
             percentiles: None,
             checks: "ok".into(),
             better,
@@ -192,66 +506,168 @@ mod tests {
         }
     }
 
-    fn s(records: Vec<SummaryRecord>) -> Summary {
+    fn t(target: &str, ratios: &[f64]) -> TargetRecord {
+        TargetRecord {
+            target: target.into(),
+            kind: "ratio".into(),
+            engine: "e".into(),
+            baselines: vec!["b".into()],
+            metric: "throughput".into(),
+            direction: "at_least".into(),
+            threshold: 1.0,
+            ratios: ratios.to_vec(),
+            fastest: Vec::new(),
+            median: Some(stats::median(ratios)),
+            ci95: stats::bootstrap_median_ci(ratios, 0.95),
+            verdict: "MET".into(),
+        }
+    }
+
+    fn s(records: Vec<SummaryRecord>, targets: Vec<TargetRecord>) -> Summary {
         Summary {
             schema: SCHEMA,
             records,
+            targets,
         }
     }
 
     #[test]
-    fn overlapping_ranges_are_noise_disjoint_ranges_are_real() {
-        let a = s(vec![
-            r("thr", 100.0, 90.0, 110.0, Better::Higher),
-            r("lat", 100.0, 95.0, 105.0, Better::Lower),
-            r("gone", 1.0, 1.0, 1.0, Better::Lower),
-        ]);
-        let b = s(vec![
-            r("thr", 108.0, 105.0, 130.0, Better::Higher),
-            r("lat", 150.0, 140.0, 160.0, Better::Lower),
-            r("new", 1.0, 1.0, 1.0, Better::Lower),
-        ]);
-        let (c, only_a, only_b) = compare(&a, &b);
-        assert_eq!(c[0].verdict, Verdict::Noise);
-        assert!((c[0].ratio - 1.08).abs() < 1e-9);
-        assert_eq!(c[1].verdict, Verdict::Worse);
-        assert!((c[1].ratio - 1.5).abs() < 1e-9);
+    fn absolute_changes_need_a_significant_test_and_a_real_effect() {
+        let a = s(
+            vec![
+                r("thr", &[100.0, 90.0, 110.0, 95.0, 105.0], Better::Higher),
+                r(
+                    "lat",
+                    &[100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1],
+                    Better::Lower,
+                ),
+                r(
+                    "tiny",
+                    &[100.0, 100.1, 100.2, 100.3, 100.4, 100.05, 100.15, 100.25],
+                    Better::Higher,
+                ),
+                r("gone", &[1.0, 1.0], Better::Lower),
+            ],
+            Vec::new(),
+        );
+        let b = s(
+            vec![
+                // Overlapping runs: a 1.29x median ratio is not shown to be real.
+                r("thr", &[129.0, 92.0, 140.0, 96.0, 131.0], Better::Higher),
+                // Separated and 50 % worse (8 runs a side: exact p = 2/12870).
+                r(
+                    "lat",
+                    &[150.0, 151.0, 149.0, 152.0, 148.0, 150.5, 149.5, 151.5],
+                    Better::Lower,
+                ),
+                // Separated but 1 %: significant, not real in practice.
+                r(
+                    "tiny",
+                    &[101.0, 101.1, 101.2, 101.3, 101.4, 101.05, 101.15, 101.25],
+                    Better::Higher,
+                ),
+                r("new", &[1.0, 1.0], Better::Lower),
+            ],
+            Vec::new(),
+        );
+        let (c, only_a, only_b) = compare_records(&a, &b);
+        assert_eq!(c[0].verdict, Verdict::NoRealChange, "{:?}", c[0]);
+        assert_eq!(c[1].verdict, Verdict::Worse, "{:?}", c[1]);
+        assert!(c[1].p_adjusted < ALPHA);
+        assert_eq!(c[2].verdict, Verdict::NoRealChange, "{:?}", c[2]);
+        assert!(c[2].p_adjusted < ALPHA);
         assert_eq!(only_a, vec!["gone m"]);
         assert_eq!(only_b, vec!["new m"]);
+        // One run has no spread: never judged.
+        let one = s(vec![r("thr", &[100.0], Better::Higher)], Vec::new());
+        let other = s(vec![r("thr", &[300.0], Better::Higher)], Vec::new());
+        let (c, _, _) = compare_records(&one, &other);
+        assert_eq!(c[0].verdict, Verdict::TooFewRuns);
     }
 
     #[test]
-    fn a_single_run_has_no_spread_and_is_never_called_real() {
-        let mut one = r("thr", 100.0, 100.0, 100.0, Better::Higher);
-        one.runs = 1;
-        let mut other = r("thr", 300.0, 300.0, 300.0, Better::Higher);
-        other.runs = 1;
-        let (c, _, _) = compare(&s(vec![one.clone()]), &s(vec![other.clone()]));
-        assert_eq!(c[0].verdict, Verdict::SpreadUnknown);
-        assert!((c[0].ratio - 3.0).abs() < 1e-9);
-        // One side with runs is not enough either.
-        let many = r("thr", 300.0, 290.0, 310.0, Better::Higher);
-        let (c, _, _) = compare(&s(vec![one]), &s(vec![many]));
-        assert_eq!(c[0].verdict, Verdict::SpreadUnknown);
-        let text = render("a", "b", &s(vec![other.clone()]), &s(vec![other]));
-        assert!(text.contains("0 really better, 0 really worse"), "{text}");
-        assert!(text.contains("1 with a single run"), "{text}");
+    fn many_records_at_the_floor_of_a_five_run_test_are_not_called_real() {
+        // 5 runs a side, 40 records, 5 of them fully separated by 2x: each has p = 2/252, but
+        // over 40 tests that is what chance alone produces now and then; the adjustment keeps
+        // them from being called real.
+        let mut ra = Vec::new();
+        let mut rb = Vec::new();
+        for i in 0..40 {
+            let id = format!("r{i}");
+            ra.push(r(&id, &[10.0, 11.0, 12.0, 13.0, 14.0], Better::Higher));
+            if i < 5 {
+                rb.push(r(&id, &[20.0, 21.0, 22.0, 23.0, 24.0], Better::Higher));
+            } else {
+                rb.push(r(&id, &[10.5, 11.5, 12.5, 13.5, 14.5], Better::Higher));
+            }
+        }
+        let (c, _, _) = compare_records(&s(ra, Vec::new()), &s(rb, Vec::new()));
+        assert!((c[0].p_value - 2.0 / 252.0).abs() < 1e-12);
+        assert!(c[0].p_adjusted > ALPHA, "{:?}", c[0]);
+        assert!(c.iter().all(|x| x.verdict == Verdict::NoRealChange));
+        let adj = benjamini_hochberg(&[0.01, 0.04, 0.03, 0.2]);
+        let want = [0.04, 0.16 / 3.0, 0.16 / 3.0, 0.2];
+        for (g, w) in adj.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{adj:?}");
+        }
     }
 
     #[test]
-    fn faster_throughput_and_lower_latency_are_better() {
-        let a = s(vec![
-            r("thr", 100.0, 99.0, 101.0, Better::Higher),
-            r("lat", 100.0, 99.0, 101.0, Better::Lower),
-        ]);
-        let b = s(vec![
-            r("thr", 200.0, 199.0, 201.0, Better::Higher),
-            r("lat", 50.0, 49.0, 51.0, Better::Lower),
-        ]);
-        let (c, _, _) = compare(&a, &b);
-        assert!(c.iter().all(|x| x.verdict == Verdict::Better));
-        let text = render("a", "b", &a, &b);
-        assert!(text.contains("2.000x"));
-        assert!(text.contains("2 really better"));
+    fn a_target_regression_sets_the_exit_code_and_noise_does_not() {
+        let base = [1.30, 1.32, 1.28, 1.31, 1.29];
+        let a = s(Vec::new(), vec![t("stream/1to1", &base)]);
+        let same = s(
+            Vec::new(),
+            vec![t("stream/1to1", &[1.31, 1.27, 1.30, 1.33, 1.29])],
+        );
+        let worse = s(
+            Vec::new(),
+            vec![t("stream/1to1", &[0.90, 0.92, 0.88, 0.91, 0.89])],
+        );
+        let better = s(
+            Vec::new(),
+            vec![t("stream/1to1", &[1.90, 1.92, 1.88, 1.91, 1.89])],
+        );
+        let null = serde_json::Value::Null;
+        let r = build("a", "b", &a, &same, &null, &null);
+        assert_eq!(r.regressions, 0);
+        assert_eq!(r.exit_code, 0);
+        assert_eq!(r.targets[0].verdict, Verdict::NoRealChange);
+        let r = build("a", "b", &a, &worse, &null, &null);
+        assert_eq!(r.targets[0].verdict, Verdict::Worse);
+        assert_eq!(r.regressions, 1);
+        assert_eq!(r.exit_code, crate::runner::EXIT_REGRESSION);
+        assert!(render(&r).contains("REGRESSION"));
+        let r = build("a", "b", &a, &better, &null, &null);
+        assert_eq!(r.targets[0].verdict, Verdict::Better);
+        assert_eq!(r.exit_code, 0);
+        // A latency target (at most): a higher ratio is the regression.
+        let mut la = t("pingpong", &base);
+        la.direction = "at_most".into();
+        let mut lb = t("pingpong", &[1.90, 1.92, 1.88, 1.91, 1.89]);
+        lb.direction = "at_most".into();
+        let r = build(
+            "a",
+            "b",
+            &s(Vec::new(), vec![la]),
+            &s(Vec::new(), vec![lb]),
+            &null,
+            &null,
+        );
+        assert!(r.targets[0].regression);
+    }
+
+    #[test]
+    fn environment_differences_are_listed() {
+        let a = serde_json::json!({"git_commit": "abc", "mode": "quick", "cpu_model": "X", "logical_cpus": 2});
+        let b = serde_json::json!({"git_commit": "def", "mode": "quick", "cpu_model": "Y", "logical_cpus": 2});
+        let d = env_diff(&a, &b);
+        let fields: Vec<&str> = d.iter().map(|x| x.field.as_str()).collect();
+        assert!(
+            fields.contains(&"git_commit") && fields.contains(&"cpu_model"),
+            "{fields:?}"
+        );
+        assert!(!fields.contains(&"mode") && !fields.contains(&"logical_cpus"));
+        assert!(env_diff(&a, &a).is_empty());
     }
 }

@@ -1,4 +1,5 @@
-//! The correlator's benchmark lab (see `BENCHMARKS.md` at the workspace's shared specs).
+//! The correlator's benchmark lab (`harness/BENCHMARKS.md` is its user-facing document: peers,
+//! fairness, targets, result format).
 //!
 //! # Design
 //! The binary is a *parent* that never measures and *children* that do. `harness run` resolves a
@@ -8,13 +9,17 @@
 //! scenario from the catalogue ([`scenario`]): a warm-up window that is discarded, a timed
 //! window, and the scenario's own checks (counts, per-sender FIFO order, checksums), then prints
 //! one JSON [`record::RunRecord`]. The parent aggregates runs ([`stats`]: median/min/max over
-//! runs, HdrHistograms merged over threads and runs), writes the result folder ([`output`]:
-//! `env.json`, `summary.json`, `summary.csv`, `.hgrm`, [`plots`], [`report`]) and exits non-zero
-//! when any check failed. [`compare`] diffs two folders and calls a change real only when it
-//! exceeds the spread of the runs.
+//! runs, HdrHistograms merged over threads and runs), evaluates the targets on paired per-round
+//! ratios with bootstrap intervals ([`targets`]), repeats the undecided ones within a time
+//! budget, writes the result folder ([`output`]: `env.json`, `summary.json`, `summary.csv`,
+//! `.hgrm`, [`plots`], [`report`]) and exits non-zero when any check failed (a target that is
+//! NOT MET is reported, not an error). [`compare`] diffs two folders, absolute figures with a
+//! Mann–Whitney test and target ratios with a bootstrap interval, and exits non-zero when a
+//! target regressed.
 //!
-//! Engine scenarios and their baselines (crossbeam-channel, std mpsc, crossbeam-queue's
-//! `ArrayQueue`, a bare cache-line ping-pong) run in the same `harness run`, on the same thread
+//! Engine scenarios and their peers (crossbeam-channel, std mpsc, kanal, flume, tokio mpsc,
+//! the disruptor crate, rtrb, crossbeam-queue's `ArrayQueue`, a bare cache-line ping-pong,
+//! see [`scenario::peers`]) run in the same `harness run`, on the same thread
 //! slots and cores, with the same event type and capacities; every headline in `report.md` is a
 //! ratio between them.
 //!
@@ -36,3 +41,4 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod stats;
+pub mod targets;

@@ -11,7 +11,7 @@ fn main() {
     let code = match &cli.command {
         Command::List { filter } => harness::runner::list(filter.as_deref()),
         Command::Run(a) => harness::runner::run(a),
-        Command::Compare { a, b } => harness::compare::run(a, b),
+        Command::Compare { a, b, json } => harness::compare::run(a, b, *json),
         Command::Env { pin } => harness::runner::env_cmd(pin),
         Command::RunOne(a) => harness::runner::run_one(a),
     };

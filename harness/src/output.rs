@@ -33,6 +33,26 @@ pub fn fmt_value(v: f64, unit: &str) -> String {
         return format!("- {unit}");
     }
     let a = v.abs();
+    if unit == "ns" {
+        // Latencies in the unit a reader takes in at a glance.
+        let (x, u) = if a >= 1e9 {
+            (v / 1e9, "s")
+        } else if a >= 1e6 {
+            (v / 1e6, "ms")
+        } else if a >= 1e3 {
+            (v / 1e3, "µs")
+        } else {
+            (v, "ns")
+        };
+        let digits = if x.abs() >= 100.0 || x == x.trunc() {
+            0
+        } else if x.abs() >= 10.0 {
+            1
+        } else {
+            2
+        };
+        return format!("{x:.digits$} {u}");
+    }
     let (x, p) = if unit.ends_with("/s") {
         if a >= 1e9 {
             (v / 1e9, "G ")
@@ -208,6 +228,9 @@ mod tests {
     fn values_scale() {
         assert_eq!(fmt_value(12_345_678.0, "events/s"), "12.3 M events/s");
         assert_eq!(fmt_value(84.0, "ns"), "84 ns");
+        assert_eq!(fmt_value(12_500.0, "ns"), "12.5 µs");
+        assert_eq!(fmt_value(3_210_000.0, "ns"), "3.21 ms");
+        assert_eq!(fmt_value(2e9, "ns"), "2 s");
         assert_eq!(fmt_value(0.5, "allocs/event"), "0.50 allocs/event");
     }
 
@@ -223,6 +246,7 @@ mod tests {
                 min: 1.0,
                 max: 2.0,
                 runs: 3,
+                values: vec![Some(1.0), Some(2.0), None],
                 percentiles: Some(Percentiles {
                     p50: 1.0,
                     p90: 2.0,
@@ -235,6 +259,7 @@ mod tests {
                 placement: String::new(),
                 hgrm: None,
             }],
+            targets: Vec::new(),
         };
         let text = csv(&s);
         let lines: Vec<&str> = text.lines().collect();

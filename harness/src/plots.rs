@@ -1,13 +1,17 @@
 //! SVG plots (plotters, SVG backend) linked from `report.md`.
 //!
 //! - latency percentile curves on HdrHistogram's log `1/(1-p)` axis (x = `log10(1/(1-p))`, so
-//!   1 = 90 %, 2 = 99 %, 3 = 99.9 %), latency on a log axis: one plot for the ping-pong family
-//!   with its calibration floor, one for the open-loop runs, one for every other latency;
-//! - throughput vs senders (`stream/{N}to1/*`);
+//!   1 = 90 %, 2 = 99 %, 3 = 99.9 %), latency on a log axis labelled in ns, µs or ms: one plot
+//!   per meaning (ping-pong with its calibration floor, open-loop, bursts, pipeline end-to-end,
+//!   wake-up, fan-out skew, send stalls under backpressure);
+//! - throughput vs senders (`stream/{N}to1/*`, engine and every peer) with min..max bars over
+//!   runs;
 //! - latency vs offered load (`openloop/rate`, corrected and uncorrected p50/p99);
 //! - throughput vs pipeline length (`pipeline/{K}`).
 //!
-//! A plot whose records are missing (filtered out) is not drawn.
+//! A plot whose records are missing (filtered out) is not drawn. Lines use a fixed palette of
+//! dark, distinct colours (no pale yellow or light grey on white), and the legend is drawn in a
+//! column of its own to the right of the plotting area, so it never covers data.
 
 use crate::record::{RunRecord, Summary};
 use crate::stats;
@@ -25,6 +29,59 @@ pub struct Series {
     pub name: String,
     /// Points.
     pub points: Vec<(f64, f64)>,
+    /// Interval bars `(x, low, high)` (min..max over runs), drawn when present.
+    pub bars: Vec<(f64, f64, f64)>,
+}
+
+/// Line colours: dark and distinct on white (Okabe–Ito without its yellow, then darker tones).
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(0, 0, 0),
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(230, 159, 0),
+    RGBColor(120, 60, 20),
+    RGBColor(90, 90, 200),
+    RGBColor(150, 0, 40),
+];
+
+/// The colour of series `i`.
+pub fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// A latency (ns) axis label in a readable unit.
+fn ns_label(y: &f64) -> String {
+    crate::output::fmt_value(*y, "ns")
+}
+
+/// Width of the legend column, pixels.
+const LEGEND_W: u32 = 380;
+
+/// Draws the legend of `series` into its own area (never over the data).
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &[Series],
+) -> io::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let step = (480 / series.len().max(1) as i32).clamp(12, 22);
+    for (i, s) in series.iter().enumerate() {
+        let y = 60 + step * i as i32;
+        let c = colour(i);
+        area.draw(&PathElement::new(vec![(8, y), (36, y)], c.stroke_width(3)))
+            .map_err(err)?;
+        let mut name = s.name.clone();
+        if name.chars().count() > 50 {
+            name = name.chars().take(49).collect::<String>() + "…";
+        }
+        area.draw(&Text::new(name, (42, y - 7), ("sans-serif", 13)))
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// The percentile curve of a histogram: `(log10(1/(1-q)), value)` points.
@@ -74,9 +131,10 @@ pub fn draw_percentiles(path: &Path, title: &str, series: &[Series]) -> io::Resu
     let Some((_, x1, y0, y1)) = bounds(series) else {
         return Ok(false);
     };
-    let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
+    let root = SVGBackend::new(path, (960 + LEGEND_W, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot, legend) = root.split_horizontally(960);
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 20))
         .margin(16)
         .x_label_area_size(44)
@@ -89,32 +147,21 @@ pub fn draw_percentiles(path: &Path, title: &str, series: &[Series]) -> io::Resu
     chart
         .configure_mesh()
         .x_desc("percentile (log 1/(1-p) axis)")
-        .y_desc("latency, ns (log)")
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_desc("latency (log axis)")
+        .y_label_formatter(&ns_label)
         .x_labels(8)
         .x_label_formatter(&pct_label)
         .draw()
         .map_err(err)?;
     for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().copied(),
-                color.stroke_width(2),
+                colour(i).stroke_width(2),
             ))
-            .map_err(err)?
-            .label(s.name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
+    draw_legend(&legend, series)?;
     root.present().map_err(err)?;
     Ok(true)
 }
@@ -128,13 +175,20 @@ pub fn draw_xy(
     series: &[Series],
     log_y: bool,
 ) -> io::Result<bool> {
+    // A log y axis here carries latencies (ns): label it in readable units.
+    let latency_axis = log_y;
     let Some((x0, x1, y0, y1)) = bounds(series) else {
         return Ok(false);
     };
-    let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
+    let y1 = series
+        .iter()
+        .flat_map(|s| s.bars.iter().map(|b| b.2))
+        .fold(y1, f64::max);
+    let root = SVGBackend::new(path, (960 + LEGEND_W, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
+    let (plot, legend) = root.split_horizontally(960);
     let pad = ((x1 - x0) * 0.05).max(0.5);
-    let mut builder = ChartBuilder::on(&root);
+    let mut builder = ChartBuilder::on(&plot);
     builder
         .caption(title, ("sans-serif", 20))
         .margin(16)
@@ -156,7 +210,9 @@ pub fn draw_xy(
                     }
                 })
                 .y_label_formatter(&|y| {
-                    if *y >= 10.0 {
+                    if latency_axis {
+                        ns_label(y)
+                    } else if *y >= 10.0 {
                         format!("{y:.0}")
                     } else {
                         format!("{y:.1}")
@@ -165,28 +221,26 @@ pub fn draw_xy(
                 .draw()
                 .map_err(err)?;
             for (i, s) in series.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = colour(i);
                 chart
                     .draw_series(LineSeries::new(
                         s.points.iter().copied(),
                         color.stroke_width(2),
                     ))
-                    .map_err(err)?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
+                    .map_err(err)?;
                 chart
                     .draw_series(s.points.iter().map(|&p| Circle::new(p, 4, color.filled())))
                     .map_err(err)?;
+                // Interval bars (min..max over runs), slightly offset per series so that
+                // series at the same x stay apart.
+                let dx = (i as f64 - series.len() as f64 / 2.0) * 0.03;
+                chart
+                    .draw_series(s.bars.iter().map(|&(x, lo, hi)| {
+                        PathElement::new(vec![(x + dx, lo), (x + dx, hi)], color.stroke_width(1))
+                    }))
+                    .map_err(err)?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            draw_legend(&legend, series)?;
         }};
     }
     if log_y {
@@ -236,11 +290,26 @@ pub fn write_all(
         Some(Series {
             name: format!("{id} {metric}"),
             points: percentile_curve(&h),
+            bars: Vec::new(),
         })
     };
-    // 1. Latency percentile curves, three groups.
+    // 1. Latency percentile curves, one plot per meaning.
     type Pick = fn(&str) -> bool;
-    let groups: [(&str, &str, Pick); 3] = [
+    fn other(id: &str) -> bool {
+        ![
+            "pingpong/",
+            "calibration/",
+            "openloop/",
+            "burst/",
+            "pipeline/",
+            "idle/",
+            "fanout/",
+            "backpressure/",
+        ]
+        .iter()
+        .any(|p| id.starts_with(p))
+    }
+    let groups: [(&str, &str, Pick); 10] = [
         (
             "latency-pingpong.svg",
             "One-way latency: ping-pong vs the cache-line floor",
@@ -252,14 +321,41 @@ pub fn write_all(
             |id| id == "openloop/rate",
         ),
         (
-            "latency-other.svg",
-            "Other latencies (pipeline end-to-end, wake-up, fan-out skew, send stalls)",
-            |id| {
-                !(id.starts_with("pingpong/")
-                    || id == "calibration/cacheline-pingpong"
-                    || id == "openloop/rate")
-            },
+            "latency-bursts-1.svg",
+            "Latency per event, bursts of 1 (disruptor crate's shape)",
+            |id| id.starts_with("burst/1/"),
         ),
+        (
+            "latency-bursts-10.svg",
+            "Latency per event, bursts of 10 (disruptor crate's shape)",
+            |id| id.starts_with("burst/10/"),
+        ),
+        (
+            "latency-bursts-100.svg",
+            "Latency per event, bursts of 100 (disruptor crate's shape)",
+            |id| id.starts_with("burst/100/"),
+        ),
+        (
+            "latency-pipeline.svg",
+            "Pipeline end-to-end latency (K contexts in a chain)",
+            |id| id.starts_with("pipeline/"),
+        ),
+        (
+            "latency-wakeup.svg",
+            "Wake-up latency after an idle gap, per wait strategy",
+            |id| id.starts_with("idle/"),
+        ),
+        (
+            "latency-fanout.svg",
+            "Fan-out: first-to-last delivery skew",
+            |id| id.starts_with("fanout/"),
+        ),
+        (
+            "latency-backpressure.svg",
+            "Send latency under backpressure (senders faster than the receiver)",
+            |id| id.starts_with("backpressure/"),
+        ),
+        ("latency-other.svg", "Other latencies", other),
     ];
     for (file, title, pick) in groups {
         let series: Vec<Series> = lat_rows
@@ -271,24 +367,43 @@ pub fn write_all(
         let ok = draw_percentiles(&dir.join(file), title, &series)?;
         emit(file, title, ok);
     }
-    // 2. Throughput vs senders.
+    // 2. Throughput vs senders, every stream scenario, min..max bars over runs.
+    let mut names: Vec<String> = vec!["engine".into()];
+    for r in &s.records {
+        if let Some(who) =
+            r.id.strip_prefix("stream/")
+                .and_then(|x| x.split_once("to1/"))
+        {
+            if !names.iter().any(|n| n == who.1) {
+                names.push(who.1.to_string());
+            }
+        }
+    }
     let mut series = Vec::new();
-    for name in ["engine", "crossbeam-channel", "std-mpsc", "arrayqueue"] {
-        let mut pts: Vec<(f64, f64)> = s
+    for name in names {
+        let mut rows: Vec<(f64, f64, f64, f64)> = s
             .records
             .iter()
             .filter(|r| r.metric == "throughput" && r.checks == "ok")
             .filter_map(|r| {
                 let rest = r.id.strip_prefix("stream/")?;
                 let (n, who) = rest.split_once("to1/")?;
-                (who == name).then(|| Some((n.parse::<f64>().ok()?, r.median / 1e6)))?
+                (who == name).then(|| {
+                    Some((
+                        n.parse::<f64>().ok()?,
+                        r.median / 1e6,
+                        r.min / 1e6,
+                        r.max / 1e6,
+                    ))
+                })?
             })
             .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        if !pts.is_empty() {
+        rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !rows.is_empty() {
             series.push(Series {
                 name: name.to_string(),
-                points: pts,
+                points: rows.iter().map(|r| (r.0, r.1)).collect(),
+                bars: rows.iter().map(|r| (r.0, r.2, r.3)).collect(),
             });
         }
     }
@@ -326,6 +441,7 @@ pub fn write_all(
                 series.push(Series {
                     name: format!("{view} {pname}"),
                     points: pts,
+                    bars: Vec::new(),
                 });
             }
         }
@@ -334,13 +450,13 @@ pub fn write_all(
         &dir.join("latency-vs-load.svg"),
         "Open-loop latency vs offered load",
         "offered load, % of measured maximum",
-        "latency, ns (log)",
+        "latency (log axis)",
         &series,
         true,
     )?;
     emit("latency-vs-load.svg", "Latency vs offered load", ok);
     // 4. Throughput vs pipeline length.
-    let mut pts: Vec<(f64, f64)> = s
+    let mut rows: Vec<(f64, f64, f64, f64)> = s
         .records
         .iter()
         .filter(|r| r.metric == "throughput" && r.checks == "ok")
@@ -348,16 +464,19 @@ pub fn write_all(
             Some((
                 r.id.strip_prefix("pipeline/")?.parse().ok()?,
                 r.median / 1e6,
+                r.min / 1e6,
+                r.max / 1e6,
             ))
         })
         .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let series = if pts.is_empty() {
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let series = if rows.is_empty() {
         Vec::new()
     } else {
         vec![Series {
             name: "pipeline/K engine".into(),
-            points: pts,
+            points: rows.iter().map(|r| (r.0, r.1)).collect(),
+            bars: rows.iter().map(|r| (r.0, r.2, r.3)).collect(),
         }]
     };
     let ok = draw_xy(
@@ -405,7 +524,8 @@ mod tests {
             "t",
             &[Series {
                 name: "x".into(),
-                points: c
+                points: c,
+                bars: Vec::new(),
             }]
         )
         .unwrap());

@@ -10,8 +10,9 @@ use crate::pin::Placement;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// `summary.json`'s schema version.
-pub const SCHEMA: u32 = 1;
+/// `summary.json`'s schema version. 2 added each record's per-run `values` and the paired
+/// `targets` (see `harness/BENCHMARKS.md`, "summary.json").
+pub const SCHEMA: u32 = 2;
 
 /// Which direction of a metric is an improvement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +112,10 @@ pub struct SummaryRecord {
     pub max: f64,
     /// Number of runs aggregated.
     pub runs: usize,
+    /// The per-run figures in round order (`null` for a run that failed or lacks the metric):
+    /// index r of two records was measured in the same round, back to back.
+    #[serde(default)]
+    pub values: Vec<Option<f64>>,
     /// Latency records only: percentiles of the histogram merged over runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentiles: Option<Percentiles>,
@@ -133,6 +138,41 @@ pub struct Summary {
     pub schema: u32,
     /// One row per `(id, metric)`.
     pub records: Vec<SummaryRecord>,
+    /// Every target, evaluated on paired per-round ratios.
+    #[serde(default)]
+    pub targets: Vec<TargetRecord>,
+}
+
+/// One target of `harness/BENCHMARKS.md`, evaluated on the rounds of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetRecord {
+    /// The target as the benchmark document states it.
+    pub target: String,
+    /// `ratio` (engine / baseline per round), `absolute` (a value, e.g. allocations per event)
+    /// or `bound` (reported only: the one-producer bound, no verdict).
+    pub kind: String,
+    /// The engine record.
+    pub engine: String,
+    /// The baseline record(s); for "the fastest peer" every candidate.
+    pub baselines: Vec<String>,
+    /// Metric compared.
+    pub metric: String,
+    /// `at_least` or `at_most`.
+    pub direction: String,
+    /// The threshold the ratio (or value) must meet.
+    pub threshold: f64,
+    /// The per-round ratios (or values), in round order, rounds where a side failed left out.
+    pub ratios: Vec<f64>,
+    /// For "the fastest peer": the peer that was fastest in each round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fastest: Vec<String>,
+    /// Median of `ratios`.
+    pub median: Option<f64>,
+    /// Bootstrap 95 % interval of that median.
+    pub ci95: Option<(f64, f64)>,
+    /// `MET`, `NOT MET`, `UNDECIDED` (the interval straddles the threshold, or one round only),
+    /// `NOT MEASURED (why)` or `REPORTED` (bounds).
+    pub verdict: String,
 }
 
 impl Summary {

@@ -8,14 +8,18 @@
 //! scenario once (warm-up included and discarded), prints one [`RunRecord`] as a JSON line on
 //! stdout and exits `0` (checks ok), `1` (a check failed) or `2` (bad arguments). A child that
 //! crashes, prints no record or runs past the mode's timeout becomes a failed record, so a broken
-//! scenario can never disappear from the results. The parent waits on a child from a blocking
+//! scenario can never disappear from the results. After the rounds, targets whose interval
+//! straddles their threshold (UNDECIDED, see [`crate::targets`]) get extra rounds of their
+//! records, within [`Mode::repeat_budget`]. `harness run` exits 0 when every check passed,
+//! whatever the target verdicts (a target the engine misses is a finding, reported in
+//! `report.md`, not a failure of the run), 1 when a check failed. The parent waits on a child from a blocking
 //! waiter thread (no polling), draws the progress bar between runs, and writes the result folder.
 
 use crate::cli::{RunArgs, RunOneArgs};
 use crate::pin::{self, CoreMap, PinPlan};
 use crate::record::{RunRecord, Summary, SummaryRecord, SCHEMA};
 use crate::scenario::{self, Mode, RunCtx};
-use crate::{env, output, stats};
+use crate::{env, output, stats, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,6 +32,10 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_CHECK_FAILED: i32 = 1;
 /// Exit code for bad arguments or an unusable environment.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code of `harness compare` when a target regressed really (see [`crate::compare`]).
+pub const EXIT_REGRESSION: i32 = 3;
+/// Most extra rounds `harness run` adds for undecided targets.
+pub const MAX_EXTRA_ROUNDS: usize = 6;
 
 /// `harness run-one`: runs a scenario once in this process and prints its record.
 pub fn run_one(a: &RunOneArgs) -> i32 {
@@ -331,6 +339,73 @@ pub fn run(a: &RunArgs) -> i32 {
             );
         }
     }
+    // Undecided targets: repeat the rounds of their records (engine and peers, back to back,
+    // so the new rounds pair like the first ones) until every target is decided, the mode's
+    // time budget would be exceeded, or MAX_EXTRA_ROUNDS were added.
+    let budget = mode.repeat_budget();
+    let repeat_started = Instant::now();
+    let mut extra = 0;
+    while !budget.is_zero() && extra < MAX_EXTRA_ROUNDS {
+        let so_far = Summary {
+            schema: SCHEMA,
+            records: scenarios
+                .iter()
+                .zip(&recs_of)
+                .flat_map(|(_, recs)| stats::aggregate(recs))
+                .collect(),
+            targets: Vec::new(),
+        };
+        let ids = targets::undecided_ids(&targets::evaluate_all(&so_far));
+        let todo: Vec<usize> = scenarios
+            .iter()
+            .enumerate()
+            .filter(|(_, sc)| ids.contains(&sc.id))
+            .map(|(i, _)| i)
+            .collect();
+        if todo.is_empty() {
+            break;
+        }
+        // The cost of a round of them, from their runs so far (plus process start-up).
+        let estimate: f64 = todo
+            .iter()
+            .map(|&i| {
+                let recs = &recs_of[i];
+                recs.iter().map(|r| r.wall_ms).sum::<f64>() / recs.len().max(1) as f64 + 50.0
+            })
+            .sum::<f64>()
+            / 1e3;
+        if repeat_started.elapsed().as_secs_f64() + estimate > budget.as_secs_f64() {
+            let m = format!(
+                "harness: {} scenario(s) of undecided targets not repeated: another round (~{estimate:.0} s) would exceed the {} s budget",
+                todo.len(),
+                budget.as_secs()
+            );
+            if pb.is_hidden() {
+                eprintln!("{m}");
+            } else {
+                pb.println(m);
+            }
+            break;
+        }
+        extra += 1;
+        pb.inc_length(todo.len() as u64);
+        for &i in &todo {
+            pb.set_message(format!(
+                "undecided, extra round {extra}: {}",
+                scenarios[i].id
+            ));
+            let run_index = recs_of[i].len();
+            recs_of[i].push(spawn_child(&exe, &scenarios[i].id, mode, &map, run_index));
+            pb.inc(1);
+        }
+        if pb.is_hidden() {
+            eprintln!(
+                "harness: extra round {extra} for undecided targets ({} scenarios) done ({:.1} s)",
+                todo.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
     for (sc, recs) in scenarios.iter().zip(recs_of) {
         if sc.threads > map.distinct() {
             scenario_warnings.push(format!(
@@ -379,10 +454,23 @@ pub fn run(a: &RunArgs) -> i32 {
         all_runs.push((sc.id.clone(), recs));
     }
     pb.finish_and_clear();
-    let summary = Summary {
+    let mut summary = Summary {
         schema: SCHEMA,
         records: rows,
+        targets: Vec::new(),
     };
+    summary.targets = targets::evaluate_all(&summary);
+    for t in &summary.targets {
+        eprintln!(
+            "target: {:<10} {} (median {}, 95 % interval {}, {} round(s))",
+            t.verdict,
+            t.target,
+            t.median.map_or("-".into(), |m| format!("{m:.3}")),
+            t.ci95
+                .map_or("-".into(), |(lo, hi)| format!("{lo:.3} .. {hi:.3}")),
+            t.ratios.len()
+        );
+    }
     let result = RunResult {
         env,
         summary,
@@ -426,6 +514,7 @@ fn failed_row(id: &str, recs: &[RunRecord]) -> SummaryRecord {
         min: 0.0,
         max: 0.0,
         runs: recs.len(),
+        values: Vec::new(),
         percentiles: None,
         checks: recs.iter().find(|r| !r.ok()).map_or_else(
             || "failed: no metric was recorded".into(),

@@ -159,6 +159,19 @@ pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
             .filter_map(|r| r.metrics.iter().find(|m| m.metric == name))
             .collect();
         let values: Vec<f64> = ms.iter().map(|m| m.value).collect();
+        // Per-run figures in run (round) order; a run without this metric, or whose check
+        // failed, is `None`, so that index r is round r for every record.
+        let per_run: Vec<Option<f64>> = runs
+            .iter()
+            .map(|r| {
+                r.metrics
+                    .iter()
+                    .find(|m| m.metric == name)
+                    .filter(|_| r.ok())
+                    .map(|m| m.value)
+                    .filter(|v| v.is_finite())
+            })
+            .collect();
         let hists: Vec<Histogram<u64>> = ms
             .iter()
             .filter_map(|m| m.hist.as_deref().map(decode))
@@ -172,6 +185,7 @@ pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
             min: values.iter().copied().fold(f64::INFINITY, f64::min),
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             runs: values.len(),
+            values: per_run,
             percentiles,
             checks: checks.clone(),
             better: ms[0].better,
@@ -190,6 +204,205 @@ pub fn merged_hist(runs: &[RunRecord], metric: &str) -> Option<Histogram<u64>> {
         .filter_map(|m| m.hist.as_deref().map(decode))
         .collect();
     (!hists.is_empty()).then(|| merge(&hists))
+}
+
+/// Seed of every bootstrap: results are reproducible from the figures alone.
+pub const BOOTSTRAP_SEED: u64 = 0x5eed_1ab5_7a75_0001;
+/// Resamples per bootstrap interval.
+pub const BOOTSTRAP_REPS: usize = 4000;
+
+/// A small deterministic generator (xorshift64*) for the bootstrap.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (0 is replaced by a fixed non-zero seed).
+    pub fn new(seed: u64) -> Self {
+        Rng(if seed == 0 { BOOTSTRAP_SEED } else { seed })
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A uniform index below `n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() >> 11) % n as u64) as usize
+    }
+}
+
+/// The `q` quantile (0..=1) of sorted `s` by linear interpolation.
+fn quantile_sorted(s: &[f64], q: f64) -> f64 {
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (s.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+}
+
+/// Percentile-bootstrap interval (`level`, e.g. 0.95) of the median of `v`: `v` resampled with
+/// replacement [`BOOTSTRAP_REPS`] times. `None` with fewer than 2 values (no spread to
+/// resample: one round cannot decide anything).
+pub fn bootstrap_median_ci(v: &[f64], level: f64) -> Option<(f64, f64)> {
+    let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 {
+        return None;
+    }
+    let mut rng = Rng::new(BOOTSTRAP_SEED ^ v.len() as u64);
+    let mut meds = Vec::with_capacity(BOOTSTRAP_REPS);
+    let mut buf = vec![0.0; v.len()];
+    for _ in 0..BOOTSTRAP_REPS {
+        for b in buf.iter_mut() {
+            *b = v[rng.below(v.len())];
+        }
+        meds.push(median(&buf));
+    }
+    meds.sort_by(f64::total_cmp);
+    let a = (1.0 - level) / 2.0;
+    Some((quantile_sorted(&meds, a), quantile_sorted(&meds, 1.0 - a)))
+}
+
+/// Percentile-bootstrap interval of `median(b) / median(a)` for two independent samples (each
+/// resampled on its own). `None` when either has fewer than 2 values.
+pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64], level: f64) -> Option<(f64, f64)> {
+    let a: Vec<f64> = a.iter().copied().filter(|x| x.is_finite()).collect();
+    let b: Vec<f64> = b.iter().copied().filter(|x| x.is_finite()).collect();
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let mut rng = Rng::new(BOOTSTRAP_SEED ^ ((a.len() as u64) << 32 | b.len() as u64));
+    let (mut ba, mut bb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
+    let mut ratios = Vec::with_capacity(BOOTSTRAP_REPS);
+    for _ in 0..BOOTSTRAP_REPS {
+        for x in ba.iter_mut() {
+            *x = a[rng.below(a.len())];
+        }
+        for x in bb.iter_mut() {
+            *x = b[rng.below(b.len())];
+        }
+        let (ma, mb) = (median(&ba), median(&bb));
+        if ma != 0.0 {
+            ratios.push(mb / ma);
+        }
+    }
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let q = (1.0 - level) / 2.0;
+    Some((
+        quantile_sorted(&ratios, q),
+        quantile_sorted(&ratios, 1.0 - q),
+    ))
+}
+
+/// Largest number of label arrangements the exact Mann–Whitney test enumerates; above it the
+/// normal approximation (with tie correction) is used.
+pub const MW_EXACT_MAX: u64 = 200_000;
+
+/// Two-sided p-value of the Mann–Whitney U test (Wilcoxon rank-sum) that `a` and `b` come from
+/// the same distribution. Exact (every assignment of the pooled midranks to the two groups
+/// enumerated) when there are at most [`MW_EXACT_MAX`] assignments, otherwise the normal
+/// approximation with tie correction. `1.0` when either sample is empty.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+    let a: Vec<f64> = a.iter().copied().filter(|x| x.is_finite()).collect();
+    let b: Vec<f64> = b.iter().copied().filter(|x| x.is_finite()).collect();
+    let (n, m) = (a.len(), b.len());
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    // Midranks of the pooled sample.
+    let mut pooled: Vec<(f64, usize)> = a
+        .iter()
+        .map(|&x| (x, 0))
+        .chain(b.iter().map(|&x| (x, 1)))
+        .collect();
+    pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let total = n + m;
+    let mut ranks = vec![0.0; total];
+    let mut ties = 0.0;
+    let mut i = 0;
+    while i < total {
+        let mut j = i;
+        while j + 1 < total && pooled[j + 1].0 == pooled[i].0 {
+            j += 1;
+        }
+        let r = (i + j) as f64 / 2.0 + 1.0;
+        for k in ranks.iter_mut().take(j + 1).skip(i) {
+            *k = r;
+        }
+        let t = (j - i + 1) as f64;
+        ties += t * t * t - t;
+        i = j + 1;
+    }
+    let r_a: f64 = (0..total)
+        .filter(|&k| pooled[k].1 == 0)
+        .map(|k| ranks[k])
+        .sum();
+    let mean = n as f64 * (total as f64 + 1.0) / 2.0;
+    let observed = (r_a - mean).abs();
+    if binomial(total as u64, n as u64) <= MW_EXACT_MAX {
+        // Count the assignments of n of the pooled ranks to group a at least as extreme.
+        let (mut extreme, mut all) = (0u64, 0u64);
+        let mut pick = Vec::with_capacity(n);
+        enumerate(&ranks, n, 0, &mut pick, &mut |sum| {
+            all += 1;
+            if (sum - mean).abs() >= observed - 1e-9 {
+                extreme += 1;
+            }
+        });
+        return extreme as f64 / all as f64;
+    }
+    let (nf, mf, tf) = (n as f64, m as f64, total as f64);
+    let var = nf * mf / 12.0 * ((tf + 1.0) - ties / (tf * (tf - 1.0)));
+    if var <= 0.0 {
+        return 1.0;
+    }
+    let z = (observed - 0.5).max(0.0) / var.sqrt();
+    (2.0 * normal_sf(z)).min(1.0)
+}
+
+fn binomial(n: u64, k: u64) -> u64 {
+    let k = k.min(n - k);
+    let mut r: u64 = 1;
+    for i in 0..k {
+        r = r.saturating_mul(n - i) / (i + 1);
+        if r > MW_EXACT_MAX * 4 {
+            return u64::MAX;
+        }
+    }
+    r
+}
+
+fn enumerate(ranks: &[f64], k: usize, from: usize, pick: &mut Vec<f64>, f: &mut impl FnMut(f64)) {
+    if pick.len() == k {
+        f(pick.iter().sum());
+        return;
+    }
+    let need = k - pick.len();
+    for i in from..=ranks.len() - need {
+        pick.push(ranks[i]);
+        enumerate(ranks, k, i + 1, pick, f);
+        pick.pop();
+    }
+}
+
+/// Upper tail of the standard normal distribution (Abramowitz–Stegun 7.1.26, error < 1.5e-7).
+fn normal_sf(z: f64) -> f64 {
+    let x = z / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    0.5 * poly * (-x * x).exp()
 }
 
 #[cfg(test)]
@@ -297,5 +510,60 @@ mod tests {
         assert_eq!(cols[1].parse::<f64>().unwrap(), 1.0);
         assert_eq!(cols[2], "1000");
         assert!(text.contains("#[Max     =     1000.000, Total count    =         1000]"));
+    }
+}
+
+#[cfg(test)]
+mod inference_tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_interval_holds_the_median_and_needs_two_values() {
+        let v = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98];
+        let (lo, hi) = bootstrap_median_ci(&v, 0.95).unwrap();
+        assert!(lo <= 1.0 && 1.0 <= hi, "{lo}..{hi}");
+        assert!(lo >= 0.9 && hi <= 1.1, "{lo}..{hi}");
+        // Wide data give a wider interval than tight data.
+        let wide = [0.5, 1.5, 0.7, 1.3, 1.0, 0.6, 1.4];
+        let (wl, wh) = bootstrap_median_ci(&wide, 0.95).unwrap();
+        assert!(wh - wl > hi - lo, "{wl}..{wh} vs {lo}..{hi}");
+        assert!(bootstrap_median_ci(&[1.0], 0.95).is_none());
+        assert!(bootstrap_median_ci(&[], 0.95).is_none());
+        // Deterministic: same input, same interval.
+        assert_eq!(bootstrap_median_ci(&v, 0.95), bootstrap_median_ci(&v, 0.95));
+    }
+
+    #[test]
+    fn bootstrap_ratio_interval_excludes_one_only_for_a_clear_change() {
+        let a = [100.0, 102.0, 98.0, 101.0, 99.0];
+        let same = [101.0, 99.0, 100.0, 98.5, 102.0];
+        let (lo, hi) = bootstrap_ratio_ci(&a, &same, 0.95).unwrap();
+        assert!(lo < 1.0 && 1.0 < hi, "{lo}..{hi}");
+        let faster = [130.0, 128.0, 131.0, 129.0, 132.0];
+        let (lo, hi) = bootstrap_ratio_ci(&a, &faster, 0.95).unwrap();
+        assert!(lo > 1.2 && hi < 1.4, "{lo}..{hi}");
+    }
+
+    #[test]
+    fn mann_whitney_exact_values_and_normal_tail() {
+        // Complete separation of 5 vs 5: the exact two-sided p is 2 / C(10,5) = 2/252.
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let b = [6.0, 7.0, 8.0, 9.0, 10.0];
+        assert!((mann_whitney_p(&a, &b) - 2.0 / 252.0).abs() < 1e-12);
+        assert!((mann_whitney_p(&b, &a) - 2.0 / 252.0).abs() < 1e-12);
+        // Interleaved samples: no evidence.
+        let c = [1.0, 3.0, 5.0, 7.0, 9.0];
+        let d = [2.0, 4.0, 6.0, 8.0, 10.0];
+        assert!(mann_whitney_p(&c, &d) > 0.5);
+        // All tied: p = 1.
+        assert_eq!(mann_whitney_p(&[1.0; 4], &[1.0; 4]), 1.0);
+        assert_eq!(mann_whitney_p(&[], &[1.0]), 1.0);
+        // Large samples take the normal approximation: a clear shift is tiny, none is large.
+        let big_a: Vec<f64> = (0..40).map(f64::from).collect();
+        let big_b: Vec<f64> = (0..40).map(|x| f64::from(x) + 30.0).collect();
+        assert!(mann_whitney_p(&big_a, &big_b) < 1e-6);
+        assert!(mann_whitney_p(&big_a, &big_a) > 0.9);
+        assert!((normal_sf(0.0) - 0.5).abs() < 1e-6);
+        assert!((normal_sf(1.959_964) - 0.025).abs() < 1e-5);
     }
 }

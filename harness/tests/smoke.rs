@@ -46,12 +46,30 @@ const IDS: &[&str] = &[
     "pingpong/engine",
     "pingpong/engine-park",
     "pingpong/crossbeam-channel",
+    "pingpong/kanal",
+    "pingpong/disruptor",
     "stream/1to1/engine",
     "stream/1to1/crossbeam-channel",
     "stream/1to1/std-mpsc",
+    "stream/1to1/kanal",
+    "stream/1to1/flume",
+    "stream/1to1/tokio-mpsc",
+    "stream/1to1/disruptor",
+    "stream/1to1/disruptor-mp",
+    "stream/1to1/rtrb",
     "stream/1to1/arrayqueue",
     "stream/2to1/engine",
     "stream/2to1/crossbeam-channel",
+    "stream/2to1/kanal",
+    "stream/2to1/flume",
+    "stream/2to1/tokio-mpsc",
+    "stream/2to1/disruptor-mp",
+    "burst/1/engine",
+    "burst/10/engine",
+    "burst/100/engine",
+    "burst/1/crossbeam-channel",
+    "burst/10/disruptor",
+    "burst/100/rtrb",
     "fanout/channel",
     "pipeline/1",
     "openloop/rate",
@@ -121,7 +139,7 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     assert!(env["allocator"].as_str().unwrap().contains("mimalloc"));
 
     let summary = json(&out.join("summary.json"));
-    assert_eq!(summary["schema"], 1);
+    assert_eq!(summary["schema"], 2);
     let records = summary["records"].as_array().expect("records");
     let ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
     for id in IDS {
@@ -137,6 +155,12 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
             assert!(r.get(k).is_some(), "record lacks {k}: {r}");
         }
         assert!(r["median"].as_f64().unwrap().is_finite());
+        // Schema 2: the per-run figures, one per run, in round order.
+        assert_eq!(
+            r["values"].as_array().map(Vec::len),
+            r["runs"].as_u64().map(|n| n as usize),
+            "values of {r}"
+        );
         assert!(r["min"].as_f64().unwrap() <= r["max"].as_f64().unwrap());
         if let Some(p) = r.get("percentiles") {
             for k in ["p50", "p90", "p99", "p99.9", "max"] {
@@ -163,19 +187,47 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     );
     assert!(csv.starts_with("id,metric,unit,median,min,max,runs"));
 
+    // Schema 2: the targets, on paired per-round ratios. Smoke has one round: no interval, so
+    // no ratio target can be decided.
+    let targets = summary["targets"].as_array().expect("targets");
+    for t in targets {
+        let v = t["verdict"].as_str().unwrap();
+        match t["kind"].as_str().unwrap() {
+            "ratio" => {
+                assert_eq!(v, "UNDECIDED", "one round decided a target: {t}");
+                assert_eq!(t["ratios"].as_array().unwrap().len(), 1, "{t}");
+                assert!(t["ci95"].is_null(), "{t}");
+            }
+            "bound" => assert_eq!(v, "REPORTED", "{t}"),
+            _ => assert!(v == "MET" || v == "NOT MET", "{t}"),
+        }
+    }
+    let st = targets
+        .iter()
+        .find(|t| t["engine"] == "stream/1to1/engine" && t["kind"] == "ratio")
+        .expect("stream/1to1 target");
+    assert_eq!(
+        st["baselines"].as_array().unwrap().len(),
+        6,
+        "the six multi-producer peers: {st}"
+    );
+
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("## Targets"));
     for t in [
-        "route/dispatch >= 5x",
-        "pingpong/engine one-way p50",
-        "stream/1to1/engine >= 1.5x",
+        "route/dispatch >= 10x route/crossbeam-channel",
+        "pingpong/engine one-way p50 <= 1.5x",
+        "stream/1to1/engine >= 1x the fastest multi-producer peer",
+        "stream/2to1/engine >= 1x the fastest multi-producer peer",
+        "stream/1to1/engine vs stream/1to1/rtrb (one-producer bound",
         "alloc/route",
+        "UNDECIDED",
     ] {
         assert!(report.contains(t), "report.md lacks target {t}");
     }
     assert!(report.contains(".svg)"), "report.md links no plot");
 
-    // compare: the folder against itself is all noise, ratio 1.
+    // compare: the folder against itself: ratio 1, same environment, nothing judged real.
     let cmp = Command::new(BIN)
         .arg("compare")
         .arg(&out)
@@ -185,9 +237,10 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     assert!(cmp.status.success());
     let text = String::from_utf8_lossy(&cmp.stdout);
     assert!(text.contains("1.000x"), "{text}");
-    assert!(text.contains("0 really better, 0 really worse"), "{text}");
-    // Smoke records have one run each: no spread, so no change can be called real.
-    assert!(text.contains("spread unknown (1 run)"), "{text}");
+    assert!(text.contains("Environment: same commit"), "{text}");
+    // Smoke records have one run each: nothing can be shown real.
+    assert!(text.contains("too few runs to judge"), "{text}");
+    assert!(text.contains("0 regressed"), "{text}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -239,9 +292,9 @@ fn compare_prints_a_ratio_and_a_verdict_for_every_record_of_two_runs() {
             .find_map(|w| w.strip_suffix('x').and_then(|x| x.parse::<f64>().ok()))
             .unwrap_or_else(|| panic!("no ratio in `{line}`"));
         assert!(ratio.is_finite() && ratio > 0.0, "{line}");
-        // Two runs a side: every record has a spread, and gets a judged verdict.
+        // Two runs a side: every record is judged by the test.
         assert!(
-            line.ends_with("within spread")
+            line.ends_with("no real change")
                 || line.ends_with("REAL: better")
                 || line.ends_with("REAL: worse"),
             "{line}"
@@ -251,7 +304,6 @@ fn compare_prints_a_ratio_and_a_verdict_for_every_record_of_two_runs() {
         text.contains(&format!("{} records compared", records.len())),
         "{text}"
     );
-    assert!(text.contains("0 with a single run"), "{text}");
     // A folder without summary.json is refused with a usage error.
     let bad = Command::new(BIN)
         .arg("compare")
@@ -260,6 +312,86 @@ fn compare_prints_a_ratio_and_a_verdict_for_every_record_of_two_runs() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&b);
+}
+
+/// Runs `harness compare --json A B`: (exit code, parsed JSON).
+fn compare_json(a: &Path, b: &Path) -> (Option<i32>, serde_json::Value) {
+    let cmp = Command::new(BIN)
+        .args(["compare", "--json"])
+        .arg(a)
+        .arg(b)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (cmp.status.code(), v)
+}
+
+#[test]
+fn compare_json_reports_environment_and_targets_and_exits_3_on_a_regression() {
+    let _one = serial();
+    let a = tmpdir("cmpj-a");
+    let filter = "^(route/dispatch|route/crossbeam-channel)$";
+    smoke_into(&a, filter, 3);
+    // Against itself: exit 0, no environment difference, no regression, every target compared.
+    let (code, v) = compare_json(&a, &a);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["regressions"], 0);
+    assert_eq!(v["env_diff"].as_array().unwrap().len(), 0, "{v}");
+    let route = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"].as_str().unwrap().starts_with("route/dispatch"))
+        .expect("route target compared");
+    assert_eq!(route["verdict"], "no_real_change", "{route}");
+    assert_eq!(route["change"], 1.0);
+
+    // A2 and B: A's folder with the route target's per-round ratios set to steady figures
+    // (smoke windows on a loaded machine are too noisy to rely on), B with them cut to a tenth
+    // and another commit: a regression of the target, which must exit 3.
+    let steady = |dir: &Path, ratios: [f64; 3], commit: &str| {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut summary = json(&a.join("summary.json"));
+        for t in summary["targets"].as_array_mut().unwrap() {
+            if t["target"].as_str().unwrap().starts_with("route/dispatch") {
+                t["median"] = serde_json::json!(ratios[0]);
+                t["ratios"] = serde_json::json!(ratios);
+            }
+        }
+        std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+        let mut env = json(&a.join("env.json"));
+        env["git_commit"] = serde_json::json!(commit);
+        std::fs::write(dir.join("env.json"), env.to_string()).unwrap();
+    };
+    let (a2, b) = (tmpdir("cmpj-a2"), tmpdir("cmpj-b"));
+    steady(
+        &a2,
+        [12.0, 12.5, 11.8],
+        "1111111111111111111111111111111111111111",
+    );
+    steady(
+        &b,
+        [1.2, 1.25, 1.18],
+        "0000000000000000000000000000000000000000",
+    );
+    let _ = std::fs::remove_dir_all(&a);
+    let a = a2;
+    let (code, v) = compare_json(&a, &b);
+    assert_eq!(code, Some(3), "a regressed target must exit 3: {v}");
+    assert_eq!(v["regressions"], 1, "{v}");
+    assert!(v["env_diff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["field"] == "git_commit"));
+    // The other way round it is an improvement: exit 0.
+    let (code, v) = compare_json(&b, &a);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["regressions"], 0, "{v}");
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&b);
 }

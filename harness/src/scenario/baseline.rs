@@ -1,18 +1,18 @@
-//! Baselines: what a user would pick instead of the engine, measured exactly like its twin.
+//! Baselines that are not channel peers: `route/crossbeam-channel` (one thread sends to and
+//! receives from a channel, the loop `route/dispatch` is compared with), `stream/1to1/arrayqueue`
+//! (crossbeam-queue's `ArrayQueue`, which has no blocking operations: both sides spin on
+//! `push`/`pop`), the self-test, and the helpers the stream scenarios share. The channel, disruptor
+//! and rtrb peers, each driven as its documentation shows, are in [`super::peers`].
 //!
 //! Each baseline moves the same [`Ev`] with the same capacity ([`STREAM_CAPACITY`]), the same
 //! thread slots (receiver on slot 0, senders on the other cores), the same time-bounded window
-//! and the same per-sender FIFO check as the engine scenario it is compared with. Receivers poll
-//! with `try_recv` and a spin hint, like a busy-spin context; senders use each crate's ordinary
-//! blocking send (`ArrayQueue` has none: its sender spins on `push`).
+//! and the same per-sender FIFO check as the engine scenario it is compared with.
 
 use super::{
     seq_of, stream_figures, timed_window, timed_window_with, Ev, Family, FifoCheck, Outcome,
     RunCtx, Scenario, Shared, Spin, PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
-use crate::clock::now_ns;
 use crate::pin::Probe;
-use crate::stats::new_hist;
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -29,37 +29,12 @@ pub fn register_route(v: &mut Vec<Scenario>) {
     ));
 }
 
-/// Registers `pingpong/crossbeam-channel`.
-pub fn register_pingpong(v: &mut Vec<Scenario>) {
-    v.push(Scenario::new(
-        "pingpong/crossbeam-channel",
-        "baseline: two pinned threads bounce one event over two crossbeam channels (try_recv spin)",
-        2,
-        Family::Baseline,
-        pingpong_crossbeam,
-    ));
-}
-
-/// Registers the stream baselines for `n` senders (`1to1` has all three crates).
+/// Registers `stream/1to1/arrayqueue`: crossbeam-queue's `ArrayQueue`, both sides spinning
+/// (it has no blocking operations). The other stream peers are in [`super::peers`].
 pub fn register_stream(v: &mut Vec<Scenario>, n: usize) {
-    let id = |name: &str| format!("stream/{n}to1/{name}");
-    v.push(Scenario::new(
-        id("crossbeam-channel"),
-        format!("baseline: {n} sender(s) flood one receiver through crossbeam_channel::bounded({STREAM_CAPACITY})"),
-        n + 1,
-        Family::Baseline,
-        move |ctx| stream::<Crossbeam>(ctx, n),
-    ));
     if n == 1 {
         v.push(Scenario::new(
-            id("std-mpsc"),
-            format!("baseline: one sender floods one receiver through std::sync::mpsc::sync_channel({STREAM_CAPACITY})"),
-            2,
-            Family::Baseline,
-            |ctx| stream::<StdMpsc>(ctx, 1),
-        ));
-        v.push(Scenario::new(
-            id("arrayqueue"),
+            "stream/1to1/arrayqueue",
             format!("baseline: one sender floods one receiver through crossbeam_queue::ArrayQueue({STREAM_CAPACITY}), both spinning"),
             2,
             Family::Baseline,
@@ -124,42 +99,6 @@ trait Fabric {
     /// Blocking send (waits for room); `false` if the receiver is gone.
     fn send(tx: &Self::Tx, e: Ev, spin: Spin) -> bool;
     fn try_recv(rx: &Self::Rx) -> Option<Ev>;
-}
-
-struct Crossbeam;
-impl Fabric for Crossbeam {
-    type Tx = crossbeam_channel::Sender<Ev>;
-    type Rx = crossbeam_channel::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        crossbeam_channel::bounded(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev, _: Spin) -> bool {
-        tx.send(e).is_ok()
-    }
-    fn try_recv(rx: &Self::Rx) -> Option<Ev> {
-        rx.try_recv().ok()
-    }
-}
-
-struct StdMpsc;
-impl Fabric for StdMpsc {
-    type Tx = std::sync::mpsc::SyncSender<Ev>;
-    type Rx = std::sync::mpsc::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        std::sync::mpsc::sync_channel(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev, _: Spin) -> bool {
-        tx.send(e).is_ok()
-    }
-    fn try_recv(rx: &Self::Rx) -> Option<Ev> {
-        rx.try_recv().ok()
-    }
 }
 
 struct Array;
@@ -352,98 +291,5 @@ fn route_crossbeam(ctx: &RunCtx) -> Outcome {
         Ok(w) => stream_figures(&mut out, w, None),
         Err(e) => out.fail(e),
     }
-    out
-}
-
-fn pingpong_crossbeam(ctx: &RunCtx) -> Outcome {
-    let mut out = Outcome::default();
-    out.param("capacity", STREAM_CAPACITY as u64);
-    let shared_core = ctx.share_core(0, 1);
-    if shared_core {
-        out.note("both threads share one core: they yield instead of spinning");
-    }
-    let mut spin = Spin::new(ctx, shared_core);
-    let (ab_tx, ab_rx) = crossbeam_channel::bounded::<Ev>(STREAM_CAPACITY);
-    let (ba_tx, ba_rx) = crossbeam_channel::bounded::<Ev>(STREAM_CAPACITY);
-    let shared = Shared::new();
-    let cb = ctx.map.core_for(1);
-    let b = std::thread::spawn(move || {
-        let probe = Probe::start("bouncer-b", cb);
-        let mut answered = 0u64;
-        loop {
-            match ab_rx.try_recv() {
-                Ok(e) if e.kind == 1 => break,
-                Ok(e) => {
-                    answered += 1;
-                    if ba_tx.send(e).is_err() {
-                        break;
-                    }
-                }
-                Err(crossbeam_channel::TryRecvError::Empty) => spin.step(),
-                Err(crossbeam_channel::TryRecvError::Disconnected) => break,
-            }
-        }
-        (probe.finish(), answered)
-    });
-    let ca = ctx.map.core_for(0);
-    let a = {
-        let shared = shared.clone();
-        std::thread::spawn(move || {
-            let probe = Probe::start("bouncer-a", ca);
-            let mut h = new_hist();
-            let mut i = 0u64;
-            let mut bad = None;
-            while !shared.stopped() {
-                let t0 = now_ns();
-                let _ = ab_tx.send(Ev {
-                    kind: 0,
-                    seq: i,
-                    t_ns: t0,
-                    aux: 0,
-                });
-                let got = loop {
-                    match ba_rx.try_recv() {
-                        Ok(e) => break Some(e),
-                        Err(crossbeam_channel::TryRecvError::Empty) => spin.step(),
-                        Err(_) => break None,
-                    }
-                };
-                let t1 = now_ns();
-                match got {
-                    Some(e) if e.seq == i => {}
-                    other => {
-                        bad = Some(format!("round trip {i} came back as {other:?}"));
-                        break;
-                    }
-                }
-                if shared.measuring() {
-                    h.saturating_record(((t1 - t0) / 2).max(1));
-                }
-                i += 1;
-                shared.publish(i, false);
-            }
-            let _ = ab_tx.send(Ev {
-                kind: 1,
-                ..Ev::default()
-            });
-            (probe.finish(), h, i, bad)
-        })
-    };
-    let w = timed_window(ctx, &shared);
-    let (pa, h, sent, bad) = a.join().expect("bouncer a panicked");
-    let (pb, answered) = b.join().expect("bouncer b panicked");
-    out.placed(pa);
-    out.placed(pb);
-    if let Some(b) = bad {
-        out.fail(b);
-    }
-    out.check(answered == sent, || {
-        format!("b answered {answered} of {sent} pings")
-    });
-    if let Err(e) = w {
-        out.fail(e);
-    }
-    out.param("round_trips", sent);
-    out.latency("latency_one_way", &h);
     out
 }

@@ -62,3 +62,10 @@ pub fn register_alloc(v: &mut Vec<Scenario>) {
         v.push(absent(format!("alloc/{p}"), 2));
     }
 }
+
+/// `burst/{B}/engine`.
+pub fn register_burst(v: &mut Vec<Scenario>) {
+    for b in crate::scenario::burst::BURSTS {
+        v.push(absent(format!("burst/{b}/engine"), 2));
+    }
+}

@@ -13,17 +13,20 @@
 //! FIFO sequence, checksum): a lost, duplicated or reordered event fails the run.
 //!
 //! Latency scenarios record every sample into per-thread HdrHistograms that are merged after.
-//! Baseline scenarios (crossbeam-channel, std mpsc, crossbeam-queue `ArrayQueue`, the cache-line
+//! Peers and baselines ([`peers`]: crossbeam-channel, std mpsc, kanal, flume, tokio mpsc, the
+//! disruptor crate, rtrb; [`baseline`]: `ArrayQueue`, the route loop; [`burst`]; the cache-line
 //! ping-pong) use the same event type, capacities, thread slots and windows as their engine
 //! twins, so that a ratio compares like with like.
 
 pub mod baseline;
+pub mod burst;
 pub mod calibration;
 #[cfg(feature = "engine")]
 pub mod engine;
 #[cfg(not(feature = "engine"))]
 #[path = "engine_absent.rs"]
 pub mod engine;
+pub mod peers;
 
 use crate::pin::{CoreMap, Placement};
 use crate::record::{Better, Measure};
@@ -85,6 +88,11 @@ impl Mode {
     /// Timed window of a time-bounded scenario.
     pub fn window(self) -> Duration {
         Duration::from_millis(self.pick(20, 400, 3000))
+    }
+
+    /// Time `harness run` may spend repeating the rounds of undecided targets.
+    pub fn repeat_budget(self) -> Duration {
+        Duration::from_secs(self.pick(0, 45, 300))
     }
 
     /// Longest a single run may take before the parent kills it.
@@ -301,13 +309,16 @@ pub fn catalogue(cores: usize) -> Vec<Scenario> {
     baseline::register_route(&mut v);
     engine::register_listeners(&mut v);
     engine::register_pingpong(&mut v);
-    baseline::register_pingpong(&mut v);
+    peers::register_pingpong(&mut v);
     engine::register_stream(&mut v, 1);
+    peers::register_stream(&mut v, 1);
     baseline::register_stream(&mut v, 1);
     for n in stream_fan_in(cores) {
         engine::register_stream(&mut v, n);
-        baseline::register_stream(&mut v, n);
+        peers::register_stream(&mut v, n);
     }
+    engine::register_burst(&mut v);
+    burst::register(&mut v);
     engine::register_fanout(&mut v, cores);
     for k in pipeline_lengths(cores) {
         engine::register_pipeline(&mut v, k);
@@ -652,6 +663,22 @@ mod tests {
             "stream/1to1/arrayqueue",
             "stream/2to1/engine",
             "stream/2to1/crossbeam-channel",
+            "stream/1to1/kanal",
+            "stream/1to1/flume",
+            "stream/1to1/tokio-mpsc",
+            "stream/1to1/disruptor",
+            "stream/1to1/disruptor-mp",
+            "stream/1to1/rtrb",
+            "stream/2to1/kanal",
+            "stream/2to1/flume",
+            "stream/2to1/tokio-mpsc",
+            "stream/2to1/disruptor-mp",
+            "pingpong/kanal",
+            "pingpong/disruptor",
+            "burst/1/engine",
+            "burst/100/disruptor",
+            "burst/10/rtrb",
+            "burst/10/crossbeam-channel",
             "fanout/channel",
             "pipeline/1",
             "openloop/rate",
@@ -670,6 +697,10 @@ mod tests {
         let c8: Vec<String> = catalogue(8).into_iter().map(|s| s.id).collect();
         assert!(c8.contains(&"stream/8to1/engine".to_string()));
         assert!(!c8.contains(&"stream/9to1/engine".to_string()));
+        // The one-producer peers and std mpsc run in 1to1 only.
+        for one in ["rtrb", "disruptor", "std-mpsc"] {
+            assert!(!c8.contains(&format!("stream/2to1/{one}")), "{one} in 2to1");
+        }
     }
 
     #[test]

@@ -10,11 +10,13 @@
 //! A lost event therefore shows up as a count or sequence mismatch, or as a stalled window.
 
 mod alloc;
+mod burst;
 mod flow;
 mod latency;
 mod route;
 
 pub use alloc::register_alloc;
+pub use burst::register_burst;
 pub use flow::{register_backpressure, register_fanout, register_pipeline, register_stream};
 pub use latency::{register_idle, register_openloop, register_pingpong};
 pub use route::{register_listeners, register_route};

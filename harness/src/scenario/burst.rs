@@ -1,0 +1,382 @@
+//! `burst/{B}/{peer}`: bursts in the shape of the `disruptor` crate's own benchmark
+//! (`benches/spsc.rs`), so that the figures line up with that crate's published ones.
+//!
+//! One producer (slot 1) sends a burst of `B` events (B = 1, 10, 100), then waits until the
+//! consumer (slot 0) has seen the burst's last event (the consumer stores `seq + 1` of every event
+//! into a sink the producer spins on), and starts the next burst. The figure is the latency per
+//! event, `burst time / B`, recorded per burst into a histogram: `latency_per_event` with no pause
+//! between bursts (time-bounded window), `latency_per_event_paused` with a 1 ms pause before each
+//! burst (a fixed number of bursts after the window: caches and the consumer have gone cold).
+//!
+//! The consumer's per-event work is the same for every peer and for the engine: check that the
+//! event is the next in sequence, count it, store the sink. Each peer is driven as its
+//! documentation shows: crossbeam-channel with blocking `send`/`recv`, the disruptor with
+//! `batch_publish` of the whole burst into a `BusySpin` processor, rtrb with `write_chunk_uninit`
+//! / `read_chunk` (its batch API).
+
+use super::{
+    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
+    STALL_TIMEOUT,
+};
+use crate::clock::now_ns;
+use crate::pin::{Placement, Probe};
+use crate::stats::new_hist;
+use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Burst sizes (the disruptor crate's).
+pub const BURSTS: [usize; 3] = [1, 10, 100];
+/// Queue capacity of the burst scenarios (the disruptor crate's benchmark uses 128).
+pub const BURST_CAPACITY: usize = 128;
+/// Pause before each burst of the paused phase.
+pub const PAUSE: Duration = Duration::from_millis(1);
+
+/// The sink the consumer stores `seq + 1` of every event into.
+pub type Sink = Arc<CachePadded<AtomicU64>>;
+
+/// Registers the peers' burst scenarios for every size (the engine's are in the engine module).
+pub fn register(v: &mut Vec<Scenario>) {
+    for b in BURSTS {
+        v.push(Scenario::new(
+            format!("burst/{b}/crossbeam-channel"),
+            format!("peer: bursts of {b} through crossbeam_channel::bounded({BURST_CAPACITY}), blocking send / recv"),
+            2,
+            Family::Baseline,
+            move |ctx| crossbeam(ctx, b),
+        ));
+        v.push(Scenario::new(
+            format!("burst/{b}/disruptor"),
+            format!("peer: bursts of {b} batch_publish'ed into disruptor::build_single_producer({BURST_CAPACITY}, BusySpin)"),
+            2,
+            Family::Baseline,
+            move |ctx| disruptor(ctx, b),
+        ));
+        v.push(Scenario::new(
+            format!("burst/{b}/rtrb"),
+            format!("peer: bursts of {b} through rtrb::RingBuffer::new({BURST_CAPACITY}), write_chunk_uninit / read_chunk"),
+            2,
+            Family::Baseline,
+            move |ctx| rtrb_burst(ctx, b),
+        ));
+    }
+}
+
+/// Bursts of the paused phase.
+pub fn paused_bursts(ctx: &RunCtx) -> usize {
+    ctx.mode.pick(5, 100, 500)
+}
+
+/// The consumer's per-event work: sequence check, count, sink.
+pub struct Check {
+    /// Next expected sequence number.
+    pub next: u64,
+    /// Events out of sequence.
+    pub bad: u64,
+    sink: Sink,
+}
+
+impl Check {
+    /// A check storing into `sink`.
+    pub fn new(sink: Sink) -> Self {
+        Check {
+            next: 0,
+            bad: 0,
+            sink,
+        }
+    }
+
+    /// Takes one event.
+    #[inline]
+    pub fn take(&mut self, e: &Ev) {
+        if e.seq != self.next {
+            self.bad += 1;
+        }
+        self.next = e.seq + 1;
+        self.sink.store(self.next, Ordering::Release);
+    }
+}
+
+/// What the producer measured.
+pub struct Driven {
+    /// The producer's placement.
+    pub placement: Placement,
+    /// Per-event latency, no pause.
+    pub hot: Histogram<u64>,
+    /// Per-event latency, 1 ms pause before each burst.
+    pub paused: Histogram<u64>,
+    /// Events sent.
+    pub sent: u64,
+    /// Why it stopped early, if it did.
+    pub failure: Option<String>,
+}
+
+/// The producer's loop: `send(first_seq)` sends one burst of `b` events numbered from
+/// `first_seq`; the loop waits for the sink to reach the burst's end.
+pub fn drive(
+    ctx: &RunCtx,
+    shared: &Shared,
+    core: Option<usize>,
+    b: usize,
+    sink: &Sink,
+    shared_core: bool,
+    mut send: impl FnMut(u64) -> bool,
+) -> Driven {
+    let probe = Probe::start("producer", core);
+    let mut spin = Spin::new(ctx, shared_core);
+    let (mut hot, mut paused) = (new_hist(), new_hist());
+    let mut seq = 0u64;
+    let mut bursts = 0u64;
+    let mut failure = None;
+    let mut one = |seq: &mut u64, h: Option<&mut Histogram<u64>>| -> Result<(), String> {
+        let t0 = now_ns();
+        if !send(*seq) {
+            return Err("the consumer is gone".into());
+        }
+        *seq += b as u64;
+        let mut spins = 0u32;
+        let mut since: Option<Instant> = None;
+        while sink.load(Ordering::Acquire) < *seq {
+            spin.step();
+            spins = spins.wrapping_add(1);
+            if spins % 4096 == 0 {
+                let s = *since.get_or_insert_with(Instant::now);
+                if s.elapsed() > STALL_TIMEOUT {
+                    return Err(format!(
+                        "the consumer stalled at {} of {}",
+                        sink.load(Ordering::Acquire),
+                        *seq
+                    ));
+                }
+            }
+        }
+        let dt = now_ns() - t0;
+        if let Some(h) = h {
+            h.saturating_record((dt / b as u64).max(1));
+        }
+        Ok(())
+    };
+    while !shared.stopped() {
+        let rec = shared.measuring();
+        if let Err(e) = one(&mut seq, rec.then_some(&mut hot)) {
+            shared.fail(e.clone());
+            failure = Some(e);
+            break;
+        }
+        bursts += 1;
+        shared.publish(bursts, true);
+    }
+    if failure.is_none() {
+        for _ in 0..paused_bursts(ctx) {
+            std::thread::sleep(PAUSE);
+            if let Err(e) = one(&mut seq, Some(&mut paused)) {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    Driven {
+        placement: probe.finish(),
+        hot,
+        paused,
+        sent: seq,
+        failure,
+    }
+}
+
+/// Records a burst scenario's figures and checks.
+pub fn finish(
+    out: &mut Outcome,
+    b: usize,
+    w: Result<super::Window, String>,
+    d: Driven,
+    consumer: Option<(Placement, u64, u64)>,
+) {
+    out.param("burst", b as u64);
+    out.param("capacity", BURST_CAPACITY as u64);
+    out.param("pause_ms", PAUSE.as_millis() as u64);
+    out.placed(d.placement);
+    if let Err(e) = w {
+        out.fail(e);
+    }
+    if let Some(f) = d.failure {
+        out.fail(f);
+    }
+    match consumer {
+        Some((p, got, bad)) => {
+            out.placed(p);
+            out.check(bad == 0, || format!("{bad} event(s) out of sequence"));
+            out.check(got == d.sent, || {
+                format!("sent {}, the consumer saw {got}", d.sent)
+            });
+        }
+        None => out.fail("the consumer handed no result back"),
+    }
+    out.param("events_total", d.sent);
+    out.latency("latency_per_event", &d.hot);
+    out.latency("latency_per_event_paused", &d.paused);
+}
+
+fn ev(seq: u64) -> Ev {
+    Ev {
+        kind: 0,
+        seq,
+        t_ns: 0,
+        aux: 0,
+    }
+}
+
+fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
+    let mut out = Outcome::default();
+    let (tx, rx) = crossbeam_channel::bounded::<Ev>(BURST_CAPACITY);
+    let sink: Sink = Arc::default();
+    let shared = Shared::new();
+    let consumer = {
+        let sink = sink.clone();
+        let core = ctx.map.core_for(0);
+        std::thread::spawn(move || {
+            let probe = Probe::start("consumer", core);
+            let mut c = Check::new(sink);
+            while let Ok(e) = rx.recv() {
+                c.take(&e);
+            }
+            (probe.finish(), c.next, c.bad)
+        })
+    };
+    let producer = {
+        let (shared, sink) = (shared.clone(), sink.clone());
+        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
+        let sc = ctx.share_core(0, 1);
+        std::thread::spawn(move || {
+            drive(&ctx2, &shared, core, b, &sink, sc, |first| {
+                (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
+            })
+        })
+    };
+    let w = timed_window(ctx, &shared);
+    let d = producer.join().expect("producer panicked");
+    let c = consumer.join().expect("consumer panicked");
+    finish(&mut out, b, w, d, Some(c));
+    out
+}
+
+fn disruptor(ctx: &RunCtx, b: usize) -> Outcome {
+    let mut out = Outcome::default();
+    out.param("wait_strategy", "BusySpin");
+    let sink: Sink = Arc::default();
+    let shared = Shared::new();
+    struct State {
+        c: Check,
+        probe: Option<Probe>,
+        out: Slot<(Placement, u64, u64)>,
+    }
+    impl Drop for State {
+        fn drop(&mut self) {
+            if let Some(p) = self.probe.take() {
+                put(&self.out, (p.finish(), self.c.next, self.c.bad));
+            }
+        }
+    }
+    let res = slot();
+    let init = {
+        let (sink, res) = (sink.clone(), res.clone());
+        let core = ctx.map.core_for(0);
+        move || State {
+            c: Check::new(sink),
+            probe: Some(Probe::start("processor", core)),
+            out: res,
+        }
+    };
+    let mut p = disruptor::build_single_producer(BURST_CAPACITY, Ev::default, disruptor::BusySpin)
+        .handle_events_and_state_with(
+            |s: &mut State, e: &Ev, _seq: i64, _end: bool| s.c.take(e),
+            init,
+        )
+        .build();
+    let producer = {
+        let (shared, sink) = (shared.clone(), sink.clone());
+        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
+        let sc = ctx.share_core(0, 1);
+        std::thread::spawn(move || {
+            let d = drive(&ctx2, &shared, core, b, &sink, sc, |first| {
+                disruptor::Producer::batch_publish(&mut p, b, |iter| {
+                    for (i, e) in iter.enumerate() {
+                        *e = ev(first + i as u64);
+                    }
+                });
+                true
+            });
+            // Shuts the disruptor down and joins its processor.
+            drop(p);
+            d
+        })
+    };
+    let w = timed_window(ctx, &shared);
+    let d = producer.join().expect("producer panicked");
+    finish(&mut out, b, w, d, take(&res));
+    out
+}
+
+fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
+    let mut out = Outcome::default();
+    let (mut tx, mut rx) = rtrb::RingBuffer::<Ev>::new(BURST_CAPACITY);
+    let sink: Sink = Arc::default();
+    let shared = Shared::new();
+    let sc = ctx.share_core(0, 1);
+    let consumer = {
+        let sink = sink.clone();
+        let core = ctx.map.core_for(0);
+        let mut spin = Spin::new(ctx, sc);
+        std::thread::spawn(move || {
+            let probe = Probe::start("consumer", core);
+            let mut c = Check::new(sink);
+            loop {
+                let n = rx.slots();
+                if n > 0 {
+                    if let Ok(chunk) = rx.read_chunk(n) {
+                        let (x, y) = chunk.as_slices();
+                        for e in x.iter().chain(y) {
+                            c.take(e);
+                        }
+                        chunk.commit_all();
+                    }
+                } else if rx.is_abandoned() {
+                    if rx.is_empty() {
+                        break;
+                    }
+                } else {
+                    spin.step();
+                }
+            }
+            (probe.finish(), c.next, c.bad)
+        })
+    };
+    let producer = {
+        let (shared, sink) = (shared.clone(), sink.clone());
+        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
+        let mut spin = Spin::new(ctx, sc);
+        std::thread::spawn(move || {
+            let d = drive(&ctx2, &shared, core, b, &sink, sc, |first| {
+                // The whole burst as one chunk (b <= capacity); wait for room as a user would.
+                loop {
+                    match tx.write_chunk_uninit(b) {
+                        Ok(chunk) => {
+                            chunk.fill_from_iter((first..first + b as u64).map(ev));
+                            return true;
+                        }
+                        Err(_) => spin.step(),
+                    }
+                }
+            });
+            drop(tx);
+            d
+        })
+    };
+    let w = timed_window(ctx, &shared);
+    let d = producer.join().expect("producer panicked");
+    let c = consumer.join().expect("consumer panicked");
+    finish(&mut out, b, w, d, Some(c));
+    out
+}

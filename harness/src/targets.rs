@@ -1,0 +1,450 @@
+//! The targets of `harness/BENCHMARKS.md`, evaluated on *paired* figures.
+//!
+//! A run is made of rounds; round r runs every scenario once, so an engine scenario and its
+//! peers run back to back in it. A ratio target takes, in every round where all its records
+//! have a figure, the ratio engine / baseline (for "the fastest peer", the best peer *of that
+//! round*), then the median of those per-round ratios and its bootstrap 95 % interval
+//! ([`stats::bootstrap_median_ci`]). A machine that slows down for a while slows both sides of a
+//! round, so it moves the per-round ratios much less than it moves the absolute figures.
+//!
+//! Verdicts: **MET** when the whole interval is on the good side of the threshold, **NOT MET**
+//! when it is entirely on the bad side, **UNDECIDED** when it straddles the threshold (or there
+//! is one round only: no interval). `harness run` repeats the records of undecided targets within
+//! a time budget ([`crate::runner`]). The allocation targets are absolute: MET when no run
+//! allocated. The one-producer bounds (rtrb, single-producer disruptor) are reported with their
+//! ratio and interval but carry no verdict (`REPORTED`).
+
+use crate::record::{Summary, SummaryRecord, TargetRecord};
+use crate::scenario::peers::{MP_PEERS, SP_PEERS};
+use crate::stats;
+
+/// Confidence level of every target interval.
+pub const LEVEL: f64 = 0.95;
+/// route/dispatch must be at least this many times the same loop through crossbeam-channel.
+pub const ROUTE_RATIO: f64 = 10.0;
+/// pingpong/engine p50 must be at most this many times the cache-line floor.
+pub const PINGPONG_RATIO: f64 = 1.5;
+/// stream/*/engine must be at least this many times the fastest multi-producer peer.
+pub const STREAM_RATIO: f64 = 1.0;
+
+/// Verdict labels.
+pub const MET: &str = "MET";
+/// See [`MET`].
+pub const NOT_MET: &str = "NOT MET";
+/// See [`MET`].
+pub const UNDECIDED: &str = "UNDECIDED";
+/// See [`MET`].
+pub const REPORTED: &str = "REPORTED";
+
+/// What a target compares.
+struct Def {
+    target: String,
+    kind: &'static str,
+    engine: String,
+    baselines: Vec<String>,
+    metric: &'static str,
+    at_least: bool,
+    threshold: f64,
+    fastest: bool,
+}
+
+fn usable<'a>(s: &'a Summary, id: &str, metric: &str) -> Result<&'a SummaryRecord, String> {
+    match s.get(id, metric) {
+        None => Err(format!("{id} not run")),
+        Some(r) if r.checks != "ok" => Err(format!("{id} failed its checks")),
+        Some(r) => Ok(r),
+    }
+}
+
+/// The stream fan-ins present in `s` (`N` of `stream/{N}to1/engine`).
+fn fan_ins(s: &Summary) -> Vec<usize> {
+    let mut ns: Vec<usize> = s
+        .records
+        .iter()
+        .filter_map(|r| {
+            r.id.strip_prefix("stream/")?
+                .strip_suffix("to1/engine")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ns.sort_unstable();
+    ns.dedup();
+    ns
+}
+
+fn definitions(s: &Summary) -> Vec<Def> {
+    let mut d = vec![
+        Def {
+            target: format!("route/dispatch >= {ROUTE_RATIO}x route/crossbeam-channel (the same loop through a channel)"),
+            kind: "ratio",
+            engine: "route/dispatch".into(),
+            baselines: vec!["route/crossbeam-channel".into()],
+            metric: "throughput",
+            at_least: true,
+            threshold: ROUTE_RATIO,
+            fastest: false,
+        },
+        Def {
+            target: format!("pingpong/engine one-way p50 <= {PINGPONG_RATIO}x calibration/cacheline-pingpong p50"),
+            kind: "ratio",
+            engine: "pingpong/engine".into(),
+            baselines: vec!["calibration/cacheline-pingpong".into()],
+            metric: "latency_one_way",
+            at_least: false,
+            threshold: PINGPONG_RATIO,
+            fastest: false,
+        },
+    ];
+    let mut ns = fan_ins(s);
+    if ns.is_empty() {
+        ns = vec![1, 2];
+    }
+    for n in ns {
+        let prefix = format!("stream/{n}to1");
+        // The candidates: every multi-producer peer registered for this fan-in and in the run
+        // (std mpsc runs in 1to1 only); when none is in the run, all of them (not measured).
+        let mut peers: Vec<String> = MP_PEERS
+            .iter()
+            .map(|p| format!("{prefix}/{p}"))
+            .filter(|id| s.get(id, "throughput").is_some())
+            .collect();
+        if peers.is_empty() {
+            peers = vec![format!("{prefix}/crossbeam-channel")];
+        }
+        d.push(Def {
+            target: format!(
+                "{prefix}/engine >= {STREAM_RATIO}x the fastest multi-producer peer of each round"
+            ),
+            kind: "ratio",
+            engine: format!("{prefix}/engine"),
+            baselines: peers,
+            metric: "throughput",
+            at_least: true,
+            threshold: STREAM_RATIO,
+            fastest: true,
+        });
+        if n == 1 {
+            for p in SP_PEERS {
+                let id = format!("{prefix}/{p}");
+                if s.get(&id, "throughput").is_some() {
+                    d.push(Def {
+                        target: format!("{prefix}/engine vs {id} (one-producer bound, no target)"),
+                        kind: "bound",
+                        engine: format!("{prefix}/engine"),
+                        baselines: vec![id],
+                        metric: "throughput",
+                        at_least: true,
+                        threshold: 1.0,
+                        fastest: false,
+                    });
+                }
+            }
+        }
+    }
+    for path in ["route", "send", "channel"] {
+        d.push(Def {
+            target: format!("alloc/{path}: 0 allocations per event in every run"),
+            kind: "absolute",
+            engine: format!("alloc/{path}"),
+            baselines: Vec::new(),
+            metric: "allocs_per_event",
+            at_least: false,
+            threshold: 0.0,
+            fastest: false,
+        });
+    }
+    d
+}
+
+/// The verdict of a median's interval against a threshold.
+pub fn verdict(ci: Option<(f64, f64)>, threshold: f64, at_least: bool) -> &'static str {
+    match ci {
+        None => UNDECIDED,
+        Some((lo, hi)) if at_least => {
+            if lo >= threshold {
+                MET
+            } else if hi < threshold {
+                NOT_MET
+            } else {
+                UNDECIDED
+            }
+        }
+        Some((lo, hi)) => {
+            if hi <= threshold {
+                MET
+            } else if lo > threshold {
+                NOT_MET
+            } else {
+                UNDECIDED
+            }
+        }
+    }
+}
+
+fn evaluate(s: &Summary, d: Def) -> TargetRecord {
+    let mut t = TargetRecord {
+        target: d.target,
+        kind: d.kind.into(),
+        engine: d.engine.clone(),
+        baselines: d.baselines.clone(),
+        metric: d.metric.into(),
+        direction: if d.at_least { "at_least" } else { "at_most" }.into(),
+        threshold: d.threshold,
+        ratios: Vec::new(),
+        fastest: Vec::new(),
+        median: None,
+        ci95: None,
+        verdict: String::new(),
+    };
+    let engine = match usable(s, &d.engine, d.metric) {
+        Ok(r) => r,
+        Err(e) => {
+            t.verdict = format!("NOT MEASURED ({e})");
+            return t;
+        }
+    };
+    if d.kind == "absolute" {
+        t.ratios = engine.values.iter().flatten().copied().collect();
+        t.median = (!t.ratios.is_empty()).then(|| stats::median(&t.ratios));
+        // No interval: the verdict rests on the worst run, not on a median.
+        let worst = t.ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        t.verdict = if t.ratios.is_empty() {
+            "NOT MEASURED (no run)".into()
+        } else if worst <= d.threshold {
+            MET.into()
+        } else {
+            NOT_MET.into()
+        };
+        return t;
+    }
+    let mut bases = Vec::new();
+    for b in &d.baselines {
+        match usable(s, b, d.metric) {
+            Ok(r) => bases.push(r),
+            Err(e) => {
+                t.verdict = format!("NOT MEASURED ({e})");
+                return t;
+            }
+        }
+    }
+    let rounds = engine.values.len();
+    for r in 0..rounds {
+        let Some(e) = engine.values[r] else { continue };
+        let vals: Option<Vec<f64>> = bases
+            .iter()
+            .map(|b| b.values.get(r).copied().flatten())
+            .collect();
+        let Some(vals) = vals else { continue };
+        // The best baseline of the round: the highest throughput, or the lowest latency.
+        let (bi, best) =
+            vals.iter()
+                .copied()
+                .enumerate()
+                .fold((0, f64::NAN), |(bi, best), (i, v)| {
+                    let better = best.is_nan() || if d.at_least { v > best } else { v < best };
+                    if better {
+                        (i, v)
+                    } else {
+                        (bi, best)
+                    }
+                });
+        if best > 0.0 && e.is_finite() {
+            t.ratios.push(e / best);
+            if d.fastest {
+                let id = &bases[bi].id;
+                t.fastest
+                    .push(id.rsplit('/').next().unwrap_or(id).to_string());
+            }
+        }
+    }
+    if t.ratios.is_empty() {
+        t.verdict = "NOT MEASURED (no round with every record)".into();
+        return t;
+    }
+    t.median = Some(stats::median(&t.ratios));
+    t.ci95 = stats::bootstrap_median_ci(&t.ratios, LEVEL);
+    t.verdict = if d.kind == "bound" {
+        REPORTED.into()
+    } else {
+        verdict(t.ci95, d.threshold, d.at_least).into()
+    };
+    t
+}
+
+/// Every target of the benchmark document, evaluated on `s`'s per-round figures.
+pub fn evaluate_all(s: &Summary) -> Vec<TargetRecord> {
+    definitions(s).into_iter().map(|d| evaluate(s, d)).collect()
+}
+
+/// The records of the undecided ratio targets (to repeat).
+pub fn undecided_ids(targets: &[TargetRecord]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for t in targets
+        .iter()
+        .filter(|t| t.kind == "ratio" && t.verdict == UNDECIDED)
+    {
+        for id in std::iter::once(&t.engine).chain(&t.baselines) {
+            if !ids.contains(id) {
+                ids.push(id.clone());
+            }
+        }
+    }
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Better, SCHEMA};
+
+    fn row(id: &str, metric: &str, values: &[f64]) -> SummaryRecord {
+        SummaryRecord {
+            id: id.into(),
+            metric: metric.into(),
+            unit: "events/s".into(),
+            median: stats::median(values),
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            runs: values.len(),
+            values: values.iter().map(|&v| Some(v)).collect(),
+            percentiles: None,
+            checks: "ok".into(),
+            better: Better::Higher,
+            placement: String::new(),
+            hgrm: None,
+        }
+    }
+
+    fn summary(records: Vec<SummaryRecord>) -> Summary {
+        Summary {
+            schema: SCHEMA,
+            records,
+            targets: Vec::new(),
+        }
+    }
+
+    fn find<'a>(t: &'a [TargetRecord], prefix: &str) -> &'a TargetRecord {
+        t.iter().find(|x| x.target.starts_with(prefix)).unwrap()
+    }
+
+    #[test]
+    fn verdict_is_undecided_when_the_interval_straddles_the_threshold() {
+        assert_eq!(verdict(Some((1.1, 1.3)), 1.0, true), MET);
+        assert_eq!(verdict(Some((0.7, 0.9)), 1.0, true), NOT_MET);
+        assert_eq!(verdict(Some((0.9, 1.1)), 1.0, true), UNDECIDED);
+        assert_eq!(verdict(Some((1.0, 1.2)), 1.0, true), MET);
+        assert_eq!(verdict(Some((1.1, 1.4)), 1.5, false), MET);
+        assert_eq!(verdict(Some((1.6, 1.9)), 1.5, false), NOT_MET);
+        assert_eq!(verdict(Some((1.4, 1.6)), 1.5, false), UNDECIDED);
+        assert_eq!(verdict(None, 1.0, true), UNDECIDED);
+    }
+
+    #[test]
+    fn ratios_are_paired_per_round_against_that_rounds_fastest_peer() {
+        // Round 2 is slow for everyone: absolute medians would mislead, per-round ratios do not.
+        let s = summary(vec![
+            row(
+                "stream/1to1/engine",
+                "throughput",
+                &[20.0, 22.0, 5.0, 21.0, 20.0],
+            ),
+            row(
+                "stream/1to1/crossbeam-channel",
+                "throughput",
+                &[10.0, 11.0, 2.5, 10.0, 10.0],
+            ),
+            row(
+                "stream/1to1/kanal",
+                "throughput",
+                &[15.0, 10.0, 4.0, 14.0, 16.0],
+            ),
+            row(
+                "stream/1to1/rtrb",
+                "throughput",
+                &[40.0, 44.0, 10.0, 42.0, 40.0],
+            ),
+        ]);
+        let t = evaluate_all(&s);
+        let st = find(&t, "stream/1to1/engine >=");
+        let want = [
+            20.0 / 15.0,
+            22.0 / 11.0,
+            5.0 / 4.0,
+            21.0 / 14.0,
+            20.0 / 16.0,
+        ];
+        assert_eq!(st.ratios.len(), 5);
+        for (got, want) in st.ratios.iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        }
+        assert_eq!(
+            st.fastest,
+            ["kanal", "crossbeam-channel", "kanal", "kanal", "kanal"]
+        );
+        assert_eq!(st.verdict, MET, "{st:?}");
+        let (lo, hi) = st.ci95.unwrap();
+        assert!(lo <= st.median.unwrap() && st.median.unwrap() <= hi);
+        // rtrb is a bound: reported, never a verdict.
+        let b = find(&t, "stream/1to1/engine vs stream/1to1/rtrb");
+        assert_eq!(b.verdict, REPORTED);
+        assert!((b.median.unwrap() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn straddling_ratios_are_undecided_and_one_round_decides_nothing() {
+        let s = summary(vec![
+            row(
+                "stream/1to1/engine",
+                "throughput",
+                &[9.0, 11.0, 9.5, 10.5, 10.0],
+            ),
+            row("stream/1to1/crossbeam-channel", "throughput", &[10.0; 5]),
+            row("route/dispatch", "throughput", &[100.0]),
+            row("route/crossbeam-channel", "throughput", &[1.0]),
+        ]);
+        let t = evaluate_all(&s);
+        let st = find(&t, "stream/1to1/engine >=");
+        assert_eq!(st.verdict, UNDECIDED, "{st:?}");
+        let r = find(&t, "route/dispatch");
+        assert_eq!(r.verdict, UNDECIDED, "one round has no interval: {r:?}");
+        let ids = undecided_ids(&t);
+        assert!(ids.contains(&"stream/1to1/engine".to_string()));
+        assert!(ids.contains(&"stream/1to1/crossbeam-channel".to_string()));
+        assert!(ids.contains(&"route/dispatch".to_string()));
+    }
+
+    #[test]
+    fn failed_peers_and_allocations_are_judged_honestly() {
+        let mut bad = row("stream/2to1/kanal", "throughput", &[1.0; 3]);
+        bad.checks = "failed: lost 1".into();
+        let mut alloc = row("alloc/send", "allocs_per_event", &[0.0, 0.0, 0.001]);
+        alloc.unit = "allocs/event".into();
+        let s = summary(vec![
+            row("stream/2to1/engine", "throughput", &[1.0; 3]),
+            row("stream/2to1/crossbeam-channel", "throughput", &[1.0; 3]),
+            bad,
+            row("alloc/route", "allocs_per_event", &[0.0, 0.0, 0.0]),
+            alloc,
+            row(
+                "pingpong/engine",
+                "latency_one_way",
+                &[100.0, 110.0, 105.0, 100.0, 102.0],
+            ),
+            row(
+                "calibration/cacheline-pingpong",
+                "latency_one_way",
+                &[50.0, 52.0, 51.0, 50.0, 50.0],
+            ),
+        ]);
+        let t = evaluate_all(&s);
+        assert!(find(&t, "stream/2to1").verdict.starts_with("NOT MEASURED"));
+        assert_eq!(find(&t, "alloc/route").verdict, MET);
+        assert_eq!(find(&t, "alloc/send").verdict, NOT_MET);
+        assert!(find(&t, "alloc/channel")
+            .verdict
+            .starts_with("NOT MEASURED"));
+        // About 2x the floor against a 1.5x ceiling: NOT MET.
+        assert_eq!(find(&t, "pingpong/engine").verdict, NOT_MET);
+    }
+}
