@@ -32,6 +32,12 @@ pub const DEFAULT_INBOX_CAPACITY: usize = 20_000;
 pub const DEFAULT_MAX_CONTEXTS: usize = 256;
 /// The default limit on channel names.
 pub const DEFAULT_MAX_CHANNELS: usize = 1024;
+/// The largest [`CorrelatorBuilder::max_contexts`]. Every context is an OS thread, and the
+/// correlator sizes its tables for `max_contexts` when it is built (per channel, one subscription
+/// bit per context): with both limits at their maxima those tables take 32 MiB.
+pub const MAX_CONTEXTS: usize = 4096;
+/// The largest [`CorrelatorBuilder::max_channels`] (see [`MAX_CONTEXTS`] for the memory it sizes).
+pub const MAX_CHANNELS: usize = 65_536;
 /// The default rate of the clock thread's ticks, per second (R7.1).
 pub const DEFAULT_TICK_RATE: u32 = 10;
 /// Default of [`CorrelatorBuilder::release_batch`].
@@ -121,7 +127,11 @@ pub(crate) fn create_context<E: Event>(
             });
         }
     }
-    let (inbox, consumer) = Inbox::with_capacity(shared.config.capacity);
+    let (inbox, consumer) =
+        Inbox::try_with_capacity(shared.config.capacity).map_err(|_| Error::AllocationFailed {
+            setting: "inbox_capacity",
+            requested: shared.config.capacity,
+        })?;
     let ctx = Arc::new(ContextShared {
         id: id as u32,
         name: options.name,
@@ -214,6 +224,13 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
 impl<E: Event> CorrelatorBuilder<E> {
     /// Capacity of every context's inbox, in entries (default [`DEFAULT_INBOX_CAPACITY`] = 20,000).
     /// A sender that finds an inbox full waits for room (R5.1).
+    ///
+    /// Every context allocates its whole inbox when it is created: `capacity` places of an event
+    /// (plus a tag) and an 8-byte stamp. [`build`](Self::build) and `create_context` return
+    /// [`Error::InvalidCapacity`] outside `1..=`[`MAX_CAPACITY`](crate::inbox::MAX_CAPACITY)
+    /// and [`Error::AllocationFailed`] when the memory cannot be allocated; an allocation the
+    /// operating system grants but cannot back when it is written is beyond what the engine can
+    /// see, so size inboxes for the machine.
     pub fn inbox_capacity(mut self, capacity: usize) -> Self {
         self.config.capacity = capacity;
         self
@@ -248,13 +265,15 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
-    /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256).
+    /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256; at most
+    /// [`MAX_CONTEXTS`], else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
     pub fn max_contexts(mut self, max: usize) -> Self {
         self.config.max_contexts = max;
         self
     }
 
-    /// The most channel names (default [`DEFAULT_MAX_CHANNELS`] = 1024).
+    /// The most channel names (default [`DEFAULT_MAX_CHANNELS`] = 1024; at most [`MAX_CHANNELS`],
+    /// else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
     pub fn max_channels(mut self, max: usize) -> Self {
         self.max_channels = max;
         self
@@ -289,8 +308,11 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// taken before [`Correlator::start`].
     ///
     /// # Errors
-    /// [`Error::InvalidCapacity`], [`Error::InvalidLimit`], [`Error::NoSuchCore`] for a pinning
-    /// plan naming a core this process cannot run on, [`Error::ThreadSpawn`].
+    /// [`Error::InvalidCapacity`], [`Error::InvalidLimit`] for a limit of zero,
+    /// [`Error::LimitTooLarge`] for `max_contexts` above [`MAX_CONTEXTS`] or `max_channels` above
+    /// [`MAX_CHANNELS`], [`Error::AllocationFailed`] for an inbox the memory cannot hold,
+    /// [`Error::NoSuchCore`] for a pinning plan naming a core this process cannot run on,
+    /// [`Error::ThreadSpawn`]. Never a panic or an abort, whatever the values.
     pub fn build(self) -> Result<Correlator<E>, Error> {
         let config = self.config;
         if config.capacity == 0 || config.capacity > MAX_CAPACITY {
@@ -318,6 +340,19 @@ impl<E: Event> CorrelatorBuilder<E> {
             return Err(Error::InvalidLimit {
                 setting: "max_channels",
             });
+        }
+        // The tables sized by these two are allocated below, before any context exists.
+        for (setting, requested, max) in [
+            ("max_contexts", config.max_contexts, MAX_CONTEXTS),
+            ("max_channels", self.max_channels, MAX_CHANNELS),
+        ] {
+            if requested > max {
+                return Err(Error::LimitTooLarge {
+                    setting,
+                    requested,
+                    max,
+                });
+            }
         }
         // Read the core list once, before anything is pinned: a pinned thread sees only its own core.
         let available_cores: Vec<usize> = core_affinity::get_core_ids()

@@ -314,16 +314,32 @@ fn before(a: u64, b: u64) -> bool {
 
 impl<T> Inbox<T> {
     /// Creates an inbox of nominal `capacity` (clamped to `1..=MAX_CAPACITY`) and its consumer end.
+    ///
+    /// # Panics
+    /// If the slots cannot be allocated (a test helper: the engine uses
+    /// [`try_with_capacity`](Self::try_with_capacity)).
     pub fn with_capacity(capacity: usize) -> (sync::Arc<Self>, Consumer<T>) {
+        match Self::try_with_capacity(capacity) {
+            Ok(pair) => pair,
+            Err(e) => panic!("inbox of {capacity} entries: {e}"),
+        }
+    }
+
+    /// [`with_capacity`](Self::with_capacity), or an error instead of an abort when the memory for
+    /// the slots cannot be allocated (a capacity within [`MAX_CAPACITY`] may still need more
+    /// memory than the machine has: `capacity` slots of an entry and a stamp each).
+    pub fn try_with_capacity(
+        capacity: usize,
+    ) -> Result<(sync::Arc<Self>, Consumer<T>), std::collections::TryReserveError> {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         let one_lap = (capacity as u64 + 1).next_power_of_two();
-        let slots = (0..capacity as u64)
-            .map(|i| Slot {
-                stamp: AtomicU64::new(i),
-                value: UnsafeCell::new(MaybeUninit::uninit()),
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(capacity)?;
+        slots.extend((0..capacity as u64).map(|i| Slot {
+            stamp: AtomicU64::new(i),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }));
+        let slots = slots.into_boxed_slice();
         let inbox = sync::Arc::new(Self {
             tail: CachePadded::new(Tail {
                 word: AtomicU64::new(0),
@@ -359,7 +375,7 @@ impl<T> Inbox<T> {
             registered: false,
             _not_sync: std::marker::PhantomData,
         };
-        (inbox, consumer)
+        Ok((inbox, consumer))
     }
 
     /// The nominal capacity.
