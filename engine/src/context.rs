@@ -54,10 +54,20 @@ use crate::time::Time;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// A reference to a context: a small `Copy` value that can be stored in events and state, compared
-/// and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the first.
+/// A reference to a context: a small `Copy` value (8 bytes) that can be stored in events and state,
+/// compared and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the
+/// first.
+///
+/// A reference also names its correlator (a tag unique in the process), so that a reference of
+/// another correlator is refused rather than delivered to whichever context has the same id:
+/// sends, spawns and loads into it fail with `UnknownContext`
+/// ([`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext),
+/// [`Error::UnknownContext`](crate::Error::UnknownContext)), and references of two correlators
+/// are never equal. Ordering compares the correlator's tag first, then the id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextRef {
+    /// The tag of the correlator the context belongs to.
+    pub(crate) correlator: u32,
     pub(crate) id: u32,
 }
 
@@ -70,7 +80,7 @@ impl ContextRef {
 
 impl fmt::Debug for ContextRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ContextRef({})", self.id)
+        write!(f, "ContextRef({}, correlator {})", self.id, self.correlator)
     }
 }
 
@@ -127,6 +137,8 @@ pub(crate) struct ContextStats {
 /// What other threads know about a context.
 pub(crate) struct ContextShared<E: Event> {
     pub(crate) id: u32,
+    /// The tag of the correlator it belongs to (see [`ContextRef`]).
+    pub(crate) correlator: u32,
     pub(crate) name: String,
     pub(crate) public: bool,
     pub(crate) wait: WaitStrategy,
@@ -145,7 +157,10 @@ pub(crate) struct ContextShared<E: Event> {
 
 impl<E: Event> ContextShared<E> {
     pub(crate) fn reference(&self) -> ContextRef {
-        ContextRef { id: self.id }
+        ContextRef {
+            correlator: self.correlator,
+            id: self.id,
+        }
     }
 
     pub(crate) fn unpark(&self) {

@@ -69,6 +69,8 @@ impl Config {
 /// State shared by the facade, every context thread and every handle.
 pub(crate) struct Shared<E: Event> {
     pub(crate) config: Config,
+    /// This correlator's tag, unique in the process: every [`ContextRef`] of it carries it.
+    pub(crate) tag: u32,
     /// Every context, indexed by id; append-only.
     pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
     pub(crate) channels: Channels<E>,
@@ -134,6 +136,7 @@ pub(crate) fn create_context<E: Event>(
         })?;
     let ctx = Arc::new(ContextShared {
         id: id as u32,
+        correlator: shared.tag,
         name: options.name,
         public: options.public,
         wait: options.wait.unwrap_or(shared.config.wait),
@@ -379,6 +382,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             available_cores,
             threads: Mutex::new(Vec::new()),
             creating: Mutex::new(()),
+            tag: sync::next_correlator_tag(),
             config,
         });
         let main = create_context(&shared, ContextOptions::new("main").public(true), false)?;
@@ -462,6 +466,9 @@ impl<E: Event> Correlator<E> {
 
     /// The name a context was created with.
     pub fn context_name(&self, ctx: ContextRef) -> Option<String> {
+        if ctx.correlator != self.shared.tag {
+            return None;
+        }
         sync::read_lock(&self.shared.contexts)
             .get(ctx.id as usize)
             .map(|c| c.name.clone())
@@ -603,7 +610,10 @@ impl<E: Event> Correlator<E> {
         let mut failed = None;
         for (i, t) in threads.into_iter().enumerate() {
             if t.join().is_err() {
-                failed.get_or_insert(ContextRef { id: i as u32 });
+                failed.get_or_insert(ContextRef {
+                    correlator: shared.tag,
+                    id: i as u32,
+                });
             }
         }
         shared.channels.close_outputs();

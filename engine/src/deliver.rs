@@ -247,6 +247,8 @@ pub(crate) struct Links<E: Event> {
     shared: Arc<Shared<E>>,
     contexts: Vec<Arc<ContextShared<E>>>,
     me: Option<ContextRef>,
+    /// The correlator's tag: a [`ContextRef`] carrying another is refused.
+    tag: u32,
     strategy: WaitStrategy,
     /// Reused buffer of channel subscribers.
     targets: Vec<u32>,
@@ -269,6 +271,7 @@ impl<E: Event> Links<E> {
             None => WaitStrategy::default(),
         };
         Self {
+            tag: shared.tag,
             shared,
             contexts: Vec::new(),
             me,
@@ -314,7 +317,8 @@ impl<E: Event> Links<E> {
         to: ContextRef,
         wait: Wait,
     ) -> Result<(&Arc<ContextShared<E>>, Reservation), SendErrorKind> {
-        if !self.know(to.id) {
+        // A reference of another correlator names none of ours, whatever its id (one comparison).
+        if to.correlator != self.tag || !self.know(to.id) {
             return Err(SendErrorKind::UnknownContext);
         }
         let r = self.reserve(to.id, wait)?;
@@ -422,13 +426,21 @@ impl<E: Event> Links<E> {
         }
     }
 
+    /// The reference of this correlator's context `id`.
+    fn context_ref(&self, id: u32) -> ContextRef {
+        ContextRef {
+            correlator: self.tag,
+            id,
+        }
+    }
+
     /// Sends a clock tick to every context, in id order (R7.1); returns how many took it.
     pub(crate) fn send_time_all(&mut self, t: crate::time::Time, wait: Wait) -> usize {
         self.refresh();
         let mut n = 0;
         for id in 0..self.contexts.len() as u32 {
             if self
-                .push_entry(ContextRef { id }, Entry::Tick(t), wait)
+                .push_entry(self.context_ref(id), Entry::Tick(t), wait)
                 .is_ok()
             {
                 n += 1;
@@ -536,7 +548,7 @@ impl<E: Event> Links<E> {
                 } else {
                     kind
                 };
-                return Err(SendError::new(kind, Some(ContextRef { id }), event));
+                return Err(SendError::new(kind, Some(self.context_ref(id)), event));
             }
             // Wait for room in the inbox that refused, holding nothing, then try the round again.
             match self.contexts[id as usize]
@@ -546,7 +558,7 @@ impl<E: Event> Links<E> {
                 RoomWait::Retry | RoomWait::TimedOut => {}
                 RoomWait::Closed => {
                     let kind = refusal_kind(&self.contexts[id as usize].inbox, Sender::External);
-                    return Err(SendError::new(kind, Some(ContextRef { id }), event));
+                    return Err(SendError::new(kind, Some(self.context_ref(id)), event));
                 }
             }
         }

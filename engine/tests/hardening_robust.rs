@@ -6,9 +6,13 @@
 //! abort fails the test instead of killing the test binary.
 
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use correlator::{Correlator, Error, Event};
+use correlator::{
+    ContextOptions, Correlator, DieReason, Error, Event, Monitor, Pattern, Scope, SendErrorKind,
+};
 
 /// A test event: a kind and a value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +26,10 @@ impl Event for Ev {
     fn kind(&self) -> u32 {
         self.kind
     }
+}
+
+fn ev(kind: u32, val: u64) -> Ev {
+    Ev { kind, val }
 }
 
 /// Set in the environment of a child process that runs one test's scenario.
@@ -62,6 +70,36 @@ fn in_child_process(name: &str, scenario: impl FnOnce()) {
         "{name} failed in its child process ({status}):\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs `f` on a thread and waits up to 60 s for its result, failing the test instead of hanging.
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the scenario finished within 60 s")
+}
+
+/// A thread-safe list of what happened, in order.
+#[derive(Clone, Default, Debug)]
+struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    fn push(&self, s: impl Into<String>) {
+        self.0.lock().unwrap().push(s.into());
+    }
+    fn snapshot(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn external_time() -> Correlator<Ev> {
+    Correlator::builder()
+        .external_time()
+        .build()
+        .expect("valid configuration")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -119,4 +157,131 @@ fn r8_2_builder_limits_of_any_size_are_typed_errors() {
         .expect("the maxima are accepted");
         c.shutdown().expect("clean shutdown");
     });
+}
+
+/// A monitor whose load hook is a closure; `on_die` logs `"<name> die <reason>"`.
+struct Script {
+    name: &'static str,
+    log: Log,
+    load: Option<LoadFn>,
+}
+
+type Cx<'a> = Scope<'a, Ev, Script>;
+type LoadFn = Box<dyn FnOnce(&mut Script, &mut Cx<'_>) + Send>;
+
+impl Script {
+    fn new(
+        name: &'static str,
+        log: &Log,
+        load: impl FnOnce(&mut Script, &mut Cx<'_>) + Send + 'static,
+    ) -> Self {
+        Self {
+            name,
+            log: log.clone(),
+            load: Some(Box::new(load)),
+        }
+    }
+}
+
+impl Clone for Script {
+    /// A spawned copy: the same state, no load hook.
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name,
+            log: self.log.clone(),
+            load: None,
+        }
+    }
+}
+
+impl Monitor<Ev> for Script {
+    fn on_load(&mut self, cx: &mut Cx<'_>) {
+        if let Some(f) = self.load.take() {
+            f(self, cx);
+        }
+    }
+
+    fn on_die(&mut self, reason: &DieReason, _cx: &mut Cx<'_>) {
+        let r = match reason {
+            DieReason::Panicked(m) => format!("panicked({m})"),
+            other => format!("{other:?}"),
+        };
+        self.log.push(format!("{} die {r}", self.name));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 14: a context reference of another correlator.
+
+// R1.2, R8.2: a context reference names one context of one correlator. A reference of another
+// correlator (with an id that exists here too) is refused with `UnknownContext` and the event
+// handed back, from an input handle, from a handler and when loading; nothing is delivered to the
+// context of this correlator that has the same id.
+#[test]
+fn r1_2_a_context_ref_of_another_correlator_is_refused() {
+    let log = Log::default();
+    let log2 = log.clone();
+    let (here_refs, foreign) = bounded(move || {
+        let other = external_time();
+        let foreign = other.create_context(ContextOptions::new("there")).unwrap();
+        let c = external_time();
+        let here = c.create_context(ContextOptions::new("here")).unwrap();
+        let l = log2.clone();
+        c.load_in(
+            here,
+            Script::new("here", &log2, move |_, cx| {
+                cx.on_all(Pattern::kind(1), move |_, _, e: &Ev| {
+                    l.push(format!("here got {}", e.val))
+                });
+            }),
+        )
+        .unwrap();
+        let l = log2.clone();
+        c.load(Script::new("main", &log2, move |_, cx| {
+            cx.on_all(Pattern::kind(2), move |_, cx, e: &Ev| {
+                let err = cx.send_to(foreign, ev(1, e.val)).unwrap_err();
+                l.push(format!(
+                    "handler {:?} {:?} {}",
+                    err.kind(),
+                    err.target() == Some(foreign),
+                    err.into_event().val
+                ));
+            });
+        }))
+        .unwrap();
+        c.start();
+        let input = c.input();
+        let err = input.send_to(foreign, ev(1, 7)).unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::UnknownContext);
+        assert_eq!(err.into_event(), ev(1, 7));
+        let err = input.try_send_to(foreign, ev(1, 8)).unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::UnknownContext);
+        assert!(input.send_time_to(foreign, correlator::Time::ZERO).is_err());
+        let e = c
+            .load_in(foreign, Script::new("x", &log2, |_, _| {}))
+            .unwrap_err();
+        assert_eq!(e, Error::UnknownContext(foreign));
+        assert!(e.to_string().contains("does not belong to this correlator"));
+        assert_eq!(c.context_name(foreign), None);
+        input.send_to(c.main(), ev(2, 9)).unwrap();
+        input.send_to(here, ev(1, 10)).unwrap();
+        let status = c.shutdown().unwrap();
+        assert!(status.context(foreign).is_none());
+        other.shutdown().unwrap();
+        (here, foreign)
+    });
+    assert_eq!(
+        here_refs.id(),
+        foreign.id(),
+        "the same id in both correlators"
+    );
+    assert_ne!(here_refs, foreign);
+    assert!(std::mem::size_of::<correlator::ContextRef>() <= 8);
+    let lines = log.snapshot();
+    assert!(
+        lines.contains(&"handler UnknownContext true 9".to_string()),
+        "{lines:?}"
+    );
+    let got: Vec<&String> = lines.iter().filter(|l| l.starts_with("here got")).collect();
+    assert_eq!(got, ["here got 10"], "{lines:?}");
 }
