@@ -229,6 +229,28 @@ pub(crate) struct Instance<E: Event> {
     subscriptions: HashMap<Channel, u32>,
 }
 
+/// Operations still to apply, and what to do once they are applied: one level of the explicit
+/// stack that [`Core::apply_ops`] keeps for spawns whose initialisers spawn (R6.2), instead of
+/// recursing on the context's stack.
+struct OpFrame<E: Event> {
+    ops: std::vec::IntoIter<Op<E>>,
+    then: AfterOps,
+}
+
+/// What [`Core::apply_ops`] does when a frame's operations are all applied.
+enum AfterOps {
+    Nothing,
+    /// The operations were those of a spawned instance's initialiser: end the instance if the
+    /// initialiser died or panicked, and have its listener count checked.
+    Spawned {
+        instance: u32,
+        result: std::thread::Result<()>,
+        died: bool,
+    },
+    /// The operations were those of an ended instance's `on_die`: its id may be reused.
+    Free(u32),
+}
+
 /// What the route loop does with an event after [`Core::dispatch`].
 enum Dispatched<K> {
     /// Drop it.
@@ -254,6 +276,9 @@ pub(crate) struct Core<E: Event> {
     touched: Vec<u32>,
     /// How deep `after_handler` calls are nested (a spawn's initialiser runs inside its parent's).
     nesting: u32,
+    /// The explicit stack of [`Core::apply_ops`] (empty between operations; kept for its
+    /// capacity).
+    op_frames: Vec<OpFrame<E>>,
     /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
     timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
     timer_seq: u64,
@@ -300,6 +325,7 @@ impl<E: Event> Core<E> {
             subscriptions: HashMap::new(),
             touched: Vec::new(),
             nesting: 0,
+            op_frames: Vec::new(),
             timers: BinaryHeap::new(),
             timer_seq: 0,
             step_timers: Vec::new(),
@@ -912,7 +938,27 @@ impl<E: Event> Core<E> {
         self.nesting += 1;
         self.apply_ops();
         self.nesting -= 1;
-        let reason = match result {
+        if let Some(reason) = self.end_reason(instance, result, died) {
+            self.end_instance(instance, reason);
+        }
+        self.touched.push(instance);
+        // Only the outermost call decides who has no listener left: an outer handler's operations
+        // (registering its next listener, say) may still be pending behind a nested spawn.
+        if self.nesting > 0 {
+            return;
+        }
+        self.end_listenerless();
+    }
+
+    /// Why `instance` ends after a handler or initialiser that returned `result` and asked to die
+    /// (`died`), if it does; counts and reports a panic.
+    fn end_reason(
+        &mut self,
+        instance: u32,
+        result: std::thread::Result<()>,
+        died: bool,
+    ) -> Option<DieReason> {
+        match result {
             Err(payload) => {
                 self.fx.stats.handler_panics += 1;
                 let message = panic_message(&*payload);
@@ -926,16 +972,11 @@ impl<E: Event> Core<E> {
             }
             Ok(()) if died => Some(DieReason::Died),
             Ok(()) => None,
-        };
-        if let Some(reason) = reason {
-            self.end_instance(instance, reason);
         }
-        self.touched.push(instance);
-        // Only the outermost call decides who has no listener left: an outer handler's operations
-        // (registering its next listener, say) may still be pending behind a nested spawn.
-        if self.nesting > 0 {
-            return;
-        }
+    }
+
+    /// Ends the instances of `touched` that have no listener left (R6.8).
+    fn end_listenerless(&mut self) {
         while let Some(i) = self.touched.pop() {
             let empty = self.instances[i as usize]
                 .as_ref()
@@ -946,36 +987,119 @@ impl<E: Event> Core<E> {
         }
     }
 
+    /// Applies the operations the last handler asked for, in order.
+    ///
+    /// A local spawn creates its instance and runs the initialiser at once, and the initialiser's
+    /// own operations (more spawns among them) are applied before the operations that followed
+    /// the spawn: depth first. That is done with an explicit stack of [`OpFrame`]s rather than by
+    /// recursion, so a chain of initialisers that each spawn the next may be of any depth (R6.2);
+    /// likewise the operations of an `on_die` that runs on the way. Without a spawn (the common
+    /// case) the operations are applied in a plain loop and their buffer is kept.
     fn apply_ops(&mut self) {
         if self.fx.ops.is_empty() {
             return;
         }
         let mut ops = std::mem::take(&mut self.fx.ops);
+        if ops.iter().any(|op| matches!(op, Op::Spawn(_))) {
+            self.apply_ops_with_spawns(ops);
+            return;
+        }
         for op in ops.drain(..) {
-            match op {
-                Op::Listen {
-                    handle,
-                    instance,
-                    mode,
-                    spec,
-                } => self.listen(handle, instance, mode, spec),
-                Op::Quit(handle) => {
-                    if let Some(slot) = self.table.slot_of(handle) {
-                        if let Some(instance) = self.table.kill(slot) {
-                            self.listener_ended(instance);
-                        }
-                    }
-                }
-                Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
-                Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
-                Op::Spawn(new) => self.create_instance(new),
-                // Decided by the caller before the operations are applied.
-                Op::Die => {}
-            }
+            self.apply_op(op);
         }
         // Keep the capacity: no allocation for operations in the steady state.
         if self.fx.ops.is_empty() {
             self.fx.ops = ops;
+        }
+    }
+
+    /// Applies one operation other than a spawn.
+    fn apply_op(&mut self, op: Op<E>) {
+        match op {
+            Op::Listen {
+                handle,
+                instance,
+                mode,
+                spec,
+            } => self.listen(handle, instance, mode, spec),
+            Op::Quit(handle) => {
+                if let Some(slot) = self.table.slot_of(handle) {
+                    if let Some(instance) = self.table.kill(slot) {
+                        self.listener_ended(instance);
+                    }
+                }
+            }
+            Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
+            Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
+            Op::Spawn(new) => {
+                // Only `apply_ops_with_spawns` meets spawns; apply it the same way if not.
+                self.apply_ops_with_spawns(vec![Op::Spawn(new)]);
+            }
+            // Decided by the caller before the operations are applied.
+            Op::Die => {}
+        }
+    }
+
+    /// [`apply_ops`](Self::apply_ops) for operations with a spawn among them: what
+    /// `create_instance` and `end_instance` would do, with their operations pushed as frames
+    /// instead of applied by a nested call.
+    #[inline(never)]
+    fn apply_ops_with_spawns(&mut self, ops: Vec<Op<E>>) {
+        let base = self.op_frames.len();
+        self.op_frames.push(OpFrame {
+            ops: ops.into_iter(),
+            then: AfterOps::Nothing,
+        });
+        let mut spawned = false;
+        while self.op_frames.len() > base {
+            let next = self.op_frames.last_mut().and_then(|f| f.ops.next());
+            match next {
+                Some(Op::Spawn(new)) => {
+                    spawned = true;
+                    let (instance, result) = self.start_instance(new);
+                    let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
+                    let ops = std::mem::take(&mut self.fx.ops);
+                    self.op_frames.push(OpFrame {
+                        ops: ops.into_iter(),
+                        then: AfterOps::Spawned {
+                            instance,
+                            result,
+                            died,
+                        },
+                    });
+                }
+                Some(op) => self.apply_op(op),
+                None => {
+                    let Some(frame) = self.op_frames.pop() else {
+                        break;
+                    };
+                    match frame.then {
+                        AfterOps::Nothing => {}
+                        AfterOps::Spawned {
+                            instance,
+                            result,
+                            died,
+                        } => {
+                            if let Some(reason) = self.end_reason(instance, result, died) {
+                                if self.detach_instance(instance, reason) {
+                                    let ops = std::mem::take(&mut self.fx.ops);
+                                    self.op_frames.push(OpFrame {
+                                        ops: ops.into_iter(),
+                                        then: AfterOps::Free(instance),
+                                    });
+                                }
+                            }
+                            self.touched.push(instance);
+                        }
+                        AfterOps::Free(instance) => self.free_instances.push(instance),
+                    }
+                }
+            }
+        }
+        // As `after_handler` does for an instance created outside any handler's operations: the
+        // outermost call decides who has no listener left.
+        if spawned && self.nesting == 0 {
+            self.end_listenerless();
         }
     }
 
@@ -1066,6 +1190,13 @@ impl<E: Event> Core<E> {
 
     /// Creates an instance and runs its initialiser (load hook or spawn initialiser).
     fn create_instance(&mut self, new: NewInstance<E>) {
+        let (id, result) = self.start_instance(new);
+        self.after_handler(id, result);
+    }
+
+    /// Creates an instance and runs its initialiser, leaving the initialiser's operations in
+    /// `fx.ops`; returns the instance's id and how the initialiser ended.
+    fn start_instance(&mut self, new: NewInstance<E>) -> (u32, std::thread::Result<()>) {
         let NewInstance {
             state,
             on_die,
@@ -1090,19 +1221,31 @@ impl<E: Event> Core<E> {
         };
         self.live_instances += 1;
         let Some(inst) = self.instances[id as usize].as_mut() else {
-            return;
+            return (id, Ok(()));
         };
         self.fx.current = id;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
-        self.after_handler(id, result);
+        (id, result)
     }
 
     /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.
     fn end_instance(&mut self, id: u32, reason: DieReason) {
+        if self.detach_instance(id, reason) {
+            // Apply what `on_die` asked for before the id can be reused, so that nothing it
+            // registered attaches to a later instance.
+            self.apply_ops();
+            self.free_instances.push(id);
+        }
+    }
+
+    /// [`end_instance`](Self::end_instance) up to `on_die`, whose operations it leaves in
+    /// `fx.ops`: the caller applies them, then frees the id. Returns false if the instance had
+    /// already ended.
+    fn detach_instance(&mut self, id: u32, reason: DieReason) -> bool {
         let Some(mut inst) = self.instances[id as usize].take() else {
-            return;
+            return false;
         };
         self.live_instances -= 1;
         for handle in inst.listeners.drain(..) {
@@ -1130,10 +1273,7 @@ impl<E: Event> Core<E> {
                 "an on_die hook panicked; the panic is contained"
             );
         }
-        // Apply what `on_die` asked for before the id can be reused, so that nothing it registered
-        // attaches to a later instance.
-        self.apply_ops();
-        self.free_instances.push(id);
+        true
     }
 
     /// Ends every remaining instance (graceful shutdown).

@@ -285,3 +285,91 @@ fn r1_2_a_context_ref_of_another_correlator_is_refused() {
     let got: Vec<&String> = lines.iter().filter(|l| l.starts_with("here got")).collect();
     assert_eq!(got, ["here got 10"], "{lines:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Item 7: local spawn chains.
+
+/// Spawns the next link of a chain of `depth` initialisers, each spawning from its own
+/// initialiser, and logs where the chain ended.
+fn spawn_chain(m: &mut Script, cx: &mut Cx<'_>, level: u32, depth: u32) {
+    if level == depth {
+        m.log.push(format!("deepest {level}"));
+        return;
+    }
+    cx.spawn(m, move |m: &mut Script, cx: &mut Cx<'_>| {
+        spawn_chain(m, cx, level + 1, depth)
+    });
+}
+
+// R6.2: a spawn's initialiser may spawn, to any depth: a chain of initialisers each spawning the
+// next used to recurse on the context's stack (about 2,000 links overflowed it and aborted the
+// process). The order of initialisers and the fate of each instance are those of the shallow case:
+// every link ends with no listener, and the context carries on.
+#[test]
+fn r6_2_spawn_chains_of_any_depth_run() {
+    in_child_process("r6_2_spawn_chains_of_any_depth_run", || {
+        const DEPTH: u32 = 20_000;
+        let log = Log::default();
+        let log2 = log.clone();
+        let lines = bounded(move || {
+            let c = external_time();
+            c.load(Script::new("chain", &log2, |m, cx| {
+                spawn_chain(m, cx, 0, DEPTH)
+            }))
+            .unwrap();
+            let l = log2.clone();
+            c.load(Script::new("after", &log2, move |_, cx| {
+                cx.on_all(Pattern::kind(1), move |_, _, e: &Ev| {
+                    l.push(format!("after got {}", e.val))
+                });
+            }))
+            .unwrap();
+            c.start();
+            c.input().send_to(c.main(), ev(1, 5)).unwrap();
+            c.shutdown().unwrap();
+            log2.snapshot()
+        });
+        let _ = log;
+        assert_eq!(
+            lines.first().map(String::as_str),
+            Some(&*format!("deepest {DEPTH}"))
+        );
+        let ended = lines
+            .iter()
+            .filter(|l| *l == "chain die NoListeners")
+            .count();
+        assert_eq!(ended as u32, DEPTH + 1, "every link ends once");
+        assert!(lines.contains(&"after got 5".to_string()), "{lines:?}");
+    });
+}
+
+// R6.2: spawned initialisers run depth first, as before spawn chains stopped recursing: a spawn's
+// initialiser, and what it spawns, run before the operations that followed the spawn.
+#[test]
+fn r6_2_nested_spawn_initialisers_run_depth_first() {
+    let log = Log::default();
+    let log2 = log.clone();
+    let lines = bounded(move || {
+        let c = external_time();
+        c.load(Script::new("p", &log2, |m, cx| {
+            cx.spawn(m, |m: &mut Script, cx: &mut Cx<'_>| {
+                m.log.push("init a");
+                cx.spawn(m, |m: &mut Script, _: &mut Cx<'_>| m.log.push("init a1"));
+                cx.spawn(m, |m: &mut Script, _: &mut Cx<'_>| m.log.push("init a2"));
+            });
+            cx.spawn(m, |m: &mut Script, _: &mut Cx<'_>| m.log.push("init b"));
+        }))
+        .unwrap();
+        c.start();
+        c.shutdown().unwrap();
+        log2.snapshot()
+    });
+    let _ = log;
+    let inits: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("init"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(inits, ["init a", "init a1", "init a2", "init b"]);
+    assert_eq!(lines.iter().filter(|l| l.contains(" die ")).count(), 5);
+}
