@@ -63,30 +63,56 @@ use std::collections::BinaryHeap;
 /// sends, spawns and loads into it fail with `UnknownContext`
 /// ([`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext),
 /// [`Error::UnknownContext`](crate::Error::UnknownContext)), and references of two correlators
-/// are never equal. Ordering compares the correlator's tag first, then the id.
+/// are never equal. Ordering compares the id first, then the correlator's tag.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextRef {
-    /// The tag of the correlator the context belongs to.
-    pub(crate) correlator: u32,
-    pub(crate) id: u32,
+    /// `id | correlator_tag << 32`: one word, so that a sender checks tag and id with one
+    /// subtraction and one comparison (`Links::knows`).
+    word: u64,
 }
 
 impl ContextRef {
     /// The context's unique id within its correlator (`main` is 0).
+    #[inline(always)]
     pub fn id(self) -> u32 {
-        self.id
+        self.word as u32
+    }
+
+    /// The reference of context `id` of the correlator tagged `correlator`.
+    #[inline(always)]
+    pub(crate) fn new(correlator: u32, id: u32) -> Self {
+        Self {
+            word: u64::from(id) | u64::from(correlator) << 32,
+        }
+    }
+
+    /// The tag of the correlator the context belongs to.
+    #[inline(always)]
+    pub(crate) fn correlator(self) -> u32 {
+        (self.word >> 32) as u32
+    }
+
+    /// The reference as one word: `id | correlator << 32`.
+    #[inline(always)]
+    pub(crate) fn word(self) -> u64 {
+        self.word
     }
 }
 
 impl fmt::Debug for ContextRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ContextRef({}, correlator {})", self.id, self.correlator)
+        write!(
+            f,
+            "ContextRef({}, correlator {})",
+            self.id(),
+            self.correlator()
+        )
     }
 }
 
 impl fmt::Display for ContextRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "context #{}", self.id)
+        write!(f, "context #{}", self.id())
     }
 }
 
@@ -157,10 +183,7 @@ pub(crate) struct ContextShared<E: Event> {
 
 impl<E: Event> ContextShared<E> {
     pub(crate) fn reference(&self) -> ContextRef {
-        ContextRef {
-            correlator: self.correlator,
-            id: self.id,
-        }
+        ContextRef::new(self.correlator, self.id)
     }
 
     pub(crate) fn unpark(&self) {
@@ -963,7 +986,7 @@ impl<E: Event> Core<E> {
                 self.fx.stats.handler_panics += 1;
                 let message = panic_message(&*payload);
                 tracing::warn!(
-                    context = self.fx.me.id,
+                    context = self.fx.me.id(),
                     instance,
                     %message,
                     "a handler panicked; its monitor instance ends"
@@ -1151,7 +1174,7 @@ impl<E: Event> Core<E> {
                 .links
                 .shared()
                 .channels
-                .set_subscribed(ch, self.fx.me.id, true);
+                .set_subscribed(ch, self.fx.me.id(), true);
         }
     }
 
@@ -1183,7 +1206,7 @@ impl<E: Event> Core<E> {
                     .links
                     .shared()
                     .channels
-                    .set_subscribed(ch, self.fx.me.id, false);
+                    .set_subscribed(ch, self.fx.me.id(), false);
             }
         }
     }
@@ -1267,7 +1290,7 @@ impl<E: Event> Core<E> {
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, r, fx))) {
             self.fx.stats.handler_panics += 1;
             tracing::error!(
-                context = self.fx.me.id,
+                context = self.fx.me.id(),
                 instance = id,
                 message = %panic_message(&*payload),
                 "an on_die hook panicked; the panic is contained"

@@ -466,11 +466,11 @@ impl<E: Event> Correlator<E> {
 
     /// The name a context was created with.
     pub fn context_name(&self, ctx: ContextRef) -> Option<String> {
-        if ctx.correlator != self.shared.tag {
+        if ctx.correlator() != self.shared.tag {
             return None;
         }
         sync::read_lock(&self.shared.contexts)
-            .get(ctx.id as usize)
+            .get(ctx.id() as usize)
             .map(|c| c.name.clone())
     }
 
@@ -610,10 +610,7 @@ impl<E: Event> Correlator<E> {
         let mut failed = None;
         for (i, t) in threads.into_iter().enumerate() {
             if t.join().is_err() {
-                failed.get_or_insert(ContextRef {
-                    correlator: shared.tag,
-                    id: i as u32,
-                });
+                failed.get_or_insert(ContextRef::new(shared.tag, i as u32));
             }
         }
         shared.channels.close_outputs();

@@ -249,6 +249,9 @@ pub(crate) struct Links<E: Event> {
     me: Option<ContextRef>,
     /// The correlator's tag: a [`ContextRef`] carrying another is refused.
     tag: u32,
+    /// [`ContextRef::word`] of this correlator's context 0: the word of context `i` is
+    /// `base + i`.
+    base: u64,
     strategy: WaitStrategy,
     /// Reused buffer of channel subscribers.
     targets: Vec<u32>,
@@ -265,13 +268,14 @@ impl<E: Event> Links<E> {
     pub(crate) fn new(shared: Arc<Shared<E>>, me: Option<ContextRef>) -> Self {
         let strategy = match me {
             Some(c) => sync::read_lock(&shared.contexts)
-                .get(c.id as usize)
+                .get(c.id() as usize)
                 .map(|ctx| ctx.wait)
                 .unwrap_or_default(),
             None => WaitStrategy::default(),
         };
         Self {
             tag: shared.tag,
+            base: u64::from(shared.tag) << 32,
             shared,
             contexts: Vec::new(),
             me,
@@ -303,6 +307,28 @@ impl<E: Event> Links<E> {
         (id as usize) < self.contexts.len()
     }
 
+    /// The id of `to` if it is a context of this correlator, making sure it is in the local cache.
+    ///
+    /// A reference of another correlator names none of ours, whatever its id. Checked with the
+    /// cache's bound: `to.word() - base` is the id for a reference of this correlator, and at
+    /// least 2^32 (wrapping) for any other, so the common case is one subtraction and one
+    /// comparison.
+    #[inline(always)]
+    fn index_of(&mut self, to: ContextRef) -> Option<u32> {
+        let i = to.word().wrapping_sub(self.base);
+        if i < self.contexts.len() as u64 {
+            return Some(i as u32);
+        }
+        self.index_of_new(to)
+    }
+
+    /// [`index_of`](Self::index_of) for a reference not in the cache.
+    #[cold]
+    #[inline(never)]
+    fn index_of_new(&mut self, to: ContextRef) -> Option<u32> {
+        (to.correlator() == self.tag && self.know(to.id())).then_some(to.id())
+    }
+
     /// Copies the contexts created since the last refresh into the local cache.
     pub(crate) fn refresh(&mut self) {
         let registry = sync::read_lock(&self.shared.contexts);
@@ -317,12 +343,11 @@ impl<E: Event> Links<E> {
         to: ContextRef,
         wait: Wait,
     ) -> Result<(&Arc<ContextShared<E>>, Reservation), SendErrorKind> {
-        // A reference of another correlator names none of ours, whatever its id (one comparison).
-        if to.correlator != self.tag || !self.know(to.id) {
+        let Some(id) = self.index_of(to) else {
             return Err(SendErrorKind::UnknownContext);
-        }
-        let r = self.reserve(to.id, wait)?;
-        Ok((&self.contexts[to.id as usize], r))
+        };
+        let r = self.reserve(id, wait)?;
+        Ok((&self.contexts[id as usize], r))
     }
 
     /// Reserves a place in the inbox of context `id` (known: in `contexts`), waiting as `wait`
@@ -379,7 +404,7 @@ impl<E: Event> Links<E> {
             }
         }
         let began = Instant::now();
-        let cycle = self.me.map(|me| (&self.shared.waits, me.id, target.id));
+        let cycle = self.me.map(|me| (&self.shared.waits, me.id(), target.id));
         let mut backoff = Backoff::new(self.strategy);
         let result = reserve_after_full(&target.inbox, sender, cycle, deadline, || {
             match backoff.next_or_park() {
@@ -428,10 +453,7 @@ impl<E: Event> Links<E> {
 
     /// The reference of this correlator's context `id`.
     fn context_ref(&self, id: u32) -> ContextRef {
-        ContextRef {
-            correlator: self.tag,
-            id,
-        }
+        ContextRef::new(self.tag, id)
     }
 
     /// Sends a clock tick to every context, in id order (R7.1); returns how many took it.
