@@ -63,7 +63,7 @@ use std::collections::BinaryHeap;
 /// sends, spawns and loads into it fail with `UnknownContext`
 /// ([`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext),
 /// [`Error::UnknownContext`](crate::Error::UnknownContext)), and references of two correlators
-/// are never equal. Ordering compares the id first, then the correlator's tag.
+/// are never equal. Ordering compares the correlator's tag first, then the id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextRef {
     /// `id | correlator_tag << 32`: one word, so that a sender checks tag and id with one
