@@ -318,6 +318,12 @@ pub(crate) struct Core<E: Event> {
     fx: Effects<E>,
 }
 
+/// Route-stack entries a context keeps room for between inbox entries (R3.4): a deeper storm's memory
+/// is given back once the stack drains.
+pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
+/// Levels of nested spawns whose frames a context keeps room for (see [`Core::apply_ops`]).
+const OP_FRAMES_RETAINED: usize = 64;
+
 fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
@@ -420,7 +426,15 @@ impl<E: Event> Core<E> {
 
     /// Publishes the status counters, then gives back the places of the processed entries (see
     /// "Giving places back in batches" in the module docs).
+    ///
+    /// First, since the route stack is empty here (between entries) and this runs once per batch
+    /// of entries rather than per event: memory kept from a past route storm or spawn chain
+    /// beyond [`ROUTE_STACK_RETAINED`] and [`OP_FRAMES_RETAINED`] entries is given back.
     fn publish_and_give_back(&mut self) {
+        self.fx.routes.shrink_when_empty(ROUTE_STACK_RETAINED);
+        if self.op_frames.capacity() > OP_FRAMES_RETAINED {
+            self.op_frames.shrink_to(OP_FRAMES_RETAINED);
+        }
         self.publish();
         self.unpublished = false;
         self.fx.links.held.give_back();

@@ -55,7 +55,8 @@
 //! no ticket; it adds one to the tail word's pending count instead (so the consumer neither sleeps
 //! nor counts itself idle while it is open), and its commit pushes the entry before it takes the
 //! count back. The overflow is a mutex-guarded deque: it is touched only between an overrun and the
-//! moment it drains, never on the steady-state path, and it shrinks back as it drains.
+//! moment it drains, never on the steady-state path, and it shrinks back when it drains: the entry
+//! that empties it gives back its memory beyond [`OVERFLOW_RETAINED`] entries.
 //!
 //! # Sleep and wake-up
 //! The three-state handshake of a parker (running / announced sleep / woken), carried by the
@@ -97,6 +98,10 @@ const TICKET_BITS: u32 = 48;
 const TOMB: u64 = 1 << 63;
 /// `room`: a sender is parked waiting for room.
 const ROOM_WAITERS: usize = 1;
+
+/// Room for entries the overflow keeps once it has drained (SPEC R5.2): after a burst of overruns
+/// its memory beyond this is given back, so it does not stay at its peak.
+pub const OVERFLOW_RETAINED: usize = 256;
 
 /// The largest capacity an inbox accepts (tickets must keep at least a few laps apart in 48 bits).
 pub const MAX_CAPACITY: usize = 1 << 40;
@@ -867,6 +872,10 @@ impl<T> Consumer<T> {
         {
             let mut overflow = sync::lock(&inbox.overflow);
             let value = overflow.pop_front()?;
+            if overflow.is_empty() && overflow.capacity() > OVERFLOW_RETAINED {
+                // Drained after a burst: give its peak memory back (R5.2). Rare, like overruns.
+                overflow.shrink_to(OVERFLOW_RETAINED);
+            }
             // Counted as taken before it stops counting as waiting: `len` never misses it.
             let p = &*inbox.progress;
             p.ov_taken

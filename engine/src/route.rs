@@ -2,7 +2,9 @@
 //!
 //! Owned by the context's thread: a plain `Vec` and two one-event slots, no atomics, no locks, and no
 //! allocation once it has grown to the deepest route storm seen (R3.4). Routed events never count against the inbox's
-//! capacity and are never refused (R3.5).
+//! capacity and are never refused (R3.5). After a storm deeper than the context keeps room for, the
+//! context gives the memory back once the stack is empty ([`RouteStack::shrink_when_empty`]), so
+//! the stack's memory does not stay at its peak.
 //!
 //! # Order (R3.2)
 //! A plain push/pop stack would process the last-routed sibling first. Instead, before an event is
@@ -307,6 +309,23 @@ impl<E> RouteStack<E> {
     /// The deepest the stack has been.
     pub fn max_depth(&self) -> usize {
         self.max_depth
+    }
+
+    /// Room for entries on the `Vec` (the front slot not counted).
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// If the stack is empty and has room for more than `retained` entries, gives the memory
+    /// beyond that back (to room for `retained`, at least one). The context calls it between inbox
+    /// entries, where the stack is empty, not per event: a storm's memory is returned once it
+    /// drains, and a steady state that stays within `retained` never allocates.
+    pub fn shrink_when_empty(&mut self, retained: usize) {
+        let retained = retained.max(1);
+        if self.entries.capacity() > retained && self.is_empty() {
+            // Keeps `len < capacity` (room for the next `append`): the length is 0.
+            self.entries.shrink_to(retained);
+        }
     }
 }
 

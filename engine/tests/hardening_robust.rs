@@ -5,7 +5,9 @@
 //! runs its scenario in a child process (this test binary, filtered to that test), so that an
 //! abort fails the test instead of killing the test binary.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,6 +15,81 @@ use std::time::{Duration, Instant};
 use correlator::{
     ContextOptions, Correlator, DieReason, Error, Event, Monitor, Pattern, Scope, SendErrorKind,
 };
+
+/// The system allocator, counting the bytes live on the heap (for the memory tests, which run in
+/// a child process of their own so that no other test allocates meanwhile).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The highest `LIVE` since it was last reset.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn count_alloc(size: usize) {
+    let live = LIVE.fetch_add(size, Ordering::Relaxed) + size;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+}
+
+// SAFETY: every call is forwarded to `System` unchanged; the counter is only bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            count_alloc(layout.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count_alloc(layout.size());
+        }
+        p
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's guarantees.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count_alloc(new_size);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Bytes live on the heap now.
+fn live_heap() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// The resident set size of this process, in bytes (0 where `/proc` is not there).
+fn rss() -> usize {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// Waits up to 20 s for `cond`; returns whether it became true.
+fn eventually(cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
+}
 
 /// A test event: a kind and a value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +147,8 @@ fn in_child_process(name: &str, scenario: impl FnOnce()) {
         "{name} failed in its child process ({status}):\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The figures the scenario printed (shown with `--nocapture`).
+    print!("{stdout}");
 }
 
 /// Runs `f` on a thread and waits up to 60 s for its result, failing the test instead of hanging.
@@ -372,4 +451,100 @@ fn r6_2_nested_spawn_initialisers_run_depth_first() {
         .collect();
     assert_eq!(inits, ["init a", "init a1", "init a2", "init b"]);
     assert_eq!(lines.iter().filter(|l| l.contains(" die ")).count(), 5);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 11: memory kept after a peak.
+
+/// The size of the storms of the memory tests (`HARDENING_ROBUST_STORM` overrides it).
+fn storm_size() -> u64 {
+    std::env::var("HARDENING_ROBUST_STORM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// Runs `storm` (which returns once its events are processed) on an idle correlator, and asserts
+/// that the live heap comes back to within 2 MiB of what it was before, printing the figures.
+fn heap_comes_back(what: &str, c: &Correlator<Ev>, storm: impl FnOnce()) {
+    let (heap0, rss0) = (live_heap(), rss());
+    PEAK.store(heap0, Ordering::Relaxed);
+    storm();
+    let (heap_peak, rss_peak) = (PEAK.load(Ordering::Relaxed), rss());
+    let back = eventually(|| live_heap() < heap0 + (2 << 20));
+    let (heap1, rss1) = (live_heap(), rss());
+    println!(
+        "{what}: live heap {:.1} -> {:.1} (peak) -> {:.1} MiB after it drained; \
+         RSS {:.1} -> {:.1} (as the storm's events were all seen) -> {:.1} MiB",
+        heap0 as f64 / MIB,
+        heap_peak as f64 / MIB,
+        heap1 as f64 / MIB,
+        rss0 as f64 / MIB,
+        rss_peak as f64 / MIB,
+        rss1 as f64 / MIB
+    );
+    assert!(
+        back,
+        "{what}: the live heap stayed {:.1} MiB above its level before the storm",
+        (heap1 as f64 - heap0 as f64) / MIB
+    );
+    let _ = c;
+}
+
+// R3.4, R5.2: the route stack and the inbox's overflow give their peak memory back once they
+// drain (a context keeps room for ROUTE_STACK_RETAINED routed events and OVERFLOW_RETAINED
+// overflow entries): 1M routes from one event, then 1M sends of a context to its own full inbox
+// (overruns), used to leave tens of MiB allocated for good.
+#[test]
+fn r3_4_r5_2_route_stack_and_overflow_shrink_after_a_storm() {
+    in_child_process(
+        "r3_4_r5_2_route_stack_and_overflow_shrink_after_a_storm",
+        || {
+            let n = storm_size();
+            let seen = Arc::new(AtomicU64::new(0));
+            let c: Correlator<Ev> = Correlator::builder()
+                .inbox_capacity(64)
+                .external_time()
+                .build()
+                .unwrap();
+            let log = Log::default();
+            let s = seen.clone();
+            c.load(Script::new("storm", &log, move |_, cx| {
+                cx.on_all(Pattern::kind(1), move |_, cx, _: &Ev| {
+                    for i in 0..n {
+                        cx.route(ev(9, i));
+                    }
+                });
+                cx.on_all(Pattern::kind(2), move |_, cx, _: &Ev| {
+                    let me = cx.context();
+                    for i in 0..n {
+                        cx.send_to(me, ev(9, i)).unwrap();
+                    }
+                });
+                cx.on_all(Pattern::kind(9), move |_, _, _: &Ev| {
+                    s.fetch_add(1, Ordering::Relaxed);
+                });
+            }))
+            .unwrap();
+            c.start();
+            let input = c.input();
+            // Warm up: every buffer of a small event's path exists before the first figure.
+            input.send_to(c.main(), ev(0, 0)).unwrap();
+            assert!(eventually(|| c.status().totals.processed >= 1));
+            heap_comes_back(&format!("{n} routes"), &c, || {
+                input.send_to(c.main(), ev(1, 0)).unwrap();
+                assert!(eventually(|| seen.load(Ordering::Relaxed) == n));
+            });
+            heap_comes_back(&format!("{n} overruns"), &c, || {
+                input.send_to(c.main(), ev(2, 0)).unwrap();
+                assert!(eventually(|| seen.load(Ordering::Relaxed) == 2 * n));
+            });
+            let status = c.shutdown().unwrap();
+            assert!(status.totals.overruns >= n - 64, "{:?}", status.totals);
+            let depth = status.context(c.main()).map_or(0, |s| s.max_route_depth);
+            assert!(depth >= n, "{depth}");
+        },
+    );
 }
