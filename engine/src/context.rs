@@ -28,6 +28,20 @@
 //! the operations are applied as soon as the handler returns, before the next listener fires, so a
 //! quit or a `die` also stops listeners later in the same dispatch. Every handler call is wrapped in
 //! `catch_unwind`: a panic ends that handler's instance only (R6.8), never the context.
+//!
+//! # User code outside handlers
+//! No user code ends a context (R6.8). A listener's filter (a [`Pattern::filter`] closure, or the
+//! templates of an expression) runs under `catch_unwind` too, on the listener path that has
+//! filters at all: a panic there ends the listener's instance with `Panicked`, and the event goes
+//! on to the other listeners. An event's `Drop` is caught where the route loop drops it (nothing
+//! to catch for an event type without drop glue), and so is a monitor state's when its instance
+//! ends. An event's `kind()` or `key()` (and the kind's `Hash`/`Eq`) run on the per-event path,
+//! so they get no `catch_unwind` of their own: one `catch_unwind` covers the context's whole
+//! loop, the route loop records in one word (once per entry it takes) which event it is
+//! dispatching and where its batch begins, and the recovery drops that event, seals what its
+//! listeners routed before the panic (they are still processed, in order), finishes the
+//! interrupted inbox entry and goes on with the loop. Each contained panic counts in the
+//! context's `handler_panics` and is reported through `tracing`.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -315,6 +329,10 @@ pub(crate) struct Core<E: Event> {
     completed_since: Vec<u64>,
     /// Entries were processed since the status counters were last published.
     unpublished: bool,
+    /// What the route loop is doing, for [`recover`](Self::recover): `mark << 1 | live`, with
+    /// `mark` the height recorded when the entry now dispatched was taken and `live` whether the
+    /// current slot holds an event (not for a `completed` marker). Written once per entry taken.
+    in_flight: usize,
     fx: Effects<E>,
 }
 
@@ -361,6 +379,7 @@ impl<E: Event> Core<E> {
             fired: Vec::new(),
             completed_since: Vec::new(),
             unpublished: false,
+            in_flight: 0,
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -385,17 +404,41 @@ impl<E: Event> Core<E> {
         self.publish();
     }
 
+    /// The loop, containing a panic of user code that runs outside a handler (see "User code
+    /// outside handlers" in the module docs): one `catch_unwind` around the whole loop, so taking
+    /// an entry pays nothing for it. After a panic the interrupted entry is finished (its routed
+    /// events drained) and counted processed, and the loop goes on.
     fn event_loop(&mut self) {
+        loop {
+            match panic::catch_unwind(AssertUnwindSafe(|| self.event_loop_unguarded())) {
+                Ok(()) => return,
+                Err(payload) => {
+                    self.recover(payload);
+                    self.drain_contained();
+                    self.entry_processed();
+                }
+            }
+        }
+    }
+
+    /// After an inbox entry was processed: counts it, and gives places back once a batch is full.
+    #[inline(always)]
+    fn entry_processed(&mut self) {
+        self.unpublished = true;
+        if self.fx.links.held.processed_one() {
+            self.publish_and_give_back();
+        }
+    }
+
+    /// [`event_loop`](Self::event_loop) without the `catch_unwind`.
+    fn event_loop_unguarded(&mut self) {
         let mut backoff = Backoff::new(self.shared.wait);
         loop {
             if let Some(entry) = self.consumer.pop() {
                 backoff.reset();
                 self.fx.stats.received += 1;
                 self.process(entry);
-                self.unpublished = true;
-                if self.fx.links.held.processed_one() {
-                    self.publish_and_give_back();
-                }
+                self.entry_processed();
                 continue;
             }
             // Nothing ready: give every place back before waiting (a sleeping context holds none,
@@ -496,9 +539,7 @@ impl<E: Event> Core<E> {
                 self.run_then_drain(|core| {
                     core.fire_expr(slot, Stimulus::Time(due));
                 });
-                if self.table.needs_compaction() {
-                    self.table.compact();
-                }
+                self.compact_listeners();
             }
         }
         if t > self.fx.now {
@@ -513,12 +554,127 @@ impl<E: Event> Core<E> {
         }
     }
 
-    /// Drains the route stack completely (R3.2).
+    /// [`drain_routes`](Self::drain_routes), containing panics: for the work after a
+    /// [`recover`](Self::recover), and at shutdown (outside the guarded event loop).
+    #[cold]
+    #[inline(never)]
+    fn drain_contained(&mut self) {
+        loop {
+            match panic::catch_unwind(AssertUnwindSafe(|| self.drain_routes())) {
+                Ok(()) => return,
+                Err(payload) => self.recover(payload),
+            }
+        }
+    }
+
+    /// After a panic escaped the context's work (an event's `kind()` or `key()`, or other user
+    /// code that runs outside a handler): drops the event being dispatched, if one was (counted,
+    /// reported), seals what its listeners routed, and puts the context's per-dispatch state back
+    /// in order; the caller then drains the route stack and goes on with the next entry.
+    ///
+    /// Outside the route loop's dispatch the recorded state says "no event" and mark 0, which is
+    /// right there: the stack is empty between inbox entries, so whatever the interrupted work
+    /// routed lies above 0.
+    #[cold]
+    #[inline(never)]
+    fn recover(&mut self, payload: Box<dyn Any + Send>) {
+        let (mark, live) = (self.in_flight >> 1, self.in_flight & 1 == 1);
+        self.in_flight = mark << 1;
+        self.fx.stats.handler_panics += 1;
+        tracing::warn!(
+            context = self.fx.me.id(),
+            message = %panic_message(&*payload),
+            "user code outside a handler (an event's kind() or key(), say) panicked; the event \
+             is dropped and the context carries on"
+        );
+        // Whatever was interrupted: operations half applied, frames of nested spawns.
+        self.nesting = 0;
+        let ops = std::mem::take(&mut self.fx.ops);
+        let frames = std::mem::take(&mut self.op_frames);
+        self.contain(
+            move || drop((ops, frames)),
+            "dropping interrupted operations",
+        );
+        if live {
+            // SAFETY: `live` says the current slot holds the event taken last, not yet dropped
+            // or completed (the loop clears it before it drops or completes one); the recorded
+            // state is cleared above, so it is dropped once.
+            if let Err(p) = unsafe { self.fx.routes.drop_current() } {
+                self.event_drop_panicked(p);
+            }
+        }
+        // What its listeners routed before the panic is still processed, in routing order.
+        debug_assert!(
+            mark <= self.fx.routes.mark(),
+            "a recovery mark above the stack"
+        );
+        self.fx.routes.seal(mark.min(self.fx.routes.mark()));
+        self.end_listenerless();
+        self.compact_listeners();
+    }
+
+    /// Runs `f` (user code: a `Drop`), containing a panic: counted and reported as `what`.
+    fn contain(&mut self, f: impl FnOnce(), what: &str) {
+        if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
+            self.fx.stats.handler_panics += 1;
+            tracing::warn!(
+                context = self.fx.me.id(),
+                message = %panic_message(&*p),
+                "a panic while {what} is contained"
+            );
+        }
+    }
+
+    /// An event's `Drop` panicked where the route loop dropped it: counted and reported (the
+    /// event was processed; it counts as dropped).
+    #[cold]
+    #[inline(never)]
+    fn event_drop_panicked(&mut self, payload: Box<dyn Any + Send>) {
+        Self::count_event_drop_panic(&mut self.fx, payload);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_event_drop_panic(fx: &mut Effects<E>, payload: Box<dyn Any + Send>) {
+        fx.stats.handler_panics += 1;
+        tracing::warn!(
+            context = fx.me.id(),
+            message = %panic_message(&*payload),
+            "an event's Drop panicked; the panic is contained"
+        );
+    }
+
+    /// Compacts the listener table if it needs it. Dropping an ended listener's handler drops
+    /// what its closure captured (user code): a panic there is contained.
+    #[inline]
+    fn compact_listeners(&mut self) {
+        if self.table.needs_compaction() {
+            self.compact_listeners_guarded();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn compact_listeners_guarded(&mut self) {
+        let table = &mut self.table;
+        if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| table.compact())) {
+            self.fx.stats.handler_panics += 1;
+            tracing::warn!(
+                context = self.fx.me.id(),
+                message = %panic_message(&*p),
+                "dropping an ended listener panicked; the panic is contained"
+            );
+        }
+    }
+
+    /// Drains the route stack completely (R3.2). Records what it dispatches in `in_flight`, for
+    /// [`recover`](Self::recover).
     fn drain_routes(&mut self) {
         while let Some(entry) = self.fx.routes.take() {
             let mark = self.fx.routes.mark();
             match entry {
                 Taken::Event(slot) => {
+                    self.in_flight = mark << 1 | 1;
                     // SAFETY: the current slot holds the event until `complete_current`,
                     // `drop_current` or `run_chain` below (`e` is not used after those), and
                     // nothing writes it meanwhile (see `RouteStack`).
@@ -529,32 +685,41 @@ impl<E: Event> Core<E> {
                     match self.dispatch(e) {
                         Dispatched::Completed => {
                             self.completed_since.push(first_new);
+                            self.in_flight = mark << 1;
                             // SAFETY: the event taken above, not yet dropped or completed.
                             unsafe { self.fx.routes.complete_current() };
                         }
                         Dispatched::Done => {
+                            self.in_flight = mark << 1;
                             // SAFETY: as above.
-                            unsafe { self.fx.routes.drop_current() };
+                            if let Err(p) = unsafe { self.fx.routes.drop_current() } {
+                                self.event_drop_panicked(p);
+                            }
                         }
                         Dispatched::Chain(solo, kind) => {
                             // `e` is not used again: the chain drops its event and takes the next.
                             self.run_chain(solo, kind, mark);
+                            self.in_flight = mark << 1;
                             // SAFETY: the current slot holds the chain's last event (`e` itself
                             // if the chain stopped at once), not yet dropped or completed.
-                            unsafe { self.fx.routes.drop_current() };
+                            if let Err(p) = unsafe { self.fx.routes.drop_current() } {
+                                self.event_drop_panicked(p);
+                            }
                         }
                     }
                 }
                 Taken::Completed(e) => {
+                    self.in_flight = mark << 1;
                     let first_new = self.completed_since.pop();
                     debug_assert!(first_new.is_some(), "a completed marker without its stamp");
                     self.dispatch_completed(&e, first_new.unwrap_or(0));
+                    if std::mem::needs_drop::<E>() {
+                        self.contain(move || drop(e), "dropping an event");
+                    }
                 }
             }
             self.fx.routes.seal_taken(mark);
-            if self.table.needs_compaction() {
-                self.table.compact();
-            }
+            self.compact_listeners();
         }
     }
 
@@ -730,8 +895,15 @@ impl<E: Event> Core<E> {
         }
         match &l.body {
             Body::Template { template, .. } => {
-                if !template.matches_listed(e) {
-                    return false;
+                // User code (a filter): a panic ends the listener's instance, as in a handler.
+                match panic::catch_unwind(AssertUnwindSafe(|| template.matches_listed(e))) {
+                    Ok(true) => {}
+                    Ok(false) => return false,
+                    Err(payload) => {
+                        let instance = l.instance;
+                        self.after_handler(instance, Err(payload));
+                        return false;
+                    }
                 }
             }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
@@ -809,7 +981,10 @@ impl<E: Event> Core<E> {
         let result = loop {
             // SAFETY: the current slot holds the event dispatched last, which nothing uses any
             // more, and `chained` found the front event.
-            let slot = unsafe { fx.routes.advance() };
+            let (slot, dropped) = unsafe { fx.routes.advance() };
+            if let Err(p) = dropped {
+                Self::count_event_drop_panic(fx, p);
+            }
             // SAFETY: `advance` made the front event current; it stays in place until the next
             // `advance` or the caller's `drop_current`.
             let e = unsafe { slot.as_ref() };
@@ -892,8 +1067,21 @@ impl<E: Event> Core<E> {
         let Body::Expr { expr, .. } = &mut l.body else {
             return false;
         };
-        let (progressed, alive) = expr.step(stim, now, &mut out, &mut fired);
+        // User code (the filters of its templates): a panic ends the listener's instance.
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| {
+            expr.step(stim, now, &mut out, &mut fired)
+        }));
         self.step_timers = out.timers;
+        let (progressed, alive) = match stepped {
+            Ok(step) => step,
+            Err(payload) => {
+                self.step_timers.clear();
+                fired.clear();
+                self.fired = fired;
+                self.after_handler(instance, Err(payload));
+                return false;
+            }
+        };
         if alive {
             self.schedule(handle);
         } else {
@@ -1310,6 +1498,8 @@ impl<E: Event> Core<E> {
                 "an on_die hook panicked; the panic is contained"
             );
         }
+        // The state's `Drop` is user code too.
+        self.contain(move || drop(inst), "dropping a monitor instance's state");
         true
     }
 
@@ -1317,7 +1507,15 @@ impl<E: Event> Core<E> {
     fn end_all(&mut self, reason: DieReason) {
         // `on_die` may spawn: loop until no instance is left, so each gets its hook exactly once.
         while let Some(id) = self.instances.iter().position(Option::is_some) {
-            self.run_then_drain(|core| core.end_instance(id as u32, reason.clone()));
+            let reason = reason.clone();
+            // Outside the guarded event loop: contain what escapes here too.
+            let ended = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.run_then_drain(|core| core.end_instance(id as u32, reason))
+            }));
+            if let Err(payload) = ended {
+                self.recover(payload);
+                self.drain_contained();
+            }
         }
     }
 }

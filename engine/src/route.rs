@@ -190,14 +190,24 @@ impl<E> RouteStack<E> {
         self.append(Routed::Completed(event));
     }
 
-    /// Drops the event of the current slot once its dispatch is over.
+    /// Drops the event of the current slot once its dispatch is over. A panic in the event's
+    /// `Drop` is caught and returned: the slot counts as empty either way (what the drop glue
+    /// had not dropped yet when it panicked was dropped while unwinding, or is leaked). For an
+    /// event type without drop glue this is nothing at all.
     ///
     /// # Safety
     /// As for [`complete_current`](Self::complete_current).
     #[inline]
-    pub unsafe fn drop_current(&mut self) {
-        // SAFETY: the caller guarantees the slot holds an event, dropped once.
-        unsafe { self.current.as_ptr().drop_in_place() };
+    pub unsafe fn drop_current(&mut self) -> std::thread::Result<()> {
+        if !std::mem::needs_drop::<E>() {
+            return Ok(());
+        }
+        let current = self.current;
+        // SAFETY: the caller guarantees the slot holds an event, dropped once: whether the drop
+        // returns or unwinds, the slot is not dropped again.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            current.as_ptr().drop_in_place()
+        }))
     }
 
     /// Puts everything pushed since `mark` into routing order for popping: first-pushed on top.
@@ -247,12 +257,13 @@ impl<E> RouteStack<E> {
     /// # Safety
     /// As for `drop_current` (the current slot holds an event not yet dropped or completed), and
     /// the front slot holds an event.
+    /// Returns, beside the slot, how the drop of the previous event ended (see `drop_current`).
     #[inline]
-    pub unsafe fn advance(&mut self) -> NonNull<E> {
+    pub unsafe fn advance(&mut self) -> (NonNull<E>, std::thread::Result<()>) {
         debug_assert!(self.front_full, "advance without a front event");
         // SAFETY: the caller guarantees the current slot holds an event, dropped once here.
-        unsafe { self.drop_current() };
-        self.take_front()
+        let dropped = unsafe { self.drop_current() };
+        (self.take_front(), dropped)
     }
 
     /// Makes the front event current (the front slot must be full) and returns its slot: the
@@ -374,7 +385,7 @@ mod tests {
                 assert_eq!(still, e);
             }
             // SAFETY: taken above, dropped once.
-            unsafe { stack.drop_current() };
+            assert!(unsafe { stack.drop_current() }.is_ok());
             stack.seal(mark);
         }
         order
@@ -420,7 +431,7 @@ mod tests {
                 stack.push(e + 1);
             }
             // SAFETY: taken above, dropped once.
-            unsafe { stack.drop_current() };
+            assert!(unsafe { stack.drop_current() }.is_ok());
             stack.seal_taken(mark);
             assert_eq!(stack.mark(), 0, "a chain event went onto the stack");
         }
@@ -488,7 +499,7 @@ mod tests {
                             deepest = deepest.max(stack.len());
                         } else {
                             // SAFETY: taken above, dropped once.
-                            unsafe { stack.drop_current() };
+                            assert!(unsafe { stack.drop_current() }.is_ok());
                         }
                     }
                     Taken::Completed(_) => {}
@@ -517,7 +528,8 @@ mod tests {
         stack.push("a".to_string());
         assert_eq!(stack.chained(mark).map(String::as_str), Some("a"));
         // SAFETY: the current slot holds an event, and `chained` found the front one.
-        let slot = unsafe { stack.advance() };
+        let (slot, dropped) = unsafe { stack.advance() };
+        assert!(dropped.is_ok());
         // SAFETY: `advance` made it current.
         assert_eq!(unsafe { slot.as_ref() }, "a");
         assert_eq!(stack.mark(), mark, "the height did not change");
@@ -526,7 +538,7 @@ mod tests {
         stack.push("c".to_string());
         assert!(stack.chained(mark).is_none());
         // SAFETY: the current event, dropped once.
-        unsafe { stack.drop_current() };
+        assert!(unsafe { stack.drop_current() }.is_ok());
         stack.seal_taken(mark);
         let mut rest = Vec::new();
         while let Some(Routed::Event(e)) = stack.pop() {
@@ -634,8 +646,65 @@ mod tests {
         assert_eq!(unsafe { slot.as_ref() }, &[2]);
         stack.push(vec![4u8]);
         // SAFETY: as above, dropped once.
-        unsafe { stack.drop_current() };
+        assert!(unsafe { stack.drop_current() }.is_ok());
         // The front ([4]) and the stack ([3]) still hold events when the stack is dropped.
         assert_eq!(stack.len(), 2);
+    }
+
+    // R3.4: after a storm, an empty stack gives its memory back down to what it keeps; a
+    // non-empty one keeps everything it holds.
+    #[test]
+    fn r3_4_an_empty_stack_shrinks_to_what_it_keeps() {
+        let mut stack = RouteStack::with_capacity(4);
+        let mark = stack.mark();
+        for i in 0..1000 {
+            stack.push(i);
+        }
+        stack.seal(mark);
+        stack.shrink_when_empty(16);
+        assert!(stack.capacity() >= 999, "not empty: nothing given back");
+        let mut seen = Vec::new();
+        while let Some(Routed::Event(e)) = stack.pop() {
+            seen.push(e);
+        }
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+        stack.shrink_when_empty(16);
+        assert!(stack.capacity() <= 16 && stack.capacity() >= 1);
+        // Still usable: room for the next append, and it grows again.
+        let mark = stack.mark();
+        for i in 0..40 {
+            stack.push(i);
+        }
+        stack.seal(mark);
+        assert_eq!(stack.len(), 40);
+    }
+
+    /// An event whose `Drop` panics once armed.
+    struct Bomb(bool);
+
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            if self.0 && !std::thread::panicking() {
+                panic!("bomb");
+            }
+        }
+    }
+
+    // R6.8: a panic in an event's `Drop` where the stack drops it is caught and returned; the slot
+    // counts as empty, and the stack goes on.
+    #[test]
+    fn r6_8_a_panicking_drop_of_the_current_event_is_returned() {
+        let mut stack = RouteStack::with_capacity(2);
+        stack.push_root(Bomb(true));
+        let Some(Taken::Event(_)) = stack.take() else {
+            panic!("the root first")
+        };
+        stack.push(Bomb(false));
+        // SAFETY: the current slot holds the root, dropped once; `chained` would find the front.
+        let (_, dropped) = unsafe { stack.advance() };
+        assert!(dropped.is_err(), "the root's drop panicked");
+        // SAFETY: the current slot holds the front event now.
+        assert!(unsafe { stack.drop_current() }.is_ok());
+        assert!(stack.is_empty());
     }
 }

@@ -548,3 +548,277 @@ fn r3_4_r5_2_route_stack_and_overflow_shrink_after_a_storm() {
         },
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Item 6: user code outside handlers.
+
+/// Where a [`Pev`] makes user code panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// `Event::kind`.
+    Kind,
+    /// `Event::key`.
+    Key,
+    /// `Drop` (not while already unwinding).
+    Drop,
+}
+
+/// An event whose `kind()`, `key()` or `Drop` may panic.
+#[derive(Clone, Debug)]
+struct Pev {
+    kind: u32,
+    val: u64,
+    fault: Fault,
+}
+
+fn pev(kind: u32, val: u64) -> Pev {
+    Pev {
+        kind,
+        val,
+        fault: Fault::None,
+    }
+}
+
+impl Event for Pev {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        if self.fault == Fault::Kind {
+            panic!("kind() of event {}", self.val);
+        }
+        self.kind
+    }
+    fn key(&self) -> Option<u64> {
+        if self.fault == Fault::Key {
+            panic!("key() of event {}", self.val);
+        }
+        Some(self.val)
+    }
+}
+
+impl Drop for Pev {
+    fn drop(&mut self) {
+        if self.fault == Fault::Drop && !std::thread::panicking() {
+            panic!("drop of event {}", self.val);
+        }
+    }
+}
+
+/// A monitor that logs the events of kinds 1 and 3 it gets; its filter panics on value 13 if
+/// `picky`; `a` routes two events of kind 3 on value 20, the first one's `Drop` panicking; kind 5
+/// makes `a` set `drop_bomb` (its state's `Drop` then panics) and die.
+struct Watch {
+    name: &'static str,
+    log: Log,
+    picky: bool,
+    drop_bomb: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if self.drop_bomb && !std::thread::panicking() {
+            panic!("drop of {}'s state", self.name);
+        }
+    }
+}
+
+type Wx<'a> = Scope<'a, Pev, Watch>;
+
+impl Monitor<Pev> for Watch {
+    fn on_load(&mut self, cx: &mut Wx<'_>) {
+        let mut p = Pattern::kind(1);
+        if self.picky {
+            p = p.filter(|e: &Pev| {
+                assert!(e.val != 13, "filter on event {}", e.val);
+                true
+            });
+        }
+        cx.on_all(p, |m: &mut Watch, cx: &mut Wx<'_>, e: &Pev| {
+            m.log.push(format!("{} got {}", m.name, e.val));
+            if e.val == 20 && m.name == "a" {
+                // A routed event whose Drop panics, then one that is fine.
+                let mut bad = pev(3, 21);
+                bad.fault = Fault::Drop;
+                cx.route(bad);
+                cx.route(pev(3, 22));
+            }
+            if e.val == 30 && m.name == "a" {
+                // A batch with an event whose kind() panics in the middle.
+                cx.route(pev(1, 31));
+                cx.route(faulty(1, 32, Fault::Kind));
+                cx.route(pev(1, 33));
+            }
+        });
+        // A keyed listener: the kind's dispatch now asks every event for its key.
+        cx.on_all(
+            Pattern::kind(1).key(99),
+            |m: &mut Watch, _: &mut Wx<'_>, e: &Pev| {
+                m.log.push(format!("{} keyed {}", m.name, e.val))
+            },
+        );
+        cx.on_all(
+            Pattern::kind(3),
+            |m: &mut Watch, _: &mut Wx<'_>, e: &Pev| {
+                m.log.push(format!("{} got routed {}", m.name, e.val))
+            },
+        );
+        if self.name == "a" {
+            // The only listener of kind 7: a chain (each event routes the next), whose third
+            // link's kind() panics.
+            cx.on_all(
+                Pattern::kind(7),
+                |m: &mut Watch, cx: &mut Wx<'_>, e: &Pev| {
+                    m.log.push(format!("{} chain {}", m.name, e.val));
+                    match e.val {
+                        0 => cx.route(pev(7, 1)),
+                        1 => cx.route(faulty(7, 2, Fault::Kind)),
+                        _ => {}
+                    }
+                },
+            );
+        }
+        cx.on_all(
+            Pattern::kind(5),
+            |m: &mut Watch, cx: &mut Wx<'_>, _: &Pev| {
+                if m.name != "a" {
+                    return;
+                }
+                m.drop_bomb = true;
+                cx.die();
+            },
+        );
+    }
+
+    fn on_die(&mut self, reason: &DieReason, _cx: &mut Wx<'_>) {
+        let r = match reason {
+            DieReason::Panicked(m) => format!("panicked({m})"),
+            other => format!("{other:?}"),
+        };
+        self.log.push(format!("{} die {r}", self.name));
+    }
+}
+
+/// Runs one scenario: monitors `a` (picky if `picky`) and `b` in `main`, then value 1, the `bad`
+/// event, value 2; returns the log, the handler panics counted and whether shutdown was clean.
+fn contain(picky: bool, bad: Vec<Pev>) -> (Vec<String>, u64, bool) {
+    bounded(move || {
+        let log = Log::default();
+        let c: Correlator<Pev> = Correlator::builder().external_time().build().unwrap();
+        for (name, picky) in [("a", picky), ("b", false)] {
+            c.load(Watch {
+                name,
+                log: log.clone(),
+                picky,
+                drop_bomb: false,
+            })
+            .unwrap();
+        }
+        c.start();
+        let input = c.input();
+        input.send_to(c.main(), pev(1, 1)).unwrap();
+        for e in bad {
+            input.send_to(c.main(), e).unwrap();
+        }
+        input.send_to(c.main(), pev(1, 2)).unwrap();
+        let status = c.shutdown();
+        let panics = status.as_ref().map_or(0, |s| s.totals.handler_panics);
+        (log.snapshot(), panics, status.is_ok())
+    })
+}
+
+fn faulty(kind: u32, val: u64, fault: Fault) -> Pev {
+    Pev { kind, val, fault }
+}
+
+fn got(lines: &[String], name: &str) -> Vec<String> {
+    let prefix = format!("{name} got ");
+    lines
+        .iter()
+        .filter(|l| l.starts_with(&prefix))
+        .cloned()
+        .collect()
+}
+
+// R6.8: a panic in a listener's filter ends that listener's instance (`Panicked`) like a panic in
+// its handler; the event still reaches the other listeners, and the context and every other
+// instance carry on (each gets its `on_die` at shutdown). It used to end the whole context.
+#[test]
+fn r6_8_a_panicking_filter_ends_its_instance_only() {
+    let (lines, panics, clean) = contain(true, vec![pev(1, 13)]);
+    assert!(clean, "{lines:?}");
+    assert_eq!(got(&lines, "a"), ["a got 1"], "{lines:?}");
+    assert_eq!(got(&lines, "b"), ["b got 1", "b got 13", "b got 2"]);
+    assert!(
+        lines.contains(&"a die panicked(filter on event 13)".to_string()),
+        "{lines:?}"
+    );
+    assert!(lines.contains(&"b die Shutdown".to_string()), "{lines:?}");
+    assert_eq!(panics, 1);
+}
+
+// R6.8: an event whose `kind()` or `key()` panics is dropped and counted; no listener sees it, and
+// the context and every instance carry on. It used to end the whole context.
+#[test]
+fn r6_8_an_event_whose_kind_or_key_panics_is_dropped_and_counted() {
+    for fault in [Fault::Kind, Fault::Key] {
+        let (lines, panics, clean) = contain(false, vec![faulty(1, 13, fault)]);
+        assert!(clean, "{fault:?}: {lines:?}");
+        assert_eq!(got(&lines, "a"), ["a got 1", "a got 2"], "{fault:?}");
+        assert_eq!(got(&lines, "b"), ["b got 1", "b got 2"], "{fault:?}");
+        assert!(lines.contains(&"a die Shutdown".to_string()), "{lines:?}");
+        assert!(lines.contains(&"b die Shutdown".to_string()), "{lines:?}");
+        assert_eq!(panics, 1, "{fault:?}");
+    }
+}
+
+// R6.8: an event whose `Drop` panics (from the inbox, or routed) was processed and is counted; the
+// events routed beside it, and everything after it, are still processed in order. It used to end
+// the whole context.
+#[test]
+fn r6_8_an_event_whose_drop_panics_is_counted_and_processing_goes_on() {
+    let (lines, panics, clean) = contain(false, vec![faulty(1, 13, Fault::Drop), pev(1, 20)]);
+    assert!(clean, "{lines:?}");
+    for name in ["a", "b"] {
+        let expected: Vec<String> = ["1", "13", "20", "routed 21", "routed 22", "2"]
+            .iter()
+            .map(|v| format!("{name} got {v}"))
+            .collect();
+        assert_eq!(got(&lines, name), expected, "{lines:?}");
+    }
+    assert!(lines.contains(&"b die Shutdown".to_string()), "{lines:?}");
+    // Event 13 once, the routed event 21 once.
+    assert_eq!(panics, 2);
+}
+
+// R6.8: a monitor state whose `Drop` panics when its instance ends does not take the context with
+// it: `on_die` ran, and the other instance carries on.
+#[test]
+fn r6_8_a_state_whose_drop_panics_ends_only_its_instance() {
+    let (lines, panics, clean) = contain(false, vec![pev(5, 0)]);
+    assert!(clean, "{lines:?}");
+    assert!(lines.contains(&"a die Died".to_string()), "{lines:?}");
+    assert_eq!(got(&lines, "b"), ["b got 1", "b got 2"], "{lines:?}");
+    assert!(lines.contains(&"b die Shutdown".to_string()), "{lines:?}");
+    assert_eq!(panics, 1, "{lines:?}");
+}
+
+// R6.8, R3.2: a routed event whose `kind()` panics is dropped; the events routed beside it are
+// processed in routing order, and so is a chain of routed events (each routing the next) up to the
+// link whose `kind()` panics.
+#[test]
+fn r6_8_a_routed_event_whose_kind_panics_is_dropped_and_its_batch_keeps_its_order() {
+    let (lines, panics, clean) = contain(false, vec![pev(1, 30), pev(7, 0)]);
+    assert!(clean, "{lines:?}");
+    for name in ["a", "b"] {
+        let expected: Vec<String> = ["1", "30", "31", "33", "2"]
+            .iter()
+            .map(|v| format!("{name} got {v}"))
+            .collect();
+        assert_eq!(got(&lines, name), expected, "{lines:?}");
+    }
+    let chain: Vec<&String> = lines.iter().filter(|l| l.contains("chain")).collect();
+    assert_eq!(chain, ["a chain 0", "a chain 1"], "{lines:?}");
+    // Event 32 once; the chain's link twice (the chain's look-ahead, then its own dispatch).
+    assert_eq!(panics, 3, "{lines:?}");
+    assert!(lines.contains(&"a die Shutdown".to_string()), "{lines:?}");
+}
