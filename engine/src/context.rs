@@ -331,7 +331,8 @@ pub(crate) struct Core<E: Event> {
     unpublished: bool,
     /// What the route loop is doing, for [`recover`](Self::recover): `mark << 1 | live`, with
     /// `mark` the height recorded when the entry now dispatched was taken and `live` whether the
-    /// current slot holds an event (not for a `completed` marker). Written once per entry taken.
+    /// current slot holds an event (not for a `completed` marker). Written once per entry taken,
+    /// and set to 0 when the route stack is drained.
     in_flight: usize,
     fx: Effects<E>,
 }
@@ -484,7 +485,13 @@ impl<E: Event> Core<E> {
     }
 
     /// Publishes the local counters for the status snapshot.
-    fn publish(&self) {
+    fn publish(&mut self) {
+        // Events whose `Drop` panicked where the route stack dropped them (caught there, counted
+        // here: once per publication, not per event).
+        let drop_panics = self.fx.routes.take_drop_panics();
+        if drop_panics > 0 {
+            self.event_drops_panicked(drop_panics);
+        }
         let s = &self.shared.stats;
         let l = &self.fx.stats;
         s.processed.store(l.processed, Ordering::Relaxed);
@@ -599,9 +606,7 @@ impl<E: Event> Core<E> {
             // SAFETY: `live` says the current slot holds the event taken last, not yet dropped
             // or completed (the loop clears it before it drops or completes one); the recorded
             // state is cleared above, so it is dropped once.
-            if let Err(p) = unsafe { self.fx.routes.drop_current() } {
-                self.event_drop_panicked(p);
-            }
+            unsafe { self.fx.routes.drop_current() };
         }
         // What its listeners routed before the panic is still processed, in routing order.
         debug_assert!(
@@ -625,22 +630,15 @@ impl<E: Event> Core<E> {
         }
     }
 
-    /// An event's `Drop` panicked where the route loop dropped it: counted and reported (the
-    /// event was processed; it counts as dropped).
+    /// `n` events' `Drop` panicked where the route stack dropped them: counted and reported.
     #[cold]
     #[inline(never)]
-    fn event_drop_panicked(&mut self, payload: Box<dyn Any + Send>) {
-        Self::count_event_drop_panic(&mut self.fx, payload);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn count_event_drop_panic(fx: &mut Effects<E>, payload: Box<dyn Any + Send>) {
-        fx.stats.handler_panics += 1;
+    fn event_drops_panicked(&mut self, n: u64) {
+        self.fx.stats.handler_panics += n;
         tracing::warn!(
-            context = fx.me.id(),
-            message = %panic_message(&*payload),
-            "an event's Drop panicked; the panic is contained"
+            context = self.fx.me.id(),
+            events = n,
+            "events' Drop panicked; the panics were contained (the events were processed)"
         );
     }
 
@@ -690,21 +688,15 @@ impl<E: Event> Core<E> {
                             unsafe { self.fx.routes.complete_current() };
                         }
                         Dispatched::Done => {
-                            self.in_flight = mark << 1;
                             // SAFETY: as above.
-                            if let Err(p) = unsafe { self.fx.routes.drop_current() } {
-                                self.event_drop_panicked(p);
-                            }
+                            unsafe { self.fx.routes.drop_current() };
                         }
                         Dispatched::Chain(solo, kind) => {
                             // `e` is not used again: the chain drops its event and takes the next.
                             self.run_chain(solo, kind, mark);
-                            self.in_flight = mark << 1;
                             // SAFETY: the current slot holds the chain's last event (`e` itself
                             // if the chain stopped at once), not yet dropped or completed.
-                            if let Err(p) = unsafe { self.fx.routes.drop_current() } {
-                                self.event_drop_panicked(p);
-                            }
+                            unsafe { self.fx.routes.drop_current() };
                         }
                     }
                 }
@@ -718,9 +710,13 @@ impl<E: Event> Core<E> {
                     }
                 }
             }
+            // From the drop above to the next `take`, nothing can panic that is not contained
+            // where it runs (the drop, compaction), so `in_flight` need not say "no event" yet.
             self.fx.routes.seal_taken(mark);
             self.compact_listeners();
         }
+        // The last event is gone: no event is in flight outside the route loop.
+        self.in_flight = 0;
     }
 
     /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched, and
@@ -981,10 +977,7 @@ impl<E: Event> Core<E> {
         let result = loop {
             // SAFETY: the current slot holds the event dispatched last, which nothing uses any
             // more, and `chained` found the front event.
-            let (slot, dropped) = unsafe { fx.routes.advance() };
-            if let Err(p) = dropped {
-                Self::count_event_drop_panic(fx, p);
-            }
+            let slot = unsafe { fx.routes.advance() };
             // SAFETY: `advance` made the front event current; it stays in place until the next
             // `advance` or the caller's `drop_current`.
             let e = unsafe { slot.as_ref() };

@@ -72,6 +72,8 @@ pub struct RouteStack<E> {
     front_full: bool,
     /// The largest number of entries held at once, not counting the event being dispatched (R9.1).
     max_depth: usize,
+    /// Events whose `Drop` panicked in `drop_current`, not yet taken by `take_drop_panics`.
+    drop_panics: u64,
 }
 
 // SAFETY: the slots are owned by the stack (allocated in `with_capacity`, freed in `drop`) and
@@ -113,6 +115,7 @@ impl<E> RouteStack<E> {
             front,
             front_full: false,
             max_depth: 0,
+            drop_panics: 0,
         }
     }
 
@@ -191,23 +194,39 @@ impl<E> RouteStack<E> {
     }
 
     /// Drops the event of the current slot once its dispatch is over. A panic in the event's
-    /// `Drop` is caught and returned: the slot counts as empty either way (what the drop glue
-    /// had not dropped yet when it panicked was dropped while unwinding, or is leaked). For an
-    /// event type without drop glue this is nothing at all.
+    /// `Drop` is caught and counted ([`take_drop_panics`](Self::take_drop_panics)): the slot
+    /// counts as empty either way (what the drop glue had not dropped yet when it panicked was
+    /// dropped while unwinding, or is leaked). For an event type without drop glue this is
+    /// nothing at all.
     ///
     /// # Safety
     /// As for [`complete_current`](Self::complete_current).
     #[inline]
-    pub unsafe fn drop_current(&mut self) -> std::thread::Result<()> {
+    pub unsafe fn drop_current(&mut self) {
         if !std::mem::needs_drop::<E>() {
-            return Ok(());
+            return;
         }
         let current = self.current;
         // SAFETY: the caller guarantees the slot holds an event, dropped once: whether the drop
         // returns or unwinds, the slot is not dropped again.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
             current.as_ptr().drop_in_place()
-        }))
+        }));
+        if dropped.is_err() {
+            self.drop_panicked();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_panicked(&mut self) {
+        self.drop_panics += 1;
+    }
+
+    /// How many events' `Drop` panicked in [`drop_current`](Self::drop_current) since the last
+    /// call.
+    pub fn take_drop_panics(&mut self) -> u64 {
+        std::mem::take(&mut self.drop_panics)
     }
 
     /// Puts everything pushed since `mark` into routing order for popping: first-pushed on top.
@@ -257,13 +276,12 @@ impl<E> RouteStack<E> {
     /// # Safety
     /// As for `drop_current` (the current slot holds an event not yet dropped or completed), and
     /// the front slot holds an event.
-    /// Returns, beside the slot, how the drop of the previous event ended (see `drop_current`).
     #[inline]
-    pub unsafe fn advance(&mut self) -> (NonNull<E>, std::thread::Result<()>) {
+    pub unsafe fn advance(&mut self) -> NonNull<E> {
         debug_assert!(self.front_full, "advance without a front event");
         // SAFETY: the caller guarantees the current slot holds an event, dropped once here.
-        let dropped = unsafe { self.drop_current() };
-        (self.take_front(), dropped)
+        unsafe { self.drop_current() };
+        self.take_front()
     }
 
     /// Makes the front event current (the front slot must be full) and returns its slot: the
@@ -385,7 +403,7 @@ mod tests {
                 assert_eq!(still, e);
             }
             // SAFETY: taken above, dropped once.
-            assert!(unsafe { stack.drop_current() }.is_ok());
+            unsafe { stack.drop_current() };
             stack.seal(mark);
         }
         order
@@ -431,7 +449,7 @@ mod tests {
                 stack.push(e + 1);
             }
             // SAFETY: taken above, dropped once.
-            assert!(unsafe { stack.drop_current() }.is_ok());
+            unsafe { stack.drop_current() };
             stack.seal_taken(mark);
             assert_eq!(stack.mark(), 0, "a chain event went onto the stack");
         }
@@ -499,7 +517,7 @@ mod tests {
                             deepest = deepest.max(stack.len());
                         } else {
                             // SAFETY: taken above, dropped once.
-                            assert!(unsafe { stack.drop_current() }.is_ok());
+                            unsafe { stack.drop_current() };
                         }
                     }
                     Taken::Completed(_) => {}
@@ -528,8 +546,7 @@ mod tests {
         stack.push("a".to_string());
         assert_eq!(stack.chained(mark).map(String::as_str), Some("a"));
         // SAFETY: the current slot holds an event, and `chained` found the front one.
-        let (slot, dropped) = unsafe { stack.advance() };
-        assert!(dropped.is_ok());
+        let slot = unsafe { stack.advance() };
         // SAFETY: `advance` made it current.
         assert_eq!(unsafe { slot.as_ref() }, "a");
         assert_eq!(stack.mark(), mark, "the height did not change");
@@ -538,7 +555,7 @@ mod tests {
         stack.push("c".to_string());
         assert!(stack.chained(mark).is_none());
         // SAFETY: the current event, dropped once.
-        assert!(unsafe { stack.drop_current() }.is_ok());
+        unsafe { stack.drop_current() };
         stack.seal_taken(mark);
         let mut rest = Vec::new();
         while let Some(Routed::Event(e)) = stack.pop() {
@@ -646,7 +663,7 @@ mod tests {
         assert_eq!(unsafe { slot.as_ref() }, &[2]);
         stack.push(vec![4u8]);
         // SAFETY: as above, dropped once.
-        assert!(unsafe { stack.drop_current() }.is_ok());
+        unsafe { stack.drop_current() };
         // The front ([4]) and the stack ([3]) still hold events when the stack is dropped.
         assert_eq!(stack.len(), 2);
     }
@@ -690,7 +707,7 @@ mod tests {
         }
     }
 
-    // R6.8: a panic in an event's `Drop` where the stack drops it is caught and returned; the slot
+    // R6.8: a panic in an event's `Drop` where the stack drops it is caught and counted; the slot
     // counts as empty, and the stack goes on.
     #[test]
     fn r6_8_a_panicking_drop_of_the_current_event_is_returned() {
@@ -701,10 +718,11 @@ mod tests {
         };
         stack.push(Bomb(false));
         // SAFETY: the current slot holds the root, dropped once; `chained` would find the front.
-        let (_, dropped) = unsafe { stack.advance() };
-        assert!(dropped.is_err(), "the root's drop panicked");
+        unsafe { stack.advance() };
+        assert_eq!(stack.take_drop_panics(), 1, "the root's drop panicked");
         // SAFETY: the current slot holds the front event now.
-        assert!(unsafe { stack.drop_current() }.is_ok());
+        unsafe { stack.drop_current() };
         assert!(stack.is_empty());
+        assert_eq!(stack.take_drop_panics(), 0);
     }
 }
