@@ -28,6 +28,20 @@
 //! the operations are applied as soon as the handler returns, before the next listener fires, so a
 //! quit or a `die` also stops listeners later in the same dispatch. Every handler call is wrapped in
 //! `catch_unwind`: a panic ends that handler's instance only (R6.8), never the context.
+//!
+//! # User code outside handlers
+//! No user code ends a context (R6.8). A listener's filter (a [`Pattern::filter`] closure, or the
+//! templates of an expression) runs under `catch_unwind` too, on the listener path that has
+//! filters at all: a panic there ends the listener's instance with `Panicked`, and the event goes
+//! on to the other listeners. An event's `Drop` is caught where the route loop drops it (nothing
+//! to catch for an event type without drop glue), and so is a monitor state's when its instance
+//! ends. An event's `kind()` or `key()` (and the kind's `Hash`/`Eq`) run on the per-event path,
+//! so they get no `catch_unwind` of their own: one `catch_unwind` covers the context's whole
+//! loop, the route loop records in one word (once per entry it takes) which event it is
+//! dispatching and where its batch begins, and the recovery drops that event, seals what its
+//! listeners routed before the panic (they are still processed, in order), finishes the
+//! interrupted inbox entry and goes on with the loop. Each contained panic counts in the
+//! context's `handler_panics` and is reported through `tracing`.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -57,29 +71,65 @@ use std::collections::BinaryHeap;
 /// The smallest timer heap that [`Core::schedule`] purges of ended listeners' entries.
 const TIMER_PURGE_MIN: usize = 64;
 
-/// A reference to a context: a small `Copy` value that can be stored in events and state, compared
-/// and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the first.
+/// A reference to a context: a small `Copy` value (8 bytes) that can be stored in events and state,
+/// compared and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the
+/// first.
+///
+/// A reference also names its correlator (a tag unique in the process), so that a reference of
+/// another correlator is refused rather than delivered to whichever context has the same id:
+/// sends, spawns and loads into it fail with `UnknownContext`
+/// ([`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext),
+/// [`Error::UnknownContext`](crate::Error::UnknownContext)), and references of two correlators
+/// are never equal. Ordering compares the correlator's tag first, then the id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContextRef {
-    pub(crate) id: u32,
+    /// `id | correlator_tag << 32`: one word, so that a sender checks tag and id with one
+    /// subtraction and one comparison (`Links::knows`).
+    word: u64,
 }
 
 impl ContextRef {
     /// The context's unique id within its correlator (`main` is 0).
+    #[inline(always)]
     pub fn id(self) -> u32 {
-        self.id
+        self.word as u32
+    }
+
+    /// The reference of context `id` of the correlator tagged `correlator`.
+    #[inline(always)]
+    pub(crate) fn new(correlator: u32, id: u32) -> Self {
+        Self {
+            word: u64::from(id) | u64::from(correlator) << 32,
+        }
+    }
+
+    /// The tag of the correlator the context belongs to.
+    #[inline(always)]
+    pub(crate) fn correlator(self) -> u32 {
+        (self.word >> 32) as u32
+    }
+
+    /// The reference as one word: `id | correlator << 32`.
+    #[inline(always)]
+    pub(crate) fn word(self) -> u64 {
+        self.word
     }
 }
 
 impl fmt::Debug for ContextRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ContextRef({})", self.id)
+        write!(
+            f,
+            "ContextRef({}, correlator {})",
+            self.id(),
+            self.correlator()
+        )
     }
 }
 
 impl fmt::Display for ContextRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "context #{}", self.id)
+        write!(f, "context #{}", self.id())
     }
 }
 
@@ -130,6 +180,8 @@ pub(crate) struct ContextStats {
 /// What other threads know about a context.
 pub(crate) struct ContextShared<E: Event> {
     pub(crate) id: u32,
+    /// The tag of the correlator it belongs to (see [`ContextRef`]).
+    pub(crate) correlator: u32,
     pub(crate) name: String,
     pub(crate) public: bool,
     pub(crate) wait: WaitStrategy,
@@ -148,7 +200,7 @@ pub(crate) struct ContextShared<E: Event> {
 
 impl<E: Event> ContextShared<E> {
     pub(crate) fn reference(&self) -> ContextRef {
-        ContextRef { id: self.id }
+        ContextRef::new(self.correlator, self.id)
     }
 
     pub(crate) fn unpark(&self) {
@@ -217,6 +269,28 @@ pub(crate) struct Instance<E: Event> {
     subscriptions: HashMap<Channel, u32>,
 }
 
+/// Operations still to apply, and what to do once they are applied: one level of the explicit
+/// stack that [`Core::apply_ops`] keeps for spawns whose initialisers spawn (R6.2), instead of
+/// recursing on the context's stack.
+struct OpFrame<E: Event> {
+    ops: std::vec::IntoIter<Op<E>>,
+    then: AfterOps,
+}
+
+/// What [`Core::apply_ops`] does when a frame's operations are all applied.
+enum AfterOps {
+    Nothing,
+    /// The operations were those of a spawned instance's initialiser: end the instance if the
+    /// initialiser died or panicked, and have its listener count checked.
+    Spawned {
+        instance: u32,
+        result: std::thread::Result<()>,
+        died: bool,
+    },
+    /// The operations were those of an ended instance's `on_die`: its id may be reused.
+    Free(u32),
+}
+
 /// What the route loop does with an event after [`Core::dispatch`].
 enum Dispatched<K> {
     /// Drop it.
@@ -242,6 +316,9 @@ pub(crate) struct Core<E: Event> {
     touched: Vec<u32>,
     /// How deep `after_handler` calls are nested (a spawn's initialiser runs inside its parent's).
     nesting: u32,
+    /// The explicit stack of [`Core::apply_ops`] (empty between operations; kept for its
+    /// capacity).
+    op_frames: Vec<OpFrame<E>>,
     /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
     /// An entry whose listener has ended stays until it is due or until the heap is purged (see
     /// [`schedule`](Self::schedule)).
@@ -269,8 +346,19 @@ pub(crate) struct Core<E: Event> {
     /// Set once shutdown ends the remaining instances ([`end_all`](Self::end_all)): local spawns
     /// are dropped from then on, so that an `on_die` that spawns cannot keep shutdown going.
     ending: bool,
+    /// What the route loop is doing, for [`recover`](Self::recover): `mark << 1 | live`, with
+    /// `mark` the height recorded when the entry now dispatched was taken and `live` whether the
+    /// current slot holds an event (not for a `completed` marker). Written once per entry taken,
+    /// and set to 0 when the route stack is drained.
+    in_flight: usize,
     fx: Effects<E>,
 }
+
+/// Route-stack entries a context keeps room for between inbox entries (R3.4): a deeper storm's memory
+/// is given back once the stack drains.
+pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
+/// Levels of nested spawns whose frames a context keeps room for (see [`Core::apply_ops`]).
+const OP_FRAMES_RETAINED: usize = 64;
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
@@ -302,6 +390,7 @@ impl<E: Event> Core<E> {
             subscriptions: HashMap::new(),
             touched: Vec::new(),
             nesting: 0,
+            op_frames: Vec::new(),
             timers: BinaryHeap::new(),
             timer_seq: 0,
             timer_purge_at: TIMER_PURGE_MIN,
@@ -312,6 +401,7 @@ impl<E: Event> Core<E> {
             completed_since: Vec::new(),
             unpublished: false,
             ending: false,
+            in_flight: 0,
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -336,17 +426,41 @@ impl<E: Event> Core<E> {
         self.publish();
     }
 
+    /// The loop, containing a panic of user code that runs outside a handler (see "User code
+    /// outside handlers" in the module docs): one `catch_unwind` around the whole loop, so taking
+    /// an entry pays nothing for it. After a panic the interrupted entry is finished (its routed
+    /// events drained) and counted processed, and the loop goes on.
     fn event_loop(&mut self) {
+        loop {
+            match panic::catch_unwind(AssertUnwindSafe(|| self.event_loop_unguarded())) {
+                Ok(()) => return,
+                Err(payload) => {
+                    self.recover(payload);
+                    self.drain_contained();
+                    self.entry_processed();
+                }
+            }
+        }
+    }
+
+    /// After an inbox entry was processed: counts it, and gives places back once a batch is full.
+    #[inline(always)]
+    fn entry_processed(&mut self) {
+        self.unpublished = true;
+        if self.fx.links.held.processed_one() {
+            self.publish_and_give_back();
+        }
+    }
+
+    /// [`event_loop`](Self::event_loop) without the `catch_unwind`.
+    fn event_loop_unguarded(&mut self) {
         let mut backoff = Backoff::new(self.shared.wait);
         loop {
             if let Some(entry) = self.consumer.pop() {
                 backoff.reset();
                 self.fx.stats.received += 1;
                 self.process(entry);
-                self.unpublished = true;
-                if self.fx.links.held.processed_one() {
-                    self.publish_and_give_back();
-                }
+                self.entry_processed();
                 continue;
             }
             // Nothing ready: give every place back before waiting (a sleeping context holds none,
@@ -377,14 +491,28 @@ impl<E: Event> Core<E> {
 
     /// Publishes the status counters, then gives back the places of the processed entries (see
     /// "Giving places back in batches" in the module docs).
+    ///
+    /// First, since the route stack is empty here (between entries) and this runs once per batch
+    /// of entries rather than per event: memory kept from a past route storm or spawn chain
+    /// beyond [`ROUTE_STACK_RETAINED`] and [`OP_FRAMES_RETAINED`] entries is given back.
     fn publish_and_give_back(&mut self) {
+        self.fx.routes.shrink_when_empty(ROUTE_STACK_RETAINED);
+        if self.op_frames.capacity() > OP_FRAMES_RETAINED {
+            self.op_frames.shrink_to(OP_FRAMES_RETAINED);
+        }
         self.publish();
         self.unpublished = false;
         self.fx.links.held.give_back();
     }
 
     /// Publishes the local counters for the status snapshot.
-    fn publish(&self) {
+    fn publish(&mut self) {
+        // Events whose `Drop` panicked where the route stack dropped them (caught there, counted
+        // here: once per publication, not per event).
+        let drop_panics = self.fx.routes.take_drop_panics();
+        if drop_panics > 0 {
+            self.event_drops_panicked(drop_panics);
+        }
         let s = &self.shared.stats;
         let l = &self.fx.stats;
         s.processed.store(l.processed, Ordering::Relaxed);
@@ -444,9 +572,7 @@ impl<E: Event> Core<E> {
                 self.run_then_drain(|core| {
                     core.fire_expr(slot, Stimulus::Time(due));
                 });
-                if self.table.needs_compaction() {
-                    self.table.compact();
-                }
+                self.compact_listeners();
             }
         }
         self.advancing = false;
@@ -487,12 +613,118 @@ impl<E: Event> Core<E> {
         }
     }
 
-    /// Drains the route stack completely (R3.2).
+    /// [`drain_routes`](Self::drain_routes), containing panics: for the work after a
+    /// [`recover`](Self::recover), and at shutdown (outside the guarded event loop).
+    #[cold]
+    #[inline(never)]
+    fn drain_contained(&mut self) {
+        loop {
+            match panic::catch_unwind(AssertUnwindSafe(|| self.drain_routes())) {
+                Ok(()) => return,
+                Err(payload) => self.recover(payload),
+            }
+        }
+    }
+
+    /// After a panic escaped the context's work (an event's `kind()` or `key()`, or other user
+    /// code that runs outside a handler): drops the event being dispatched, if one was (counted,
+    /// reported), seals what its listeners routed, and puts the context's per-dispatch state back
+    /// in order; the caller then drains the route stack and goes on with the next entry.
+    ///
+    /// Outside the route loop's dispatch the recorded state says "no event" and mark 0, which is
+    /// right there: the stack is empty between inbox entries, so whatever the interrupted work
+    /// routed lies above 0.
+    #[cold]
+    #[inline(never)]
+    fn recover(&mut self, payload: Box<dyn Any + Send>) {
+        let (mark, live) = (self.in_flight >> 1, self.in_flight & 1 == 1);
+        self.in_flight = mark << 1;
+        self.fx.stats.handler_panics += 1;
+        tracing::warn!(
+            context = self.fx.me.id(),
+            message = %panic_message(&*payload),
+            "user code outside a handler (an event's kind() or key(), say) panicked; the event \
+             is dropped and the context carries on"
+        );
+        // Whatever was interrupted: operations half applied, frames of nested spawns.
+        self.nesting = 0;
+        let ops = std::mem::take(&mut self.fx.ops);
+        let frames = std::mem::take(&mut self.op_frames);
+        self.contain(
+            move || drop((ops, frames)),
+            "dropping interrupted operations",
+        );
+        if live {
+            // SAFETY: `live` says the current slot holds the event taken last, not yet dropped
+            // or completed (the loop clears it before it drops or completes one); the recorded
+            // state is cleared above, so it is dropped once.
+            unsafe { self.fx.routes.drop_current() };
+        }
+        // What its listeners routed before the panic is still processed, in routing order.
+        debug_assert!(
+            mark <= self.fx.routes.mark(),
+            "a recovery mark above the stack"
+        );
+        self.fx.routes.seal(mark.min(self.fx.routes.mark()));
+        self.end_listenerless();
+        self.compact_listeners();
+    }
+
+    /// Runs `f` (user code: a `Drop`), containing a panic: counted and reported as `what`.
+    fn contain(&mut self, f: impl FnOnce(), what: &str) {
+        if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
+            self.fx.stats.handler_panics += 1;
+            tracing::warn!(
+                context = self.fx.me.id(),
+                message = %panic_message(&*p),
+                "a panic while {what} is contained"
+            );
+        }
+    }
+
+    /// `n` events' `Drop` panicked where the route stack dropped them: counted and reported.
+    #[cold]
+    #[inline(never)]
+    fn event_drops_panicked(&mut self, n: u64) {
+        self.fx.stats.handler_panics += n;
+        tracing::warn!(
+            context = self.fx.me.id(),
+            events = n,
+            "events' Drop panicked; the panics were contained (the events were processed)"
+        );
+    }
+
+    /// Compacts the listener table if it needs it. Dropping an ended listener's handler drops
+    /// what its closure captured (user code): a panic there is contained.
+    #[inline]
+    fn compact_listeners(&mut self) {
+        if self.table.needs_compaction() {
+            self.compact_listeners_guarded();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn compact_listeners_guarded(&mut self) {
+        let table = &mut self.table;
+        if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| table.compact())) {
+            self.fx.stats.handler_panics += 1;
+            tracing::warn!(
+                context = self.fx.me.id(),
+                message = %panic_message(&*p),
+                "dropping an ended listener panicked; the panic is contained"
+            );
+        }
+    }
+
+    /// Drains the route stack completely (R3.2). Records what it dispatches in `in_flight`, for
+    /// [`recover`](Self::recover).
     fn drain_routes(&mut self) {
         while let Some(entry) = self.fx.routes.take() {
             let mark = self.fx.routes.mark();
             match entry {
                 Taken::Event(slot) => {
+                    self.in_flight = mark << 1 | 1;
                     // SAFETY: the current slot holds the event until `complete_current`,
                     // `drop_current` or `run_chain` below (`e` is not used after those), and
                     // nothing writes it meanwhile (see `RouteStack`).
@@ -503,6 +735,7 @@ impl<E: Event> Core<E> {
                     match self.dispatch(e) {
                         Dispatched::Completed => {
                             self.completed_since.push(first_new);
+                            self.in_flight = mark << 1;
                             // SAFETY: the event taken above, not yet dropped or completed.
                             unsafe { self.fx.routes.complete_current() };
                         }
@@ -520,16 +753,22 @@ impl<E: Event> Core<E> {
                     }
                 }
                 Taken::Completed(e) => {
+                    self.in_flight = mark << 1;
                     let first_new = self.completed_since.pop();
                     debug_assert!(first_new.is_some(), "a completed marker without its stamp");
                     self.dispatch_completed(&e, first_new.unwrap_or(0));
+                    if std::mem::needs_drop::<E>() {
+                        self.contain(move || drop(e), "dropping an event");
+                    }
                 }
             }
+            // From the drop above to the next `take`, nothing can panic that is not contained
+            // where it runs (the drop, compaction), so `in_flight` need not say "no event" yet.
             self.fx.routes.seal_taken(mark);
-            if self.table.needs_compaction() {
-                self.table.compact();
-            }
+            self.compact_listeners();
         }
+        // The last event is gone: no event is in flight outside the route loop.
+        self.in_flight = 0;
     }
 
     /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched, and
@@ -704,8 +943,15 @@ impl<E: Event> Core<E> {
         }
         match &l.body {
             Body::Template { template, .. } => {
-                if !template.matches_listed(e) {
-                    return false;
+                // User code (a filter): a panic ends the listener's instance, as in a handler.
+                match panic::catch_unwind(AssertUnwindSafe(|| template.matches_listed(e))) {
+                    Ok(true) => {}
+                    Ok(false) => return false,
+                    Err(payload) => {
+                        let instance = l.instance;
+                        self.after_handler(instance, Err(payload));
+                        return false;
+                    }
                 }
             }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
@@ -866,8 +1112,21 @@ impl<E: Event> Core<E> {
         let Body::Expr { expr, .. } = &mut l.body else {
             return false;
         };
-        let (progressed, alive) = expr.step(stim, now, &mut out, &mut fired);
+        // User code (the filters of its templates): a panic ends the listener's instance.
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| {
+            expr.step(stim, now, &mut out, &mut fired)
+        }));
         self.step_timers = out.timers;
+        let (progressed, alive) = match stepped {
+            Ok(step) => step,
+            Err(payload) => {
+                self.step_timers.clear();
+                fired.clear();
+                self.fired = fired;
+                self.after_handler(instance, Err(payload));
+                return false;
+            }
+        };
         if alive {
             self.schedule(handle);
         } else {
@@ -949,22 +1208,7 @@ impl<E: Event> Core<E> {
         self.nesting += 1;
         self.apply_ops();
         self.nesting -= 1;
-        let reason = match result {
-            Err(payload) => {
-                self.fx.stats.handler_panics += 1;
-                let message = panic_message(&*payload);
-                tracing::warn!(
-                    context = self.fx.me.id,
-                    instance,
-                    %message,
-                    "a handler panicked; its monitor instance ends"
-                );
-                Some(DieReason::Panicked(message))
-            }
-            Ok(()) if died => Some(DieReason::Died),
-            Ok(()) => None,
-        };
-        if let Some(reason) = reason {
+        if let Some(reason) = self.end_reason(instance, result, died) {
             self.end_instance(instance, reason);
         }
         self.touched.push(instance);
@@ -973,6 +1217,36 @@ impl<E: Event> Core<E> {
         if self.nesting > 0 {
             return;
         }
+        self.end_listenerless();
+    }
+
+    /// Why `instance` ends after a handler or initialiser that returned `result` and asked to die
+    /// (`died`), if it does; counts and reports a panic.
+    fn end_reason(
+        &mut self,
+        instance: u32,
+        result: std::thread::Result<()>,
+        died: bool,
+    ) -> Option<DieReason> {
+        match result {
+            Err(payload) => {
+                self.fx.stats.handler_panics += 1;
+                let message = panic_message(&*payload);
+                tracing::warn!(
+                    context = self.fx.me.id(),
+                    instance,
+                    %message,
+                    "a handler panicked; its monitor instance ends"
+                );
+                Some(DieReason::Panicked(message))
+            }
+            Ok(()) if died => Some(DieReason::Died),
+            Ok(()) => None,
+        }
+    }
+
+    /// Ends the instances of `touched` that have no listener left (R6.8).
+    fn end_listenerless(&mut self) {
         while let Some(i) = self.touched.pop() {
             let empty = self.instances[i as usize]
                 .as_ref()
@@ -983,47 +1257,127 @@ impl<E: Event> Core<E> {
         }
     }
 
+    /// Applies the operations the last handler asked for, in order.
+    ///
+    /// A local spawn creates its instance and runs the initialiser at once, and the initialiser's
+    /// own operations (more spawns among them) are applied before the operations that followed
+    /// the spawn: depth first. That is done with an explicit stack of [`OpFrame`]s rather than by
+    /// recursion, so a chain of initialisers that each spawn the next may be of any depth (R6.2);
+    /// likewise the operations of an `on_die` that runs on the way. Without a spawn (the common
+    /// case) the operations are applied in a plain loop and their buffer is kept.
     fn apply_ops(&mut self) {
         if self.fx.ops.is_empty() {
             return;
         }
         let mut ops = std::mem::take(&mut self.fx.ops);
+        if ops.iter().any(|op| matches!(op, Op::Spawn(_))) {
+            self.apply_ops_with_spawns(ops);
+            return;
+        }
         for op in ops.drain(..) {
-            match op {
-                Op::Listen {
-                    handle,
-                    instance,
-                    mode,
-                    spec,
-                } => self.listen(handle, instance, mode, spec),
-                Op::Quit(handle) => {
-                    if let Some(slot) = self.table.slot_of(handle) {
-                        if let Some(instance) = self.table.kill(slot) {
-                            self.listener_ended(instance);
-                        }
-                    }
-                }
-                Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
-                Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
-                Op::Spawn(new) => {
-                    if self.ending {
-                        // Shutdown is ending every instance: a new one would owe an `on_die` that
-                        // may spawn again. Dropped before its initialiser runs.
-                        tracing::debug!(
-                            context = self.fx.me.id,
-                            "a spawn asked for while shutdown ends the instances is dropped"
-                        );
-                    } else {
-                        self.create_instance(new);
-                    }
-                }
-                // Decided by the caller before the operations are applied.
-                Op::Die => {}
-            }
+            self.apply_op(op);
         }
         // Keep the capacity: no allocation for operations in the steady state.
         if self.fx.ops.is_empty() {
             self.fx.ops = ops;
+        }
+    }
+
+    /// Applies one operation other than a spawn.
+    fn apply_op(&mut self, op: Op<E>) {
+        match op {
+            Op::Listen {
+                handle,
+                instance,
+                mode,
+                spec,
+            } => self.listen(handle, instance, mode, spec),
+            Op::Quit(handle) => {
+                if let Some(slot) = self.table.slot_of(handle) {
+                    if let Some(instance) = self.table.kill(slot) {
+                        self.listener_ended(instance);
+                    }
+                }
+            }
+            Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
+            Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
+            Op::Spawn(new) => {
+                // Only `apply_ops_with_spawns` meets spawns; apply it the same way if not.
+                self.apply_ops_with_spawns(vec![Op::Spawn(new)]);
+            }
+            // Decided by the caller before the operations are applied.
+            Op::Die => {}
+        }
+    }
+
+    /// [`apply_ops`](Self::apply_ops) for operations with a spawn among them: what
+    /// `create_instance` and `end_instance` would do, with their operations pushed as frames
+    /// instead of applied by a nested call.
+    #[inline(never)]
+    fn apply_ops_with_spawns(&mut self, ops: Vec<Op<E>>) {
+        let base = self.op_frames.len();
+        self.op_frames.push(OpFrame {
+            ops: ops.into_iter(),
+            then: AfterOps::Nothing,
+        });
+        let mut spawned = false;
+        while self.op_frames.len() > base {
+            let next = self.op_frames.last_mut().and_then(|f| f.ops.next());
+            match next {
+                Some(Op::Spawn(_)) if self.ending => {
+                    // Shutdown is ending every instance: a new one would owe an `on_die` that may
+                    // spawn again. Dropped before its initialiser runs.
+                    tracing::debug!(
+                        context = self.fx.me.id(),
+                        "a spawn asked for while shutdown ends the instances is dropped"
+                    );
+                }
+                Some(Op::Spawn(new)) => {
+                    spawned = true;
+                    let (instance, result) = self.start_instance(new);
+                    let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
+                    let ops = std::mem::take(&mut self.fx.ops);
+                    self.op_frames.push(OpFrame {
+                        ops: ops.into_iter(),
+                        then: AfterOps::Spawned {
+                            instance,
+                            result,
+                            died,
+                        },
+                    });
+                }
+                Some(op) => self.apply_op(op),
+                None => {
+                    let Some(frame) = self.op_frames.pop() else {
+                        break;
+                    };
+                    match frame.then {
+                        AfterOps::Nothing => {}
+                        AfterOps::Spawned {
+                            instance,
+                            result,
+                            died,
+                        } => {
+                            if let Some(reason) = self.end_reason(instance, result, died) {
+                                if self.detach_instance(instance, reason) {
+                                    let ops = std::mem::take(&mut self.fx.ops);
+                                    self.op_frames.push(OpFrame {
+                                        ops: ops.into_iter(),
+                                        then: AfterOps::Free(instance),
+                                    });
+                                }
+                            }
+                            self.touched.push(instance);
+                        }
+                        AfterOps::Free(instance) => self.free_instances.push(instance),
+                    }
+                }
+            }
+        }
+        // As `after_handler` does for an instance created outside any handler's operations: the
+        // outermost call decides who has no listener left.
+        if spawned && self.nesting == 0 {
+            self.end_listenerless();
         }
     }
 
@@ -1048,7 +1402,7 @@ impl<E: Event> Core<E> {
                 let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
                 self.step_timers = out.timers;
                 if let Some(why) = l.never_matches() {
-                    tracing::warn!(context = self.fx.me.id, instance, handle, "{why}");
+                    tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }
                 self.schedule(handle);
                 let index = l.leaves();
@@ -1078,7 +1432,7 @@ impl<E: Event> Core<E> {
                 .links
                 .shared()
                 .channels
-                .set_subscribed(ch, self.fx.me.id, true);
+                .set_subscribed(ch, self.fx.me.id(), true);
         }
     }
 
@@ -1110,13 +1464,20 @@ impl<E: Event> Core<E> {
                     .links
                     .shared()
                     .channels
-                    .set_subscribed(ch, self.fx.me.id, false);
+                    .set_subscribed(ch, self.fx.me.id(), false);
             }
         }
     }
 
     /// Creates an instance and runs its initialiser (load hook or spawn initialiser).
     fn create_instance(&mut self, new: NewInstance<E>) {
+        let (id, result) = self.start_instance(new);
+        self.after_handler(id, result);
+    }
+
+    /// Creates an instance and runs its initialiser, leaving the initialiser's operations in
+    /// `fx.ops`; returns the instance's id and how the initialiser ended.
+    fn start_instance(&mut self, new: NewInstance<E>) -> (u32, std::thread::Result<()>) {
         let NewInstance {
             state,
             on_die,
@@ -1141,19 +1502,31 @@ impl<E: Event> Core<E> {
         };
         self.live_instances += 1;
         let Some(inst) = self.instances[id as usize].as_mut() else {
-            return;
+            return (id, Ok(()));
         };
         self.fx.current = id;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
-        self.after_handler(id, result);
+        (id, result)
     }
 
     /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.
     fn end_instance(&mut self, id: u32, reason: DieReason) {
+        if self.detach_instance(id, reason) {
+            // Apply what `on_die` asked for before the id can be reused, so that nothing it
+            // registered attaches to a later instance.
+            self.apply_ops();
+            self.free_instances.push(id);
+        }
+    }
+
+    /// [`end_instance`](Self::end_instance) up to `on_die`, whose operations it leaves in
+    /// `fx.ops`: the caller applies them, then frees the id. Returns false if the instance had
+    /// already ended.
+    fn detach_instance(&mut self, id: u32, reason: DieReason) -> bool {
         let Some(mut inst) = self.instances[id as usize].take() else {
-            return;
+            return false;
         };
         self.live_instances -= 1;
         for handle in inst.listeners.drain(..) {
@@ -1175,16 +1548,15 @@ impl<E: Event> Core<E> {
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, r, fx))) {
             self.fx.stats.handler_panics += 1;
             tracing::error!(
-                context = self.fx.me.id,
+                context = self.fx.me.id(),
                 instance = id,
                 message = %panic_message(&*payload),
                 "an on_die hook panicked; the panic is contained"
             );
         }
-        // Apply what `on_die` asked for before the id can be reused, so that nothing it registered
-        // attaches to a later instance.
-        self.apply_ops();
-        self.free_instances.push(id);
+        // The state's `Drop` is user code too.
+        self.contain(move || drop(inst), "dropping a monitor instance's state");
+        true
     }
 
     /// Ends every remaining instance (graceful shutdown). Local spawns asked for from here on (by
@@ -1193,7 +1565,15 @@ impl<E: Event> Core<E> {
         self.ending = true;
         // Each instance gets its hook exactly once; none is created meanwhile.
         while let Some(id) = self.instances.iter().position(Option::is_some) {
-            self.run_then_drain(|core| core.end_instance(id as u32, reason.clone()));
+            let reason = reason.clone();
+            // Outside the guarded event loop: contain what escapes here too.
+            let ended = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.run_then_drain(|core| core.end_instance(id as u32, reason))
+            }));
+            if let Err(payload) = ended {
+                self.recover(payload);
+                self.drain_contained();
+            }
         }
     }
 }

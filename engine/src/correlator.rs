@@ -43,6 +43,12 @@ pub const DEFAULT_INBOX_CAPACITY: usize = 20_000;
 pub const DEFAULT_MAX_CONTEXTS: usize = 256;
 /// The default limit on channel names.
 pub const DEFAULT_MAX_CHANNELS: usize = 1024;
+/// The largest [`CorrelatorBuilder::max_contexts`]. Every context is an OS thread, and the
+/// correlator sizes its tables for `max_contexts` when it is built (per channel, one subscription
+/// bit per context): with both limits at their maxima those tables take 32 MiB.
+pub const MAX_CONTEXTS: usize = 4096;
+/// The largest [`CorrelatorBuilder::max_channels`] (see [`MAX_CONTEXTS`] for the memory it sizes).
+pub const MAX_CHANNELS: usize = 65_536;
 /// The default rate of the clock thread's ticks, per second (R7.1).
 pub const DEFAULT_TICK_RATE: u32 = 10;
 /// Default of [`CorrelatorBuilder::release_batch`].
@@ -74,6 +80,8 @@ impl Config {
 /// State shared by the facade, every context thread and every handle.
 pub(crate) struct Shared<E: Event> {
     pub(crate) config: Config,
+    /// This correlator's tag, unique in the process: every [`ContextRef`] of it carries it.
+    pub(crate) tag: u32,
     /// Every context, indexed by id; append-only.
     pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
     pub(crate) channels: Channels<E>,
@@ -109,7 +117,7 @@ impl<E: Event> Shared<E> {
         let owner = self as *const Self as usize;
         sync::context_mark()
             .filter(|&(o, _)| o == owner)
-            .map(|(_, id)| ContextRef { id })
+            .map(|(_, id)| ContextRef::new(self.tag, id))
     }
 }
 
@@ -150,9 +158,14 @@ pub(crate) fn create_context<E: Event>(
             });
         }
     }
-    let (inbox, consumer) = Inbox::with_capacity(shared.config.capacity);
+    let (inbox, consumer) =
+        Inbox::try_with_capacity(shared.config.capacity).map_err(|_| Error::AllocationFailed {
+            setting: "inbox_capacity",
+            requested: shared.config.capacity,
+        })?;
     let ctx = Arc::new(ContextShared {
         id: id as u32,
+        correlator: shared.tag,
         name: options.name,
         public: options.public,
         wait: options.wait.unwrap_or(shared.config.wait),
@@ -245,6 +258,13 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
 impl<E: Event> CorrelatorBuilder<E> {
     /// Capacity of every context's inbox, in entries (default [`DEFAULT_INBOX_CAPACITY`] = 20,000).
     /// A sender that finds an inbox full waits for room (R5.1).
+    ///
+    /// Every context allocates its whole inbox when it is created: `capacity` places of an event
+    /// (plus a tag) and an 8-byte stamp. [`build`](Self::build) and `create_context` return
+    /// [`Error::InvalidCapacity`] outside `1..=`[`MAX_CAPACITY`](crate::inbox::MAX_CAPACITY)
+    /// and [`Error::AllocationFailed`] when the memory cannot be allocated; an allocation the
+    /// operating system grants but cannot back when it is written is beyond what the engine can
+    /// see, so size inboxes for the machine.
     pub fn inbox_capacity(mut self, capacity: usize) -> Self {
         self.config.capacity = capacity;
         self
@@ -279,13 +299,15 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
-    /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256).
+    /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256; at most
+    /// [`MAX_CONTEXTS`], else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
     pub fn max_contexts(mut self, max: usize) -> Self {
         self.config.max_contexts = max;
         self
     }
 
-    /// The most channel names (default [`DEFAULT_MAX_CHANNELS`] = 1024).
+    /// The most channel names (default [`DEFAULT_MAX_CHANNELS`] = 1024; at most [`MAX_CHANNELS`],
+    /// else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
     pub fn max_channels(mut self, max: usize) -> Self {
         self.max_channels = max;
         self
@@ -320,8 +342,11 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// taken before [`Correlator::start`].
     ///
     /// # Errors
-    /// [`Error::InvalidCapacity`], [`Error::InvalidLimit`], [`Error::NoSuchCore`] for a pinning
-    /// plan naming a core this process cannot run on, [`Error::ThreadSpawn`].
+    /// [`Error::InvalidCapacity`], [`Error::InvalidLimit`] for a limit of zero,
+    /// [`Error::LimitTooLarge`] for `max_contexts` above [`MAX_CONTEXTS`] or `max_channels` above
+    /// [`MAX_CHANNELS`], [`Error::AllocationFailed`] for an inbox the memory cannot hold,
+    /// [`Error::NoSuchCore`] for a pinning plan naming a core this process cannot run on,
+    /// [`Error::ThreadSpawn`]. Never a panic or an abort, whatever the values.
     pub fn build(self) -> Result<Correlator<E>, Error> {
         let config = self.config;
         if config.capacity == 0 || config.capacity > MAX_CAPACITY {
@@ -350,6 +375,19 @@ impl<E: Event> CorrelatorBuilder<E> {
                 setting: "max_channels",
             });
         }
+        // The tables sized by these two are allocated below, before any context exists.
+        for (setting, requested, max) in [
+            ("max_contexts", config.max_contexts, MAX_CONTEXTS),
+            ("max_channels", self.max_channels, MAX_CHANNELS),
+        ] {
+            if requested > max {
+                return Err(Error::LimitTooLarge {
+                    setting,
+                    requested,
+                    max,
+                });
+            }
+        }
         // Read the core list once, before anything is pinned: a pinned thread sees only its own core.
         let available_cores: Vec<usize> = core_affinity::get_core_ids()
             .unwrap_or_default()
@@ -376,6 +414,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             available_cores,
             threads: Mutex::new(Vec::new()),
             creating: Mutex::new(()),
+            tag: sync::next_correlator_tag(),
             config,
         });
         let main = create_context(&shared, ContextOptions::new("main").public(true), false)?;
@@ -463,8 +502,11 @@ impl<E: Event> Correlator<E> {
 
     /// The name a context was created with.
     pub fn context_name(&self, ctx: ContextRef) -> Option<String> {
+        if ctx.correlator() != self.shared.tag {
+            return None;
+        }
         sync::read_lock(&self.shared.contexts)
-            .get(ctx.id as usize)
+            .get(ctx.id() as usize)
             .map(|c| c.name.clone())
     }
 
@@ -636,7 +678,7 @@ impl<E: Event> Correlator<E> {
         let mut failed = None;
         for (i, t) in threads.into_iter().enumerate() {
             if t.join().is_err() {
-                failed.get_or_insert(ContextRef { id: i as u32 });
+                failed.get_or_insert(ContextRef::new(shared.tag, i as u32));
             }
         }
         shared.channels.close_outputs();

@@ -254,6 +254,11 @@ pub(crate) struct Links<E: Event> {
     shared: Arc<Shared<E>>,
     contexts: Vec<Arc<ContextShared<E>>>,
     me: Option<ContextRef>,
+    /// The correlator's tag: a [`ContextRef`] carrying another is refused.
+    tag: u32,
+    /// [`ContextRef::word`] of this correlator's context 0: the word of context `i` is
+    /// `base + i`.
+    base: u64,
     strategy: WaitStrategy,
     /// Reused buffer of channel subscribers.
     targets: Vec<u32>,
@@ -270,12 +275,14 @@ impl<E: Event> Links<E> {
     pub(crate) fn new(shared: Arc<Shared<E>>, me: Option<ContextRef>) -> Self {
         let strategy = match me {
             Some(c) => sync::read_lock(&shared.contexts)
-                .get(c.id as usize)
+                .get(c.id() as usize)
                 .map(|ctx| ctx.wait)
                 .unwrap_or_default(),
             None => WaitStrategy::default(),
         };
         Self {
+            tag: shared.tag,
+            base: u64::from(shared.tag) << 32,
             shared,
             contexts: Vec::new(),
             me,
@@ -307,6 +314,28 @@ impl<E: Event> Links<E> {
         (id as usize) < self.contexts.len()
     }
 
+    /// The id of `to` if it is a context of this correlator, making sure it is in the local cache.
+    ///
+    /// A reference of another correlator names none of ours, whatever its id. Checked with the
+    /// cache's bound: `to.word() - base` is the id for a reference of this correlator, and at
+    /// least 2^32 (wrapping) for any other, so the common case is one subtraction and one
+    /// comparison.
+    #[inline(always)]
+    fn index_of(&mut self, to: ContextRef) -> Option<u32> {
+        let i = to.word().wrapping_sub(self.base);
+        if i < self.contexts.len() as u64 {
+            return Some(i as u32);
+        }
+        self.index_of_new(to)
+    }
+
+    /// [`index_of`](Self::index_of) for a reference not in the cache.
+    #[cold]
+    #[inline(never)]
+    fn index_of_new(&mut self, to: ContextRef) -> Option<u32> {
+        (to.correlator() == self.tag && self.know(to.id())).then_some(to.id())
+    }
+
     /// Copies the contexts created since the last refresh into the local cache.
     pub(crate) fn refresh(&mut self) {
         let registry = sync::read_lock(&self.shared.contexts);
@@ -321,11 +350,11 @@ impl<E: Event> Links<E> {
         to: ContextRef,
         wait: Wait,
     ) -> Result<(&Arc<ContextShared<E>>, Reservation), SendErrorKind> {
-        if !self.know(to.id) {
+        let Some(id) = self.index_of(to) else {
             return Err(SendErrorKind::UnknownContext);
-        }
-        let r = self.reserve(to.id, wait)?;
-        Ok((&self.contexts[to.id as usize], r))
+        };
+        let r = self.reserve(id, wait)?;
+        Ok((&self.contexts[id as usize], r))
     }
 
     /// Reserves a place in the inbox of context `id` (known: in `contexts`), waiting as `wait`
@@ -384,7 +413,7 @@ impl<E: Event> Links<E> {
         let began = Instant::now();
         // An input handle waiting on a context's own thread waits as that context (module docs).
         let me = self.me.or_else(|| self.shared.context_of_current_thread());
-        let cycle = me.map(|me| (&self.shared.waits, me.id, target.id));
+        let cycle = me.map(|me| (&self.shared.waits, me.id(), target.id));
         let mut backoff = Backoff::new(self.strategy);
         let result = reserve_after_full(&target.inbox, sender, cycle, deadline, || {
             match backoff.next_or_park() {
@@ -431,13 +460,18 @@ impl<E: Event> Links<E> {
         }
     }
 
+    /// The reference of this correlator's context `id`.
+    fn context_ref(&self, id: u32) -> ContextRef {
+        ContextRef::new(self.tag, id)
+    }
+
     /// Sends a clock tick to every context, in id order (R7.1); returns how many took it.
     pub(crate) fn send_time_all(&mut self, t: crate::time::Time, wait: Wait) -> usize {
         self.refresh();
         let mut n = 0;
         for id in 0..self.contexts.len() as u32 {
             if self
-                .push_entry(ContextRef { id }, Entry::Tick(t), wait)
+                .push_entry(self.context_ref(id), Entry::Tick(t), wait)
                 .is_ok()
             {
                 n += 1;
@@ -548,7 +582,7 @@ impl<E: Event> Links<E> {
                 } else {
                     kind
                 };
-                return Err(SendError::new(kind, Some(ContextRef { id }), event));
+                return Err(SendError::new(kind, Some(self.context_ref(id)), event));
             }
             // Wait for room in the inbox that refused, holding nothing, then try the round again.
             match self.contexts[id as usize]
@@ -558,7 +592,7 @@ impl<E: Event> Links<E> {
                 RoomWait::Retry | RoomWait::TimedOut => {}
                 RoomWait::Closed => {
                     let kind = refusal_kind(&self.contexts[id as usize].inbox, Sender::External);
-                    return Err(SendError::new(kind, Some(ContextRef { id }), event));
+                    return Err(SendError::new(kind, Some(self.context_ref(id)), event));
                 }
             }
         }

@@ -28,6 +28,23 @@ pub enum Error {
         /// Which setting.
         setting: &'static str,
     },
+    /// A size limit of the builder is above the largest value the engine accepts.
+    LimitTooLarge {
+        /// Which setting.
+        setting: &'static str,
+        /// The value asked for.
+        requested: usize,
+        /// The largest value accepted.
+        max: usize,
+    },
+    /// The memory a setting asks for could not be allocated (an inbox of `inbox_capacity`
+    /// entries, say, when the machine has less memory than that needs).
+    AllocationFailed {
+        /// Which setting sized the allocation.
+        setting: &'static str,
+        /// Its value.
+        requested: usize,
+    },
     /// Creating one more context would exceed `max_contexts`.
     TooManyContexts {
         /// The configured maximum.
@@ -69,6 +86,19 @@ impl fmt::Display for Error {
             Error::InvalidLimit { setting } => {
                 write!(f, "builder setting `{setting}` must be at least 1")
             }
+            Error::LimitTooLarge {
+                setting,
+                requested,
+                max,
+            } => write!(
+                f,
+                "builder setting `{setting}` = {requested} is too large; choose at most {max}"
+            ),
+            Error::AllocationFailed { setting, requested } => write!(
+                f,
+                "the memory for `{setting}` = {requested} could not be allocated; lower \
+                 `{setting}`"
+            ),
             Error::TooManyContexts { max } => write!(
                 f,
                 "cannot create another context: the correlator allows {max}; raise \

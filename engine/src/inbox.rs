@@ -55,7 +55,8 @@
 //! no ticket; it adds one to the tail word's pending count instead (so the consumer neither sleeps
 //! nor counts itself idle while it is open), and its commit pushes the entry before it takes the
 //! count back. The overflow is a mutex-guarded deque: it is touched only between an overrun and the
-//! moment it drains, never on the steady-state path, and it shrinks back as it drains.
+//! moment it drains, never on the steady-state path, and it shrinks back when it drains: the entry
+//! that empties it gives back its memory beyond [`OVERFLOW_RETAINED`] entries.
 //!
 //! # Sleep and wake-up
 //! The three-state handshake of a parker (running / announced sleep / woken), carried by the
@@ -97,6 +98,10 @@ const TICKET_BITS: u32 = 48;
 const TOMB: u64 = 1 << 63;
 /// `room`: a sender is parked waiting for room.
 const ROOM_WAITERS: usize = 1;
+
+/// Room for entries the overflow keeps once it has drained (SPEC R5.2): after a burst of overruns
+/// its memory beyond this is given back, so it does not stay at its peak.
+pub const OVERFLOW_RETAINED: usize = 256;
 
 /// The largest capacity an inbox accepts (tickets must keep at least a few laps apart in 48 bits).
 pub const MAX_CAPACITY: usize = 1 << 40;
@@ -314,16 +319,32 @@ fn before(a: u64, b: u64) -> bool {
 
 impl<T> Inbox<T> {
     /// Creates an inbox of nominal `capacity` (clamped to `1..=MAX_CAPACITY`) and its consumer end.
+    ///
+    /// # Panics
+    /// If the slots cannot be allocated (a test helper: the engine uses
+    /// [`try_with_capacity`](Self::try_with_capacity)).
     pub fn with_capacity(capacity: usize) -> (sync::Arc<Self>, Consumer<T>) {
+        match Self::try_with_capacity(capacity) {
+            Ok(pair) => pair,
+            Err(e) => panic!("inbox of {capacity} entries: {e}"),
+        }
+    }
+
+    /// [`with_capacity`](Self::with_capacity), or an error instead of an abort when the memory for
+    /// the slots cannot be allocated (a capacity within [`MAX_CAPACITY`] may still need more
+    /// memory than the machine has: `capacity` slots of an entry and a stamp each).
+    pub fn try_with_capacity(
+        capacity: usize,
+    ) -> Result<(sync::Arc<Self>, Consumer<T>), std::collections::TryReserveError> {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         let one_lap = (capacity as u64 + 1).next_power_of_two();
-        let slots = (0..capacity as u64)
-            .map(|i| Slot {
-                stamp: AtomicU64::new(i),
-                value: UnsafeCell::new(MaybeUninit::uninit()),
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(capacity)?;
+        slots.extend((0..capacity as u64).map(|i| Slot {
+            stamp: AtomicU64::new(i),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }));
+        let slots = slots.into_boxed_slice();
         let inbox = sync::Arc::new(Self {
             tail: CachePadded::new(Tail {
                 word: AtomicU64::new(0),
@@ -359,7 +380,7 @@ impl<T> Inbox<T> {
             registered: false,
             _not_sync: std::marker::PhantomData,
         };
-        (inbox, consumer)
+        Ok((inbox, consumer))
     }
 
     /// The nominal capacity.
@@ -851,6 +872,10 @@ impl<T> Consumer<T> {
         {
             let mut overflow = sync::lock(&inbox.overflow);
             let value = overflow.pop_front()?;
+            if overflow.is_empty() && overflow.capacity() > OVERFLOW_RETAINED {
+                // Drained after a burst: give its peak memory back (R5.2). Rare, like overruns.
+                overflow.shrink_to(OVERFLOW_RETAINED);
+            }
             // Counted as taken before it stops counting as waiting: `len` never misses it.
             let p = &*inbox.progress;
             p.ov_taken

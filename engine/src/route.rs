@@ -2,7 +2,9 @@
 //!
 //! Owned by the context's thread: a plain `Vec` and two one-event slots, no atomics, no locks, and no
 //! allocation once it has grown to the deepest route storm seen (R3.4). Routed events never count against the inbox's
-//! capacity and are never refused (R3.5).
+//! capacity and are never refused (R3.5). After a storm deeper than the context keeps room for, the
+//! context gives the memory back once the stack is empty ([`RouteStack::shrink_when_empty`]), so
+//! the stack's memory does not stay at its peak.
 //!
 //! # Order (R3.2)
 //! A plain push/pop stack would process the last-routed sibling first. Instead, before an event is
@@ -70,6 +72,8 @@ pub struct RouteStack<E> {
     front_full: bool,
     /// The largest number of entries held at once, not counting the event being dispatched (R9.1).
     max_depth: usize,
+    /// Events whose `Drop` panicked in `drop_current`, not yet taken by `take_drop_panics`.
+    drop_panics: u64,
 }
 
 // SAFETY: the slots are owned by the stack (allocated in `with_capacity`, freed in `drop`) and
@@ -111,6 +115,7 @@ impl<E> RouteStack<E> {
             front,
             front_full: false,
             max_depth: 0,
+            drop_panics: 0,
         }
     }
 
@@ -188,14 +193,40 @@ impl<E> RouteStack<E> {
         self.append(Routed::Completed(event));
     }
 
-    /// Drops the event of the current slot once its dispatch is over.
+    /// Drops the event of the current slot once its dispatch is over. A panic in the event's
+    /// `Drop` is caught and counted ([`take_drop_panics`](Self::take_drop_panics)): the slot
+    /// counts as empty either way (what the drop glue had not dropped yet when it panicked was
+    /// dropped while unwinding, or is leaked). For an event type without drop glue this is
+    /// nothing at all.
     ///
     /// # Safety
     /// As for [`complete_current`](Self::complete_current).
     #[inline]
     pub unsafe fn drop_current(&mut self) {
-        // SAFETY: the caller guarantees the slot holds an event, dropped once.
-        unsafe { self.current.as_ptr().drop_in_place() };
+        if !std::mem::needs_drop::<E>() {
+            return;
+        }
+        let current = self.current;
+        // SAFETY: the caller guarantees the slot holds an event, dropped once: whether the drop
+        // returns or unwinds, the slot is not dropped again.
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            current.as_ptr().drop_in_place()
+        }));
+        if dropped.is_err() {
+            self.drop_panicked();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_panicked(&mut self) {
+        self.drop_panics += 1;
+    }
+
+    /// How many events' `Drop` panicked in [`drop_current`](Self::drop_current) since the last
+    /// call.
+    pub fn take_drop_panics(&mut self) -> u64 {
+        std::mem::take(&mut self.drop_panics)
     }
 
     /// Puts everything pushed since `mark` into routing order for popping: first-pushed on top.
@@ -307,6 +338,23 @@ impl<E> RouteStack<E> {
     /// The deepest the stack has been.
     pub fn max_depth(&self) -> usize {
         self.max_depth
+    }
+
+    /// Room for entries on the `Vec` (the front slot not counted).
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// If the stack is empty and has room for more than `retained` entries, gives the memory
+    /// beyond that back (to room for `retained`, at least one). The context calls it between inbox
+    /// entries, where the stack is empty, not per event: a storm's memory is returned once it
+    /// drains, and a steady state that stays within `retained` never allocates.
+    pub fn shrink_when_empty(&mut self, retained: usize) {
+        let retained = retained.max(1);
+        if self.entries.capacity() > retained && self.is_empty() {
+            // Keeps `len < capacity` (room for the next `append`): the length is 0.
+            self.entries.shrink_to(retained);
+        }
     }
 }
 
@@ -618,5 +666,63 @@ mod tests {
         unsafe { stack.drop_current() };
         // The front ([4]) and the stack ([3]) still hold events when the stack is dropped.
         assert_eq!(stack.len(), 2);
+    }
+
+    // R3.4: after a storm, an empty stack gives its memory back down to what it keeps; a
+    // non-empty one keeps everything it holds.
+    #[test]
+    fn r3_4_an_empty_stack_shrinks_to_what_it_keeps() {
+        let mut stack = RouteStack::with_capacity(4);
+        let mark = stack.mark();
+        for i in 0..1000 {
+            stack.push(i);
+        }
+        stack.seal(mark);
+        stack.shrink_when_empty(16);
+        assert!(stack.capacity() >= 999, "not empty: nothing given back");
+        let mut seen = Vec::new();
+        while let Some(Routed::Event(e)) = stack.pop() {
+            seen.push(e);
+        }
+        assert_eq!(seen, (0..1000).collect::<Vec<_>>());
+        stack.shrink_when_empty(16);
+        assert!(stack.capacity() <= 16 && stack.capacity() >= 1);
+        // Still usable: room for the next append, and it grows again.
+        let mark = stack.mark();
+        for i in 0..40 {
+            stack.push(i);
+        }
+        stack.seal(mark);
+        assert_eq!(stack.len(), 40);
+    }
+
+    /// An event whose `Drop` panics once armed.
+    struct Bomb(bool);
+
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            if self.0 && !std::thread::panicking() {
+                panic!("bomb");
+            }
+        }
+    }
+
+    // R6.8: a panic in an event's `Drop` where the stack drops it is caught and counted; the slot
+    // counts as empty, and the stack goes on.
+    #[test]
+    fn r6_8_a_panicking_drop_of_the_current_event_is_returned() {
+        let mut stack = RouteStack::with_capacity(2);
+        stack.push_root(Bomb(true));
+        let Some(Taken::Event(_)) = stack.take() else {
+            panic!("the root first")
+        };
+        stack.push(Bomb(false));
+        // SAFETY: the current slot holds the root, dropped once; `chained` would find the front.
+        unsafe { stack.advance() };
+        assert_eq!(stack.take_drop_panics(), 1, "the root's drop panicked");
+        // SAFETY: the current slot holds the front event now.
+        unsafe { stack.drop_current() };
+        assert!(stack.is_empty());
+        assert_eq!(stack.take_drop_panics(), 0);
     }
 }

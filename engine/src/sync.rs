@@ -122,6 +122,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// A new correlator's tag, unique in this process (it starts at 1 and wraps only after 2^32
+/// correlators): it marks the [`ContextRef`](crate::ContextRef)s of that correlator. A plain
+/// counter under loom too: it is part of no modelled protocol.
+pub(crate) fn next_correlator_tag() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The registry lock. It guards the list of contexts, which changes only when a context is created;
 /// senders keep a local copy and take the read side only when they meet a context they do not know.
 /// It is `std`'s under loom too: the registry is not part of any modelled protocol.
