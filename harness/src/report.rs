@@ -273,7 +273,7 @@ pub fn render(
         let _ = writeln!(md, "## The harness's bookkeeping (bare probes)\n");
         let _ = writeln!(
             md,
-            "Each stream peer ran, after its timed window, a bare probe: the same transfer with no sequence check and no counting. The cost is `1 - timed / bare` (median over runs); it must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure. On a shared VM the two phases see different load, and the figure is noisy (negative values are noise).\n"
+            "Each stream peer ran, after its timed window, a bare probe: the same transfer with the same per-event work (sequence check, count) but no publishing, stop checks or timed window. The cost is `1 - timed / bare` (median over runs); it must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure. On a shared VM the two phases see different load, and the figure is noisy (negative values are noise).\n"
         );
         let _ = writeln!(md, "| peer | timed | bare | bookkeeping cost | |");
         let _ = writeln!(md, "|---|---|---|---|---|");

@@ -20,9 +20,11 @@
 //! Every peer's receiver does exactly what the engine's listener in `stream/*/engine` does:
 //! the per-sender sequence check ([`FifoCheck::take`]), one count, and the count published every
 //! [`super::PUBLISH_EVERY`] events for the timed window. Each peer also runs a *bare probe* in the
-//! same process after its timed window: the same transfer of a fixed number of events with none
-//! of that bookkeeping (the receiver only counts), so the report can show what the bookkeeping
-//! costs (`bookkeeping_cost`, %).
+//! same process after its timed window: the same transfer of a fixed number of events, with the
+//! same per-event work (sequence check and count) but none of the harness's bookkeeping (no
+//! publishing, no stop checks, no sender counters, no timed window), so the report can show what
+//! the bookkeeping costs (`bookkeeping_cost`, %). The per-event work itself belongs to the
+//! workload: the engine's listener does it too.
 
 use super::baseline::{sample, sender_counters, sender_slot};
 use super::{
@@ -432,7 +434,8 @@ fn channel_stream<C: BlockingChannel>(ctx: &RunCtx, n: usize) -> Outcome {
     out
 }
 
-/// The bare probe of a channel: `total` events over `n` senders, the receiver only counts.
+/// The bare probe of a channel: `total` events over `n` senders; the receiver checks the
+/// sequence and counts, as every receiver does, and publishes nothing.
 fn channel_bare<C: BlockingChannel>(ctx: &RunCtx, n: usize, total: u64) -> (u64, f64) {
     let per = total / n as u64;
     let (tx, rx) = C::make(STREAM_CAPACITY);
@@ -442,13 +445,10 @@ fn channel_bare<C: BlockingChannel>(ctx: &RunCtx, n: usize, total: u64) -> (u64,
         let core = ctx.map.core_for(0);
         std::thread::spawn(move || {
             let _probe = Probe::start("receiver", core);
-            let mut count = 0u64;
+            let mut fifo = FifoCheck::new(n);
             go.wait();
-            C::drain(rx, |e| {
-                count += 1;
-                std::hint::black_box(e);
-            });
-            (count, now_ns())
+            C::drain(rx, |e| fifo.take(e.seq));
+            (fifo.total, now_ns())
         })
     };
     let mut senders = Vec::new();
@@ -603,28 +603,25 @@ fn disruptor_bare(ctx: &RunCtx, n: usize, multi: bool, total: u64) -> (u64, f64)
     let per = total / n as u64;
     let count = slot::<(u64, u64)>();
     struct Bare {
-        n: u64,
+        fifo: FifoCheck,
         out: Slot<(u64, u64)>,
         _probe: Probe,
     }
     impl Drop for Bare {
         fn drop(&mut self) {
-            put(&self.out, (self.n, now_ns()));
+            put(&self.out, (self.fifo.total, now_ns()));
         }
     }
     let init = {
         let count = count.clone();
         let core = ctx.map.core_for(0);
         move || Bare {
-            n: 0,
+            fifo: FifoCheck::new(n),
             out: count,
             _probe: Probe::start("processor", core),
         }
     };
-    let handler = |s: &mut Bare, e: &Ev, _seq: i64, _end: bool| {
-        s.n += 1;
-        std::hint::black_box(e);
-    };
+    let handler = |s: &mut Bare, e: &Ev, _seq: i64, _end: bool| s.fifo.take(e.seq);
     let go = Arc::new(Barrier::new(n + 1));
     let spawn = |s: usize, mut p: Box<dyn DProducer>| {
         let go = go.clone();
@@ -739,19 +736,16 @@ fn rtrb_bare(ctx: &RunCtx, total: u64) -> (u64, f64) {
         let mut spin = Spin::new(ctx, shared_core);
         std::thread::spawn(move || {
             let _probe = Probe::start("receiver", core);
-            let mut count = 0u64;
+            let mut fifo = FifoCheck::new(1);
             go.wait();
-            while count < total {
+            while fifo.total < total {
                 match rx.pop() {
-                    Ok(e) => {
-                        count += 1;
-                        std::hint::black_box(e);
-                    }
+                    Ok(e) => fifo.take(e.seq),
                     Err(_) if rx.is_abandoned() && rx.is_empty() => break,
                     Err(_) => spin.step(),
                 }
             }
-            (count, now_ns())
+            (fifo.total, now_ns())
         })
     };
     let sender = {
