@@ -665,6 +665,9 @@ fn disruptor_bare(ctx: &RunCtx, n: usize, multi: bool, total: u64) -> (u64, f64)
     (events, t1.saturating_sub(t0) as f64 / 1e9)
 }
 
+/// Why rtrb's `bookkeeping_cost` is not the bookkeeping's cost (harness/BENCHMARKS.md, "bare probe").
+pub const RTRB_REGIME: &str = "bookkeeping_cost here measures a regime effect, not bookkeeping: a spinning SPSC ring is fast while the consumer stays ahead and 10-50x slower once a few cycles per event put it behind (the ring runs full and a cache line crosses the cores at every event); the bare probe's receiver lands in the fast state, the timed one (one more count, a publish every 256 events) in the slow one";
+
 fn rtrb_stream(ctx: &RunCtx) -> Outcome {
     let mut out = Outcome::default();
     out.param("senders", 1u64);
@@ -723,6 +726,9 @@ fn rtrb_stream(ctx: &RunCtx) -> Outcome {
     let rate = finish_stream(&mut out, w, &[sent], Some(fifo));
     let bare = rate.map(|r| rtrb_bare(ctx, bare_events(ctx, r)));
     bare_figures(&mut out, rate, bare);
+    if bare.is_some() {
+        out.note(RTRB_REGIME);
+    }
     out
 }
 
