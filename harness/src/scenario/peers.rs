@@ -856,7 +856,11 @@ fn channel_pingpong<C: BlockingChannel>(ctx: &RunCtx) -> Outcome {
         out.fail(e);
     }
     let ra = a.join();
-    finish_pingpong(&mut out, &shared, ra, b.join().map(|x| (Some(x.0), x.1)));
+    let (trips, mean) = finish_pingpong(&mut out, &shared, ra, b.join().map(|x| (Some(x.0), x.1)));
+    if out.failures.is_empty() {
+        let bare = channel_pingpong_bare::<C>(ctx, bare_trips(trips));
+        pingpong_bare_figures(&mut out, mean, bare);
+    }
     out
 }
 
@@ -867,7 +871,7 @@ fn finish_pingpong(
     shared: &Shared,
     a: std::thread::Result<PingA>,
     b: std::thread::Result<(Option<Placement>, u64)>,
-) {
+) -> (u64, f64) {
     let (pa, h, sent, bad) = a.expect("bouncer a panicked");
     let (pb, answered) = b.expect("bouncer b panicked");
     out.placed(pa);
@@ -885,6 +889,69 @@ fn finish_pingpong(
     }
     out.param("round_trips", sent);
     out.latency("latency_one_way", &h);
+    (sent, h.mean())
+}
+
+/// Round trips of a ping-pong's bare probe: a quarter of the timed run's, at least 1000.
+fn bare_trips(timed_trips: u64) -> u64 {
+    (timed_trips / 4).max(1000)
+}
+
+/// Records a ping-pong's bare probe: its mean one-way latency and the bookkeeping's cost,
+/// `1 - bare / timed` on the mean one-way latencies (the same as `1 - timed / bare` on rates).
+fn pingpong_bare_figures(out: &mut Outcome, timed_mean: f64, bare_mean: Option<f64>) {
+    let Some(bare) = bare_mean else {
+        return;
+    };
+    out.value("latency_one_way_mean", "ns", timed_mean, Better::Lower);
+    out.value("latency_one_way_bare", "ns", bare, Better::Lower);
+    if timed_mean > 0.0 {
+        out.value(
+            "bookkeeping_cost",
+            "%",
+            100.0 * (1.0 - bare / timed_mean),
+            Better::Lower,
+        );
+    }
+}
+
+/// The bare probe of a channel ping-pong: `trips` round trips timed as a whole, no per-trip
+/// clock reads, histogram or publishing; the mean one-way latency in ns (`None` when a trip
+/// failed).
+fn channel_pingpong_bare<C: BlockingChannel>(ctx: &RunCtx, trips: u64) -> Option<f64> {
+    let (ab_tx, mut ab_rx) = C::make(STREAM_CAPACITY);
+    let (ba_tx, mut ba_rx) = C::make(STREAM_CAPACITY);
+    let cb = ctx.map.core_for(1);
+    let b = std::thread::spawn(move || {
+        let _probe = Probe::start("bouncer-b", cb);
+        while let Some(e) = C::recv(&mut ab_rx) {
+            if !C::send(&ba_tx, e) {
+                break;
+            }
+        }
+    });
+    let ca = ctx.map.core_for(0);
+    let a = std::thread::spawn(move || {
+        let _probe = Probe::start("bouncer-a", ca);
+        let t0 = now_ns();
+        for i in 0..trips {
+            let e = Ev {
+                kind: 0,
+                seq: i,
+                t_ns: 0,
+                aux: 0,
+            };
+            if !C::send(&ab_tx, e) || C::recv(&mut ba_rx).map(|e| e.seq) != Some(i) {
+                return None;
+            }
+        }
+        let t1 = now_ns();
+        drop(ab_tx);
+        Some(t1.saturating_sub(t0) as f64 / (2 * trips) as f64)
+    });
+    let mean = a.join().expect("bouncer a panicked");
+    b.join().expect("bouncer b panicked");
+    mean
 }
 
 /// Ping-pong over two single-producer disruptors: A publishes into the first, whose managed
