@@ -221,12 +221,7 @@ fn stream<F: Fabric>(ctx: &RunCtx, n: usize) -> Outcome {
     }
     drop(tx);
     let w = timed_window_with(ctx, &shared, || sample(&counters));
-    let mut sent = Vec::new();
-    for h in senders {
-        let (p, i) = h.join().expect("sender panicked");
-        out.placed(p);
-        sent.push(i);
-    }
+    let sent = super::peers::join_senders(&mut out, senders);
     let (p, fifo) = receiver.join().expect("receiver panicked");
     out.placed(p);
     fifo.verify(&sent, &mut out);

@@ -61,101 +61,64 @@ pub trait BlockingChannel: 'static {
     fn recv(rx: &mut Self::Rx) -> Option<Ev>;
 }
 
-/// `crossbeam_channel::bounded`.
-pub struct Crossbeam;
-impl BlockingChannel for Crossbeam {
-    type Tx = crossbeam_channel::Sender<Ev>;
-    type Rx = crossbeam_channel::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        crossbeam_channel::bounded(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev) -> bool {
-        tx.send(e).is_ok()
-    }
-    fn drain(rx: Self::Rx, mut f: impl FnMut(Ev)) {
-        while let Ok(e) = rx.recv() {
-            f(e);
+/// Implements [`BlockingChannel`] for a channel whose halves have the usual `send` / `recv`
+/// returning `Result` (crossbeam-channel, std mpsc, kanal, flume).
+macro_rules! blocking_channel {
+    ($(#[$doc:meta])* $name:ident, $tx:ty, $rx:ty, $make:path) => {
+        $(#[$doc])*
+        pub struct $name;
+        impl BlockingChannel for $name {
+            type Tx = $tx;
+            type Rx = $rx;
+            fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+                $make(capacity)
+            }
+            fn clone_tx(tx: &Self::Tx) -> Self::Tx {
+                tx.clone()
+            }
+            fn send(tx: &Self::Tx, e: Ev) -> bool {
+                tx.send(e).is_ok()
+            }
+            fn drain(rx: Self::Rx, mut f: impl FnMut(Ev)) {
+                while let Ok(e) = rx.recv() {
+                    f(e);
+                }
+            }
+            fn recv(rx: &mut Self::Rx) -> Option<Ev> {
+                rx.recv().ok()
+            }
         }
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.recv().ok()
-    }
+    };
 }
 
-/// `std::sync::mpsc::sync_channel`.
-pub struct StdMpsc;
-impl BlockingChannel for StdMpsc {
-    type Tx = std::sync::mpsc::SyncSender<Ev>;
-    type Rx = std::sync::mpsc::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        std::sync::mpsc::sync_channel(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev) -> bool {
-        tx.send(e).is_ok()
-    }
-    fn drain(rx: Self::Rx, mut f: impl FnMut(Ev)) {
-        while let Ok(e) = rx.recv() {
-            f(e);
-        }
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.recv().ok()
-    }
-}
-
-/// `kanal::bounded`.
-pub struct Kanal;
-impl BlockingChannel for Kanal {
-    type Tx = kanal::Sender<Ev>;
-    type Rx = kanal::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        kanal::bounded(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev) -> bool {
-        tx.send(e).is_ok()
-    }
-    fn drain(rx: Self::Rx, mut f: impl FnMut(Ev)) {
-        while let Ok(e) = rx.recv() {
-            f(e);
-        }
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.recv().ok()
-    }
-}
-
-/// `flume::bounded`.
-pub struct Flume;
-impl BlockingChannel for Flume {
-    type Tx = flume::Sender<Ev>;
-    type Rx = flume::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        flume::bounded(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev) -> bool {
-        tx.send(e).is_ok()
-    }
-    fn drain(rx: Self::Rx, mut f: impl FnMut(Ev)) {
-        while let Ok(e) = rx.recv() {
-            f(e);
-        }
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.recv().ok()
-    }
-}
+blocking_channel!(
+    /// `crossbeam_channel::bounded`.
+    Crossbeam,
+    crossbeam_channel::Sender<Ev>,
+    crossbeam_channel::Receiver<Ev>,
+    crossbeam_channel::bounded
+);
+blocking_channel!(
+    /// `std::sync::mpsc::sync_channel`.
+    StdMpsc,
+    std::sync::mpsc::SyncSender<Ev>,
+    std::sync::mpsc::Receiver<Ev>,
+    std::sync::mpsc::sync_channel
+);
+blocking_channel!(
+    /// `kanal::bounded`.
+    Kanal,
+    kanal::Sender<Ev>,
+    kanal::Receiver<Ev>,
+    kanal::bounded
+);
+blocking_channel!(
+    /// `flume::bounded`.
+    Flume,
+    flume::Sender<Ev>,
+    flume::Receiver<Ev>,
+    flume::bounded
+);
 
 /// `tokio::sync::mpsc::channel`, used from plain threads: `blocking_send`, and the batch receive
 /// `blocking_recv_many`.
@@ -420,12 +383,7 @@ fn channel_stream<C: BlockingChannel>(ctx: &RunCtx, n: usize) -> Outcome {
     }
     drop(tx);
     let w = timed_window_with(ctx, &shared, || sample(&counters));
-    let mut sent = Vec::new();
-    for h in senders {
-        let (p, i) = h.join().expect("sender panicked");
-        out.placed(p);
-        sent.push(i);
-    }
+    let sent = join_senders(&mut out, senders);
     let (p, fifo) = receiver.join().expect("receiver panicked");
     out.placed(p);
     let rate = finish_stream(&mut out, w, &sent, Some(fifo));
@@ -481,6 +439,21 @@ fn channel_bare<C: BlockingChannel>(ctx: &RunCtx, n: usize, total: u64) -> (u64,
     let t0 = join_starts(senders);
     let (count, t1) = receiver.join().expect("receiver panicked");
     (count, t1.saturating_sub(t0) as f64 / 1e9)
+}
+
+/// Joins the senders of a timed window: places each and returns what each sent.
+pub(super) fn join_senders(
+    out: &mut Outcome,
+    senders: Vec<std::thread::JoinHandle<(Placement, u64)>>,
+) -> Vec<u64> {
+    senders
+        .into_iter()
+        .map(|h| {
+            let (p, i) = h.join().expect("sender panicked");
+            out.placed(p);
+            i
+        })
+        .collect()
 }
 
 /// Joins the senders of a bare probe; the earliest time one of them started sending.
@@ -582,12 +555,7 @@ fn disruptor_stream(ctx: &RunCtx, n: usize, multi: bool) -> Outcome {
         senders.push(spawn(0, Box::new(p)));
     }
     let w = timed_window_with(ctx, &shared, || sample(&counters));
-    let mut sent = Vec::new();
-    for h in senders {
-        let (p, i) = h.join().expect("sender panicked");
-        out.placed(p);
-        sent.push(i);
-    }
+    let sent = join_senders(&mut out, senders);
     let got = take(&res);
     let fifo = got.map(|(p, f)| {
         out.placed(p);
