@@ -1033,6 +1033,70 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
     if let Err(e) = w {
         out.fail(e);
     }
-    finish_pingpong(&mut out, &shared, ra, Ok((pb, answered)));
+    let (trips, mean) = finish_pingpong(&mut out, &shared, ra, Ok((pb, answered)));
+    if out.failures.is_empty() {
+        let bare = disruptor_pingpong_bare(ctx, bare_trips(trips));
+        pingpong_bare_figures(&mut out, mean, bare);
+    }
     out
+}
+
+/// The bare probe of the disruptor ping-pong: `trips` round trips over fresh disruptors, timed
+/// as a whole; the mean one-way latency in ns (`None` when a trip failed).
+fn disruptor_pingpong_bare(ctx: &RunCtx, trips: u64) -> Option<f64> {
+    let shared_core = ctx.share_core(0, 1);
+    let (mut poller, back) =
+        disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
+            .new_event_poller();
+    let back = back.build();
+    struct Echo<P> {
+        back: P,
+        _probe: Probe,
+    }
+    let init = {
+        let core = ctx.map.core_for(1);
+        move || Echo {
+            back,
+            _probe: Probe::start("bouncer-b", core),
+        }
+    };
+    let forth = disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
+        .handle_events_and_state_with(
+            |s: &mut Echo<_>, e: &Ev, _seq: i64, _end: bool| {
+                let e = *e;
+                disruptor::Producer::publish(&mut s.back, |slot| *slot = e);
+            },
+            init,
+        )
+        .build();
+    let ca = ctx.map.core_for(0);
+    let mut spin = Spin::new(ctx, shared_core);
+    let a = std::thread::spawn(move || {
+        let mut forth = forth;
+        let _probe = Probe::start("bouncer-a", ca);
+        let t0 = now_ns();
+        for i in 0..trips {
+            disruptor::Producer::publish(&mut forth, |slot| {
+                *slot = Ev {
+                    kind: 0,
+                    seq: i,
+                    t_ns: 0,
+                    aux: 0,
+                }
+            });
+            let got = loop {
+                match poller.poll() {
+                    Ok(mut events) => break (&mut events).next().copied(),
+                    Err(disruptor::Polling::NoEvents) => spin.step(),
+                    Err(disruptor::Polling::Shutdown) => return None,
+                }
+            };
+            if got.map(|e| e.seq) != Some(i) {
+                return None;
+            }
+        }
+        let t1 = now_ns();
+        Some(t1.saturating_sub(t0) as f64 / (2 * trips) as f64)
+    });
+    a.join().expect("bouncer a panicked")
 }
