@@ -35,6 +35,11 @@ pub const ALPHA: f64 = 0.01;
 /// Smallest relative change called real (5 %): below it a change does not matter in practice,
 /// whatever the test says.
 pub const MIN_EFFECT: f64 = 0.05;
+
+/// Fewest per-round ratios each side needs before a target's change can be called real. With two
+/// a side the bootstrap interval excludes 1 whenever both of B's ratios lie below both of A's,
+/// which happens by chance once in six; with four a side that takes odds of 1 in 70.
+pub const MIN_TARGET_ROUNDS: usize = 4;
 /// Confidence level of the interval on target ratios.
 pub const LEVEL: f64 = 0.95;
 
@@ -266,6 +271,9 @@ fn compare_target(ta: &TargetRecord, tb: &TargetRecord) -> TargetChange {
             } else {
                 Verdict::NoRealChange
             }
+        }
+        _ if ta.ratios.len() < MIN_TARGET_ROUNDS || tb.ratios.len() < MIN_TARGET_ROUNDS => {
+            Verdict::TooFewRuns
         }
         (_, Some(c), Some((lo, hi))) => {
             if (lo > 1.0 || hi < 1.0) && (c - 1.0).abs() >= MIN_EFFECT {
@@ -629,6 +637,12 @@ mod tests {
             vec![t("stream/1to1", &[1.90, 1.92, 1.88, 1.91, 1.89])],
         );
         let null = serde_json::Value::Null;
+        // Two rounds a side, every B below every A: chance at that size, not a regression.
+        let two_a = s(Vec::new(), vec![t("stream/1to1", &[1.30, 1.32])]);
+        let two_b = s(Vec::new(), vec![t("stream/1to1", &[1.10, 1.12])]);
+        let r = build("a", "b", &two_a, &two_b, &null, &null);
+        assert_eq!(r.targets[0].verdict, Verdict::TooFewRuns);
+        assert_eq!(r.exit_code, 0);
         let r = build("a", "b", &a, &same, &null, &null);
         assert_eq!(r.regressions, 0);
         assert_eq!(r.exit_code, 0);
