@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::context::ContextRef;
+use crate::id::ContextRef;
 
 /// Errors of configuration and of correlator operations other than sending.
 #[derive(Debug, Clone, PartialEq, Eq)]

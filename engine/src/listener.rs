@@ -18,23 +18,10 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::context::{Handler, MatchHandler};
+use crate::entry::{Handler, MatchHandler, Mode};
 use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::Template;
-
-/// How a listener fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// `on` / `when`: fires once, then ends.
-    Once,
-    /// `on_all` / `when_all`: fires on every match until quit.
-    All,
-    /// `unmatched`: fires for events that no ordinary listener of the context matched.
-    Unmatched,
-    /// `completed`: fires once the event and everything it routed have been processed.
-    Completed,
-}
 
 /// What a listener waits for, with the handler of the matching shape.
 pub(crate) enum Body<E: Event> {

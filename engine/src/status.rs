@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::context::ContextRef;
+use crate::id::ContextRef;
 
 /// The counters of one context.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

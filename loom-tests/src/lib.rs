@@ -79,7 +79,7 @@ pub fn send_blocking<T>(inbox: &Inbox<T>, sender: Sender, value: T) -> Result<()
     };
     match reservation {
         Ok(r) => {
-            inbox.commit(r, value);
+            r.commit(value);
             Ok(())
         }
         Err(refusal) => Err((refusal, value)),
@@ -115,7 +115,7 @@ pub fn send_from_context<T>(
     };
     match reserved {
         Ok((r, delivery)) => {
-            target.commit(r, value);
+            r.commit(value);
             Ok(delivery)
         }
         Err(refusal) => Err((refusal, value)),
@@ -210,7 +210,7 @@ pub fn prefill<T>(inbox: &Inbox<T>, value: T) {
     let r = inbox
         .try_reserve(Sender::External)
         .expect("prefill needs room");
-    inbox.commit(r, value);
+    r.commit(value);
 }
 
 fn never() -> bool {
@@ -329,7 +329,7 @@ pub mod scenarios {
                 match inbox.try_reserve(Sender::External) {
                     Err(Refusal::Full) => met_full.store(true, Ordering::Release),
                     Ok(r) => {
-                        inbox.cancel(r);
+                        r.cancel();
                         panic!("R5.1: a full inbox accepted beyond capacity");
                     }
                     Err(Refusal::Closed) => unreachable!("nobody closes"),
@@ -568,7 +568,7 @@ pub mod scenarios {
             let inbox = inbox.clone();
             spawn(move || {
                 let r = inbox.reserve_overrun(Sender::Context).expect("open");
-                inbox.commit(r, 1);
+                r.commit(1);
             })
         };
         let got = take(&mut consumer, 2);
@@ -731,7 +731,7 @@ pub mod scenarios {
                     Ok(_) => unreachable!("B is full"),
                     Err(refusal) => assert_eq!(refusal, Refusal::Full),
                 }
-                a.cancel(ra);
+                ra.cancel();
                 send_blocking(&a, Sender::External, 7).expect("open");
             })
         };
