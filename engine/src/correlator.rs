@@ -21,6 +21,9 @@
 //! Concurrent calls are serialised: the first performs the shutdown, the others wait for it and
 //! return its result. A call from a context's own thread (a handler or hook) is refused with
 //! [`Error::ShutdownFromContext`]: it would wait for itself.
+//!
+//! The facade, on top of everything: owns the builder, the shutdown sequence and the status
+//! snapshot's assembly; imported by nothing but `lib.rs`. May import every other module.
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +38,7 @@ use crate::handle::{InputHandle, OutputReceiver};
 use crate::id::ContextRef;
 use crate::inbox::MAX_CAPACITY;
 use crate::monitor::{load_instance, Monitor};
-use crate::registry::{Config, ContextStats, Shared, WaitGraph};
+use crate::registry::{Config, Shared, WaitGraph};
 use crate::status::{ContextStatus, Status};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
 use crate::time::Time;
@@ -577,26 +580,19 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
         .snapshot()
         .iter()
         .map(|c| {
-            let s: &ContextStats = &c.stats;
-            ContextStatus {
+            let mut status = ContextStatus {
                 context: Some(c.reference()),
                 name: c.name.clone(),
                 public: c.public,
                 core: c.core,
                 pinned: c.pinned.load(Ordering::Acquire),
-                processed: s.processed.load(Ordering::Relaxed),
-                routed: s.routed.load(Ordering::Relaxed),
-                sent: s.sent.load(Ordering::Relaxed),
-                received: s.received.load(Ordering::Relaxed),
                 inbox_len: c.inbox.len() as u64,
-                max_route_depth: s.max_route_depth.load(Ordering::Relaxed),
-                listeners: s.listeners.load(Ordering::Relaxed),
-                instances: s.instances.load(Ordering::Relaxed),
-                blocked_ns: s.blocked_ns.load(Ordering::Relaxed),
                 overruns: c.inbox.overruns(),
-                handler_panics: s.handler_panics.load(Ordering::Relaxed),
                 stopped: c.stopped.load(Ordering::Acquire),
-            }
+                ..ContextStatus::default()
+            };
+            status.set_published(c.stats.counters.load());
+            status
         })
         .collect();
     let totals = Status::sum(contexts.clone(), shared.dropped.load(Ordering::Relaxed));

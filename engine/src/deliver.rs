@@ -23,6 +23,9 @@
 //! consumer spin for it, so holding one while blocked could stall a context outside the wait graph.
 //! Multi-target non-blocking sends are all-or-nothing by reserving every target first and cancelling
 //! on the first refusal.
+//!
+//! Owns the send path (reserve, wait, commit) and [`OwnInbox`]. May import the leaves, `inbox`,
+//! `channel`, `error`, `entry` and `registry` (the type recursion that `entry` names).
 
 use std::time::Instant;
 

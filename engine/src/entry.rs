@@ -3,7 +3,7 @@
 //! aliases, listener [`Mode`]s and [`DieReason`].
 //!
 //! Owns no behaviour beyond these definitions. May import the leaves (`id`, `event`, `time`,
-//! `state`, `channel`, `pattern`, `expr`, `route`) and `deliver` (for [`Effects::links`]).
+//! `state`, `status`, `channel`, `pattern`, `expr`, `route`) and `deliver` (for [`Effects::links`]).
 //!
 //! # Type recursion (the one import circle)
 //! `entry` → `deliver` → `registry` → `entry` is a circle of *types*, not of code: an [`Entry`] can
@@ -19,6 +19,7 @@ use crate::id::ContextRef;
 use crate::pattern::Pattern;
 use crate::route::RouteStack;
 use crate::state::State;
+use crate::status::Counters;
 use crate::time::Time;
 
 /// Why a monitor instance ended.
@@ -74,17 +75,6 @@ pub(crate) enum Entry<E: Event> {
     Tick(Time),
 }
 
-/// Counters kept by the context's thread between publications.
-#[derive(Default, Debug, Clone, Copy)]
-pub(crate) struct LocalStats {
-    pub(crate) processed: u64,
-    pub(crate) routed: u64,
-    pub(crate) sent: u64,
-    pub(crate) received: u64,
-    pub(crate) blocked_ns: u64,
-    pub(crate) handler_panics: u64,
-}
-
 /// What a new listener waits for.
 pub(crate) enum Spec<E: Event> {
     Template(Pattern<E>, Handler<E>),
@@ -116,7 +106,8 @@ pub(crate) struct Effects<E: Event> {
     pub(crate) current: u32,
     pub(crate) ops: Vec<Op<E>>,
     pub(crate) links: Links<E, OwnInbox<E>>,
-    pub(crate) stats: LocalStats,
+    /// Counted by the context's thread; published after batches of entries.
+    pub(crate) stats: Counters,
     pub(crate) next_handle: u64,
     /// The context's logical time: the last tick taken (R7.1).
     pub(crate) now: Time,

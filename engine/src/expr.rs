@@ -71,6 +71,9 @@
 //! own start time). Every state ends as `Matched` or `Failed` and keeps that result. Timers are
 //! registered with the context's timer queue and come back as time stimuli, in trigger-time order,
 //! then creation order.
+//!
+//! Owns the expression language, its matchers and the expression builders of a
+//! [`Pattern`]. May import `event`, `pattern` and `time`.
 
 use std::time::Duration;
 

@@ -1,4 +1,7 @@
 //! External input handles and output receivers (SPEC R2.1, R4.2, R4.3, R5.3).
+//!
+//! Owns the user's side of input and output. May import the leaves, `channel`, `error`, `entry` and
+//! `deliver`.
 
 use std::cell::RefCell;
 use std::sync::mpsc;

@@ -71,6 +71,9 @@
 //! then re-checks for room (reading `progress.freed`); the consumer stores the freed position and
 //! then reads-and-clears the flag with a read-modify-write. Whichever of the two read-modify-writes
 //! comes second sees the other's work.
+//!
+//! Owns the queue, its reservations and its sleep/wake protocol. May import `sync` only. Private
+//! unless the `internals` feature exposes it.
 
 use std::collections::VecDeque;
 use std::fmt;

@@ -345,3 +345,45 @@ fn r9_1_len_counts_an_entry_from_reservation_to_give_back() {
     assert!(consumer.release_taken());
     assert!(inbox.is_empty());
 }
+
+// R2.3, R5.1: a reservation dropped without a commit (a sender that panicked or returned early
+// between reserve and commit) cancels its place: the consumer steps over it instead of waiting
+// for it forever, and its room comes back.
+#[test]
+fn r2_3_a_dropped_reservation_cancels_its_place() {
+    let (inbox, mut consumer) = Inbox::with_capacity(2);
+    let r1 = inbox.try_reserve(Sender::External).expect("room");
+    let r2 = inbox.try_reserve(Sender::External).expect("room");
+    drop(r1);
+    r2.commit(2);
+    assert_eq!(consumer.pop(), Some(2), "the consumer waits for a dropped reservation");
+    consumer.release_taken();
+    assert_eq!(inbox.len(), 0, "a dropped reservation kept its place");
+}
+
+/// Compiles only while `T` is not `Send`: with `T: Send` both impls apply and the call is
+/// ambiguous (the `static_assertions` crate's `assert_not_impl_any` trick).
+trait NotSend<A> {
+    fn check() {}
+}
+impl<T: ?Sized> NotSend<()> for T {}
+struct IsSend;
+impl<T: ?Sized + Send> NotSend<IsSend> for T {}
+
+/// Compiles only while `T` is not `Sync` (as [`NotSend`]).
+trait NotSync<A> {
+    fn check() {}
+}
+impl<T: ?Sized> NotSync<()> for T {}
+struct IsSync;
+impl<T: ?Sized + Sync> NotSync<IsSync> for T {}
+
+// R5.1: the places a consumer holds for processed entries are consumer-only: they can be
+// neither sent to nor shared with another thread (checked when this compiles), and the consumer
+// itself is not `Sync`.
+#[test]
+fn r5_1_consumer_only_types_stay_on_the_consumer_thread() {
+    <HeldPlaces<u32> as NotSend<_>>::check();
+    <HeldPlaces<u32> as NotSync<_>>::check();
+    <Consumer<u32> as NotSync<_>>::check();
+}

@@ -124,6 +124,7 @@ pub mod spec {}
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
+    pub use crate::context::skeleton::{run_loop, Flow, LoopBody, Pause};
     pub use crate::deliver::{reserve_after_full, NoPlace};
     pub use crate::registry::WaitGraph;
 }
@@ -138,10 +139,10 @@ pub use entry::DieReason;
 pub use error::{Error, SendError, SendErrorKind};
 pub use event::Event;
 pub use expr::{at, not, wait, Expr, Match};
-/// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
-pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
 pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRecvError};
 pub use id::ContextRef;
+/// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
+pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
 pub use monitor::{ListenerHandle, Monitor, Scope};
 pub use pattern::Pattern;
 pub use status::{ContextStatus, Status, Totals};

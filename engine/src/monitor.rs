@@ -11,6 +11,9 @@
 //! reason; a panic inside `on_die` is caught and reported through `tracing`. Its listeners and
 //! subscriptions are removed; the context and every other instance carry on; events it already
 //! routed or sent are still delivered.
+//!
+//! Owns the user's side of monitors ([`Monitor`], [`Scope`]). May import the leaves, `entry`,
+//! `deliver`, `expr`, `pattern`, `channel`, `error` and `context` (for creating contexts).
 
 use std::marker::PhantomData;
 

@@ -7,6 +7,8 @@
 //!
 //! A template with a [`key`](Pattern::key) is indexed by that key: delivering an event costs the same
 //! whether 1 or 100,000 listeners wait on other keys of its kind.
+//!
+//! Owns templates. May import `event` only.
 
 use std::fmt;
 

@@ -18,6 +18,7 @@ use crate::entry::Entry;
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
+use crate::status::PublishedCounters;
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
 
 #[derive(Clone, Debug)]
@@ -87,19 +88,11 @@ impl<E: Event> Shared<E> {
     }
 }
 
-/// Counters a context publishes for the status snapshot (R9.1). Written only by the context's
-/// thread, with relaxed stores after each inbox entry; read by anyone.
+/// What a context publishes for other threads: its status counters (R9.1) and its `done` count.
 #[derive(Default)]
 pub(crate) struct ContextStats {
-    pub(crate) processed: AtomicU64,
-    pub(crate) routed: AtomicU64,
-    pub(crate) sent: AtomicU64,
-    pub(crate) received: AtomicU64,
-    pub(crate) max_route_depth: AtomicU64,
-    pub(crate) listeners: AtomicU64,
-    pub(crate) instances: AtomicU64,
-    pub(crate) blocked_ns: AtomicU64,
-    pub(crate) handler_panics: AtomicU64,
+    /// The counters of the status snapshot (the one list is in `status`).
+    pub(crate) counters: PublishedCounters,
     /// Inbox entries fully processed (used by the shutdown scan). Written only by the context's
     /// thread.
     pub(crate) done: AtomicU64,

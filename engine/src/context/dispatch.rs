@@ -7,10 +7,11 @@
 
 use super::instances::Instance;
 use super::Context;
+use super::Panicked;
 use crate::entry::{Effects, Handler, Mode};
 use crate::event::Event;
 use crate::expr::{StepOut, Stimulus};
-use crate::listener::{Body, Solo};
+use crate::listener::{Body, Cursor, Solo};
 use crate::route::{RouteStack, Taken};
 use std::panic::{self, AssertUnwindSafe};
 
@@ -67,7 +68,7 @@ impl<E: Event> Context<E> {
                     debug_assert!(first_new.is_some(), "a completed marker without its stamp");
                     self.dispatch_completed(&e, first_new.unwrap_or(0));
                     if std::mem::needs_drop::<E>() {
-                        self.contain(move || drop(e), "dropping an event");
+                        self.contain(move || drop(e), Panicked::Event, "dropping an event");
                     }
                 }
             }
@@ -103,14 +104,9 @@ impl<E: Event> Context<E> {
             return done;
         }
         let b = view.bucket as usize;
-        let bucket = &self.table.buckets[b];
         // The key matters only where some listener of the kind is keyed.
-        let key = if bucket.ordinary.keyed.is_empty() {
-            None
-        } else {
-            e.key()
-        };
-        if !self.dispatch_lists(b, Mode::All, key, e) {
+        let all = self.table.cursor(b, Mode::All, || e.key(), u64::MAX);
+        if !self.fire_cursor(all, e) {
             self.dispatch_unmatched(b, e);
         }
         done
@@ -119,7 +115,8 @@ impl<E: Event> Context<E> {
     /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
     #[inline(never)]
     pub(super) fn dispatch_unmatched(&mut self, b: usize, e: &E) {
-        self.dispatch_lists(b, Mode::Unmatched, e.key(), e);
+        let unmatched = self.table.cursor(b, Mode::Unmatched, || e.key(), u64::MAX);
+        self.fire_cursor(unmatched, e);
     }
 
     /// The `completed` listeners of `e` registered before it started: those with a handle below
@@ -127,102 +124,17 @@ impl<E: Event> Context<E> {
     #[inline(never)]
     pub(super) fn dispatch_completed(&mut self, e: &E, first_new: u64) {
         if let Some(b) = self.table.bucket_of(&e.kind()) {
-            self.dispatch_merged(b, Mode::Completed, e.key(), e, first_new);
+            let completed = self.table.cursor(b, Mode::Completed, || e.key(), first_new);
+            self.fire_cursor(completed, e);
         }
     }
 
-    /// Offers `e` to the listeners of bucket `b` in `mode`'s lists: the unkeyed ones and those keyed
-    /// on `e`'s key, merged in registration order (R6.4). Only listeners present when the dispatch
-    /// started are offered (R6.5). Returns whether any matched.
-    ///
-    /// Inlined for the common case (`e` has no key, or no listener of the bucket is keyed: the plain
-    /// list alone); the merge is [`dispatch_merged`](Self::dispatch_merged).
+    /// Offers `e` to the listeners `cursor` walks (the listener table's order: R6.4, R6.5);
+    /// returns whether any matched.
     #[inline(always)]
-    pub(super) fn dispatch_lists(&mut self, b: usize, mode: Mode, key: Option<u64>, e: &E) -> bool {
-        let lists = self.table.buckets[b].lists(mode);
-        if key.is_some() && !lists.keyed.is_empty() {
-            return self.dispatch_merged(b, mode, key, e, u64::MAX);
-        }
-        let plain_len = lists.plain.len();
-        if plain_len == 1 {
-            // One listener (the usual case): nothing to carry across the handler call.
-            let slot = lists.plain[0];
-            return self.try_fire(slot, e);
-        }
-        self.dispatch_plain(b, mode, plain_len, e)
-    }
-
-    /// Offers `e` to the first `len` unkeyed listeners of bucket `b` in `mode`'s list.
-    #[inline(always)]
-    pub(super) fn dispatch_plain(&mut self, b: usize, mode: Mode, len: usize, e: &E) -> bool {
+    pub(super) fn fire_cursor(&mut self, mut cursor: Cursor, e: &E) -> bool {
         let mut matched = false;
-        for i in 0..len {
-            let slot = self.table.buckets[b].lists(mode).plain[i];
-            matched |= self.try_fire(slot, e);
-        }
-        matched
-    }
-
-    /// [`dispatch_lists`](Self::dispatch_lists) where keyed listeners may match, offering only the
-    /// listeners whose handle is below `first_new` (`u64::MAX`: all of them).
-    #[inline(never)]
-    pub(super) fn dispatch_merged(
-        &mut self,
-        b: usize,
-        mode: Mode,
-        key: Option<u64>,
-        e: &E,
-        first_new: u64,
-    ) -> bool {
-        let lists = self.table.buckets[b].lists(mode);
-        let table = &self.table;
-        // Each list is in registration order, so in handle order: cut it at the first new handle.
-        // (Between dispatches every listed slot is occupied: compaction unlists before it frees.)
-        let cut = |list: &[u32]| {
-            if first_new == u64::MAX {
-                list.len()
-            } else {
-                list.partition_point(|&s| table.handle_at(s) < first_new)
-            }
-        };
-        let plain_len = cut(&lists.plain);
-        let keyed_len = match key {
-            Some(k) if !lists.keyed.is_empty() => lists.keyed.get(&k).map_or(0, |v| cut(v)),
-            _ => 0,
-        };
-        if keyed_len == 0 {
-            return self.dispatch_plain(b, mode, plain_len, e);
-        }
-        let mut matched = false;
-        let k = key.unwrap_or_default();
-        let (mut i, mut j) = (0, 0);
-        while i < plain_len || j < keyed_len {
-            let lists = self.table.buckets[b].lists(mode);
-            let keyed_slot = if j < keyed_len {
-                lists.keyed.get(&k).and_then(|v| v.get(j).copied())
-            } else {
-                None
-            };
-            let plain_slot = if i < plain_len {
-                Some(lists.plain[i])
-            } else {
-                None
-            };
-            let slot = match (plain_slot, keyed_slot) {
-                (Some(p), Some(q)) if self.table.handle_at(p) < self.table.handle_at(q) => {
-                    i += 1;
-                    p
-                }
-                (_, Some(q)) => {
-                    j += 1;
-                    q
-                }
-                (Some(p), None) => {
-                    i += 1;
-                    p
-                }
-                (None, None) => break,
-            };
+        while let Some(slot) = cursor.next(&self.table) {
             matched |= self.try_fire(slot, e);
         }
         matched
@@ -234,7 +146,7 @@ impl<E: Event> Context<E> {
     /// no filter: it fires); everything else is [`try_fire_other`](Self::try_fire_other).
     #[inline(always)]
     pub(super) fn try_fire(&mut self, slot: u32, e: &E) -> bool {
-        match &self.table.slots[slot as usize] {
+        match self.table.slot(slot) {
             Some(l) if l.simple => self.fire_template(slot, e),
             _ => self.try_fire_other(slot, e),
         }
@@ -244,7 +156,7 @@ impl<E: Event> Context<E> {
     /// expression.
     #[inline(never)]
     pub(super) fn try_fire_other(&mut self, slot: u32, e: &E) -> bool {
-        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+        let Some(l) = self.table.slot_mut(slot) else {
             return false;
         };
         if !l.alive {
@@ -276,7 +188,7 @@ impl<E: Event> Context<E> {
     /// Returns true (it matched).
     #[inline(always)]
     pub(super) fn fire_template(&mut self, slot: u32, e: &E) -> bool {
-        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+        let Some(l) = self.table.slot_mut(slot) else {
             return true;
         };
         let Body::Template { handler, .. } = &mut l.body else {
@@ -388,7 +300,7 @@ impl<E: Event> Context<E> {
         // It ends before it runs, so its instance's count is right when the handler returns.
         self.table.kill(slot);
         self.listener_ended(instance);
-        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+        let Some(l) = self.table.slot_mut(slot) else {
             return true;
         };
         let Body::Template { handler, .. } = &mut l.body else {
@@ -414,7 +326,7 @@ impl<E: Event> Context<E> {
             progressed: false,
         };
         let mut fired = std::mem::take(&mut self.fired);
-        let Some(l) = self.table.slots[slot as usize].as_mut() else {
+        let Some(l) = self.table.slot_mut(slot) else {
             return false;
         };
         let (handle, instance) = (l.handle, l.instance);
@@ -445,7 +357,7 @@ impl<E: Event> Context<E> {
             self.listener_ended(instance);
         }
         for m in fired.drain(..) {
-            let Some(l) = self.table.slots[slot as usize].as_mut() else {
+            let Some(l) = self.table.slot_mut(slot) else {
                 break;
             };
             let Body::Expr { handler, .. } = &mut l.body else {

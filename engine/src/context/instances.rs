@@ -4,7 +4,7 @@
 //! Owns [`Instance`] and the explicit operation stack ([`OpFrame`]). May import the leaves and
 //! `entry`, `listener`, `expr`, `state`, `channel`.
 
-use super::{panic_message, Context};
+use super::{panic_message, Context, Panicked};
 use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
 use crate::event::Event;
@@ -443,7 +443,11 @@ impl<E: Event> Context<E> {
             );
         }
         // The state's `Drop` is user code too.
-        self.contain(move || drop(inst), "dropping a monitor instance's state");
+        self.contain(
+            move || drop(inst),
+            Panicked::Monitor,
+            "dropping a monitor instance's state",
+        );
         true
     }
 

@@ -40,18 +40,27 @@
 //! loop, the route loop records in one word (once per entry it takes) which event it is
 //! dispatching and where its batch begins, and the recovery drops that event, seals what its
 //! listeners routed before the panic (they are still processed, in order), finishes the
-//! interrupted inbox entry and goes on with the loop. Each contained panic counts in the
-//! context's `handler_panics` and is reported through `tracing`.
+//! interrupted inbox entry and goes on with the loop. Each contained panic is reported through
+//! `tracing` and counted ([`Panicked`]): monitor code in `handler_panics`, the event type's own
+//! code in `events_dropped_by_panic`. (A panic of the reporting itself, in the application's
+//! `tracing` subscriber, is not contained: it ends the thread, and `ExitGuard` closes the inbox.)
+//!
+//! # Layout
+//! This module owns the context thread: [`create_context`], the loop, publication, recovery.
+//! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
+//! deferred operations) and `timers` (the logical clock) are the other jobs of the same
+//! [`Context`]. May import every module below the facade except `monitor` and `handle` (which sit
+//! on top of it).
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 
 use crate::channel::Channel;
+use crate::config::Backoff;
 use crate::config::ContextOptions;
-use crate::config::{Backoff, Step};
 use crate::deliver::{GiveBack, Links, OwnInbox};
-use crate::entry::{DieReason, Effects, Entry, LocalStats};
+use crate::entry::{DieReason, Effects, Entry};
 use crate::error::Error;
 use crate::event::Event;
 use crate::expr::Match;
@@ -60,6 +69,7 @@ use crate::inbox::{Consumer, Inbox};
 use crate::listener::ListenerTable;
 use crate::registry::{ContextShared, Shared};
 use crate::route::RouteStack;
+use crate::status::Counters;
 use crate::sync::{self, Arc, AtomicBool, Ordering};
 use crate::time::Time;
 use std::cmp::Reverse;
@@ -67,15 +77,16 @@ use std::collections::BinaryHeap;
 
 mod dispatch;
 mod instances;
+pub mod skeleton;
 mod timers;
 
 use instances::{Instance, OpFrame};
+use skeleton::{run_loop, Flow, LoopBody};
 use timers::TIMER_PURGE_MIN;
 
 /// The state a context's thread owns.
 pub(crate) struct Context<E: Event> {
     shared: sync::Arc<ContextShared<E>>,
-    consumer: Consumer<Entry<E>>,
     table: ListenerTable<E>,
     instances: Vec<Option<Instance<E>>>,
     free_instances: Vec<u32>,
@@ -124,6 +135,16 @@ pub(crate) struct Context<E: Event> {
     fx: Effects<E>,
 }
 
+/// Whose code a contained panic was, that is which status counter it counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Panicked {
+    /// Monitor code (a handler, hook, filter, or a state's or handler's `Drop`):
+    /// `handler_panics`.
+    Monitor,
+    /// The event type's own code (`kind()`, `key()`, `Drop`): `events_dropped_by_panic`.
+    Event,
+}
+
 /// Route-stack entries a context keeps room for between inbox entries (R3.4): a deeper storm's memory
 /// is given back once the stack drains.
 pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
@@ -143,7 +164,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 impl<E: Event> Context<E> {
     pub(crate) fn new(
         shared: sync::Arc<ContextShared<E>>,
-        consumer: Consumer<Entry<E>>,
+        consumer: &Consumer<Entry<E>>,
         correlator: sync::Arc<Shared<E>>,
     ) -> Self {
         let me = shared.reference();
@@ -152,7 +173,6 @@ impl<E: Event> Context<E> {
         let links = Links::new(correlator, Some(me), own);
         Self {
             shared,
-            consumer,
             table: ListenerTable::default(),
             instances: Vec::new(),
             free_instances: Vec::new(),
@@ -178,31 +198,34 @@ impl<E: Event> Context<E> {
                 current: u32::MAX,
                 ops: Vec::with_capacity(8),
                 links,
-                stats: LocalStats::default(),
+                stats: Counters::default(),
                 next_handle: 0,
                 now: Time::ZERO,
             },
         }
     }
 
-    /// The thread body: wait for start, run the loop, end the remaining instances.
-    pub(crate) fn run(mut self) {
+    /// The thread body: wait for start, run the loop over `consumer`, end the remaining
+    /// instances.
+    pub(crate) fn run(mut self, mut consumer: Consumer<Entry<E>>) {
         let shared = self.fx.links.shared().clone();
         while !shared.started.load(Ordering::Acquire) && !self.shared.exit.load(Ordering::Acquire) {
             sync::park();
         }
-        self.event_loop();
+        self.event_loop(&mut consumer);
         self.end_all(DieReason::Shutdown);
         self.publish();
     }
 
-    /// The loop, containing a panic of user code that runs outside a handler (see "User code
-    /// outside handlers" in the module docs): one `catch_unwind` around the whole loop, so taking
-    /// an entry pays nothing for it. After a panic the interrupted entry is finished (its routed
-    /// events drained) and counted processed, and the loop goes on.
-    fn event_loop(&mut self) {
+    /// The loop ([`run_loop`], with this context as its body), containing a panic of user code
+    /// that runs outside a handler (see "User code outside handlers" in the module docs): one
+    /// `catch_unwind` around the whole loop, so taking an entry pays nothing for it. After a panic
+    /// the interrupted entry is finished (its routed events drained) and counted processed, and
+    /// the loop goes on.
+    fn event_loop(&mut self, consumer: &mut Consumer<Entry<E>>) {
+        let mut backoff = Backoff::new(self.shared.wait);
         loop {
-            match panic::catch_unwind(AssertUnwindSafe(|| self.event_loop_unguarded())) {
+            match panic::catch_unwind(AssertUnwindSafe(|| run_loop(consumer, self, &mut backoff))) {
                 Ok(()) => return,
                 Err(payload) => {
                     self.recover(payload);
@@ -219,43 +242,6 @@ impl<E: Event> Context<E> {
         self.unpublished = true;
         if self.fx.links.held.processed_one() {
             self.publish_and_give_back();
-        }
-    }
-
-    /// [`event_loop`](Self::event_loop) without the `catch_unwind`.
-    fn event_loop_unguarded(&mut self) {
-        let mut backoff = Backoff::new(self.shared.wait);
-        loop {
-            if let Some(entry) = self.consumer.pop() {
-                backoff.reset();
-                self.fx.stats.received += 1;
-                self.process(entry);
-                self.entry_processed();
-                continue;
-            }
-            // Nothing ready: give every place back before waiting (a sleeping context holds none,
-            // and the shutdown scan needs a zero count).
-            if self.unpublished {
-                self.publish_and_give_back();
-            }
-            // While it waits the loop reads only the next slot (in `pop`) and `exit`, never the
-            // inbox's tail word: that word's cache line belongs to the senders, and reading it on
-            // every turn would make each of their reservations fetch it back. An entry reserved
-            // and not yet committed keeps `try_sleep` from sleeping and `exit` from ending the loop.
-            if self.shared.exit.load(Ordering::Acquire) && self.consumer.inbox().is_empty() {
-                return;
-            }
-            match backoff.next() {
-                Step::Spin => sync::spin_hint(),
-                Step::Yield => sync::yield_now(),
-                Step::Park => {
-                    if self.consumer.try_sleep() {
-                        let exit = &self.shared.exit;
-                        self.consumer.park(|| exit.load(Ordering::Acquire));
-                    }
-                    backoff.reset();
-                }
-            }
         }
     }
 
@@ -283,23 +269,15 @@ impl<E: Event> Context<E> {
         if drop_panics > 0 {
             self.event_drops_panicked(drop_panics);
         }
-        let s = &self.shared.stats;
-        let l = &self.fx.stats;
-        s.processed.store(l.processed, Ordering::Relaxed);
-        s.routed.store(l.routed, Ordering::Relaxed);
-        s.sent.store(l.sent, Ordering::Relaxed);
-        s.received.store(l.received, Ordering::Relaxed);
-        s.blocked_ns.store(l.blocked_ns, Ordering::Relaxed);
-        s.handler_panics.store(l.handler_panics, Ordering::Relaxed);
-        s.max_route_depth
-            .store(self.fx.routes.max_depth() as u64, Ordering::Relaxed);
-        s.listeners.store(self.table.live as u64, Ordering::Relaxed);
-        s.instances
-            .store(self.live_instances as u64, Ordering::Relaxed);
+        let c = &mut self.fx.stats;
+        c.max_route_depth = self.fx.routes.max_depth() as u64;
+        c.listeners = self.table.live() as u64;
+        c.instances = self.live_instances as u64;
+        self.shared.stats.counters.store(c);
     }
 
     /// Runs one inbox entry to completion (R2.2).
-    fn process(&mut self, entry: Entry<E>) {
+    fn run_entry(&mut self, entry: Entry<E>) {
         match entry {
             Entry::Event(e) => {
                 // The stack is empty between entries (R2.2): no batch to seal.
@@ -347,7 +325,7 @@ impl<E: Event> Context<E> {
     fn recover(&mut self, payload: Box<dyn Any + Send>) {
         let (mark, live) = (self.in_flight >> 1, self.in_flight & 1 == 1);
         self.in_flight = mark << 1;
-        self.fx.stats.handler_panics += 1;
+        self.fx.stats.events_dropped_by_panic += 1;
         tracing::warn!(
             context = self.fx.me.id(),
             message = %panic_message(&*payload),
@@ -360,6 +338,7 @@ impl<E: Event> Context<E> {
         let frames = std::mem::take(&mut self.op_frames);
         self.contain(
             move || drop((ops, frames)),
+            Panicked::Monitor,
             "dropping interrupted operations",
         );
         if live {
@@ -378,10 +357,14 @@ impl<E: Event> Context<E> {
         self.compact_listeners();
     }
 
-    /// Runs `f` (user code: a `Drop`), containing a panic: counted and reported as `what`.
-    fn contain(&mut self, f: impl FnOnce(), what: &str) {
+    /// Runs `f` (user code: a `Drop`), containing a panic: counted as `whose` and reported as
+    /// `what`.
+    pub(super) fn contain(&mut self, f: impl FnOnce(), whose: Panicked, what: &str) {
         if let Err(p) = panic::catch_unwind(AssertUnwindSafe(f)) {
-            self.fx.stats.handler_panics += 1;
+            match whose {
+                Panicked::Monitor => self.fx.stats.handler_panics += 1,
+                Panicked::Event => self.fx.stats.events_dropped_by_panic += 1,
+            }
             tracing::warn!(
                 context = self.fx.me.id(),
                 message = %panic_message(&*p),
@@ -394,7 +377,7 @@ impl<E: Event> Context<E> {
     #[cold]
     #[inline(never)]
     fn event_drops_panicked(&mut self, n: u64) {
-        self.fx.stats.handler_panics += n;
+        self.fx.stats.events_dropped_by_panic += n;
         tracing::warn!(
             context = self.fx.me.id(),
             events = n,
@@ -423,6 +406,31 @@ impl<E: Event> Context<E> {
                 "dropping an ended listener panicked; the panic is contained"
             );
         }
+    }
+}
+
+/// The context as the body of the loop skeleton.
+impl<E: Event> LoopBody<Entry<E>> for Context<E> {
+    #[inline(always)]
+    fn process(&mut self, entry: Entry<E>) -> Flow {
+        self.fx.stats.received += 1;
+        self.run_entry(entry);
+        self.entry_processed();
+        Flow::Continue
+    }
+
+    /// Gives every place back before waiting (a sleeping context holds none, and the shutdown
+    /// scan needs a zero count).
+    #[inline]
+    fn idle(&mut self) {
+        if self.unpublished {
+            self.publish_and_give_back();
+        }
+    }
+
+    #[inline]
+    fn exit(&self) -> bool {
+        self.shared.exit.load(Ordering::Acquire)
     }
 }
 
@@ -503,7 +511,7 @@ pub(crate) fn create_context<E: Event>(
             thread_ctx.pinned.store(ok, Ordering::Release);
         }
         // Built here: its places in its own inbox are consumer-only (`!Send`).
-        Context::new(thread_ctx, consumer, correlator).run();
+        Context::new(thread_ctx, &consumer, correlator).run(consumer);
     });
     match spawned {
         Ok(handle) => {
