@@ -146,7 +146,7 @@ fn inbox_push_pop(c: &mut Criterion) {
         let (inbox, mut consumer) = Inbox::<Ev>::with_capacity(1024);
         b.iter(|| {
             let r = inbox.try_reserve(Sender::External).expect("room");
-            inbox.commit(r, black_box(Ev::default()));
+            r.commit(black_box(Ev::default()));
             let e = consumer.pop().expect("an entry");
             consumer.release_taken();
             black_box(e)

@@ -62,7 +62,7 @@ fn engine_inbox(n: u64, capacity: usize, batch: usize) -> f64 {
                 Err(Refusal::Closed) => unreachable!("nobody closes it"),
             }
         };
-        sending.commit(r, v);
+        r.commit(v);
     };
     let pop = move || match consumer.pop() {
         Some(v) => {

@@ -10,6 +10,8 @@
 //! External output receivers are `std::sync::mpsc` senders kept per channel behind a mutex that is
 //! touched only when the channel has receivers (an atomic count says so without the lock). Once
 //! shutdown closed the outputs, a receiver taken later gets no sender: its stream has ended.
+//!
+//! Owns channel names, subscription bits and output senders. May import `sync` only.
 
 use std::collections::HashMap;
 use std::sync::mpsc;

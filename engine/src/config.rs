@@ -1,4 +1,6 @@
 //! Settings: wait strategies, pinning plans and per-context options.
+//!
+//! Owns the settings and the back-off of waits. A leaf: imports nothing from the engine.
 
 /// How an idle context, or a sender waiting for room in a full inbox, waits (SPEC R1.3).
 ///

@@ -21,18 +21,24 @@
 //! Concurrent calls are serialised: the first performs the shutdown, the others wait for it and
 //! return its result. A call from a context's own thread (a handler or hook) is refused with
 //! [`Error::ShutdownFromContext`]: it would wait for itself.
+//!
+//! The facade, on top of everything: owns the builder, the shutdown sequence and the status
+//! snapshot's assembly; imported by nothing but `lib.rs`. May import every other module.
 
 use std::time::{Duration, Instant};
 
 use crate::channel::{Channel, Channels};
 use crate::config::{ContextOptions, PinningPlan, WaitStrategy};
-use crate::context::{ContextRef, ContextShared, ContextStats, Core, Entry};
-use crate::deliver::{kind_to_error, Links, Wait, WaitGraph};
+use crate::context::create_context;
+use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
+use crate::entry::Entry;
 use crate::error::Error;
 use crate::event::Event;
 use crate::handle::{InputHandle, OutputReceiver};
-use crate::inbox::{Inbox, MAX_CAPACITY};
+use crate::id::ContextRef;
+use crate::inbox::MAX_CAPACITY;
 use crate::monitor::{load_instance, Monitor};
+use crate::registry::{Config, Shared, WaitGraph};
 use crate::status::{ContextStatus, Status};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
 use crate::time::Time;
@@ -53,168 +59,6 @@ pub const MAX_CHANNELS: usize = 65_536;
 pub const DEFAULT_TICK_RATE: u32 = 10;
 /// Default of [`CorrelatorBuilder::release_batch`].
 pub const DEFAULT_RELEASE_BATCH: usize = 128;
-
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub(crate) capacity: usize,
-    pub(crate) wait: WaitStrategy,
-    pub(crate) pinning: PinningPlan,
-    pub(crate) max_contexts: usize,
-    pub(crate) status_interval: Option<Duration>,
-    /// Clock ticks per second; `None` when the user drives time (`external_time`).
-    pub(crate) tick_rate: Option<u32>,
-    /// Processed inbox entries a context gives back at once (`release_batch`).
-    pub(crate) release_batch: usize,
-}
-
-impl Config {
-    /// The batch a context really uses: never more than an eighth of its inbox. With half, a
-    /// flood into a 64-entry inbox (`backpressure/flood`) lost 15 % of its throughput: the
-    /// senders, parked on a full inbox, got room only after 32 entries and left the context idle
-    /// while they woke; with an eighth it was as fast as without batching.
-    pub(crate) fn effective_release_batch(&self) -> usize {
-        self.release_batch.min(self.capacity / 8).max(1)
-    }
-}
-
-/// State shared by the facade, every context thread and every handle.
-pub(crate) struct Shared<E: Event> {
-    pub(crate) config: Config,
-    /// This correlator's tag, unique in the process: every [`ContextRef`] of it carries it.
-    pub(crate) tag: u32,
-    /// Every context, indexed by id; append-only.
-    pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
-    pub(crate) channels: Channels<E>,
-    pub(crate) waits: WaitGraph,
-    pub(crate) started: AtomicBool,
-    input_closed: AtomicBool,
-    /// Set (under `creating`) when shutdown enters its stopping phase: no context is created after.
-    stopping: AtomicBool,
-    shut_down: AtomicBool,
-    /// Channel sends nobody received (R4.5).
-    pub(crate) dropped: AtomicU64,
-    /// The cores this process may run on, read once when the correlator was built.
-    available_cores: Vec<usize>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Serialises context creation (ids are handed out in order).
-    creating: Mutex<()>,
-}
-
-impl<E: Event> Shared<E> {
-    pub(crate) fn input_closed(&self) -> bool {
-        self.input_closed.load(Ordering::Acquire)
-    }
-
-    fn snapshot(&self) -> Vec<Arc<ContextShared<E>>> {
-        sync::read_lock(&self.contexts).clone()
-    }
-
-    /// The context of this correlator whose thread is the calling thread, if any (a handler or
-    /// hook is running). One thread-local read: no lock.
-    pub(crate) fn context_of_current_thread(&self) -> Option<ContextRef> {
-        // A context thread's mark is the address of its correlator's `Shared`, which cannot be
-        // reused while the thread lives: the thread holds an `Arc` of it.
-        let owner = self as *const Self as usize;
-        sync::context_mark()
-            .filter(|&(o, _)| o == owner)
-            .map(|(_, id)| ContextRef::new(self.tag, id))
-    }
-}
-
-/// Creates a context and starts its thread (it waits for `start()` if the correlator is not started).
-///
-/// `from_handler` is true when a handler asks: that stays possible while shutdown drains accepted
-/// work (the new context then refuses external input like every other), while the user's own
-/// threads are refused as soon as shutdown begins. Once shutdown stops the contexts (its final
-/// phase, when `on_die(Shutdown)` hooks run) every request is refused: a context created then
-/// would have a thread that nobody tells to exit.
-pub(crate) fn create_context<E: Event>(
-    shared: &Arc<Shared<E>>,
-    options: ContextOptions,
-    from_handler: bool,
-) -> Result<ContextRef, Error> {
-    if shared.shut_down.load(Ordering::Acquire) || (!from_handler && shared.input_closed()) {
-        return Err(Error::ShutDown);
-    }
-    let _creating = sync::lock(&shared.creating);
-    if shared.stopping.load(Ordering::Acquire) {
-        return Err(Error::ShutDown);
-    }
-    let id = sync::read_lock(&shared.contexts).len();
-    if id >= shared.config.max_contexts {
-        return Err(Error::TooManyContexts {
-            max: shared.config.max_contexts,
-        });
-    }
-    let core = match options.core {
-        Some(c) => Some(c),
-        None => shared.config.pinning.core_for(id),
-    };
-    if let Some(c) = core {
-        if !shared.available_cores.contains(&c) {
-            return Err(Error::NoSuchCore {
-                core: c,
-                available: shared.available_cores.clone(),
-            });
-        }
-    }
-    let (inbox, consumer) =
-        Inbox::try_with_capacity(shared.config.capacity).map_err(|_| Error::AllocationFailed {
-            setting: "inbox_capacity",
-            requested: shared.config.capacity,
-        })?;
-    let ctx = Arc::new(ContextShared {
-        id: id as u32,
-        correlator: shared.tag,
-        name: options.name,
-        public: options.public,
-        wait: options.wait.unwrap_or(shared.config.wait),
-        core,
-        pinned: AtomicBool::new(false),
-        inbox,
-        stats: Default::default(),
-        exit: AtomicBool::new(false),
-        stopped: AtomicBool::new(false),
-        thread: std::sync::OnceLock::new(),
-    });
-    if shared.input_closed() {
-        ctx.inbox.close_input();
-    }
-    sync::write_lock(&shared.contexts).push(ctx.clone());
-    if ctx.public {
-        shared
-            .channels
-            .set_subscribed(Channel::DEFAULT, id as u32, true);
-    }
-    let core_loop = Core::new(ctx.clone(), consumer, shared.clone());
-    let thread_ctx = ctx.clone();
-    let owner = Arc::as_ptr(shared) as usize;
-    let spawned = sync::spawn_named(format!("ctx-{id}-{}", ctx.name), move || {
-        sync::set_context_mark((owner, id as u32));
-        // Marks the context stopped however the thread ends (see `ExitGuard`).
-        let _exit = ExitGuard(thread_ctx.clone());
-        if let Some(c) = thread_ctx.core {
-            let ok = core_affinity::set_for_current(core_affinity::CoreId { id: c });
-            thread_ctx.pinned.store(ok, Ordering::Release);
-        }
-        core_loop.run();
-    });
-    match spawned {
-        Ok(handle) => {
-            let _ = ctx.thread.set(handle.thread().clone());
-            sync::lock(&shared.threads).push(handle);
-            // The thread may already be parked at the start gate: make sure it sees `started`.
-            ctx.unpark();
-            Ok(ctx.reference())
-        }
-        Err(e) => {
-            // The context exists in the registry but has no thread: close it so sends fail cleanly.
-            ctx.inbox.close();
-            ctx.stopped.store(true, Ordering::Release);
-            Err(Error::ThreadSpawn(e.to_string()))
-        }
-    }
-}
 
 /// Builds a [`Correlator`]; every setting has a documented default.
 ///
@@ -261,7 +105,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     ///
     /// Every context allocates its whole inbox when it is created: `capacity` places of an event
     /// (plus a tag) and an 8-byte stamp. [`build`](Self::build) and `create_context` return
-    /// [`Error::InvalidCapacity`] outside `1..=`[`MAX_CAPACITY`](crate::inbox::MAX_CAPACITY)
+    /// [`Error::InvalidCapacity`] outside `1..=`[`MAX_INBOX_CAPACITY`](crate::MAX_INBOX_CAPACITY)
     /// and [`Error::AllocationFailed`] when the memory cannot be allocated; an allocation the
     /// operating system grants but cannot back when it is written is beyond what the engine can
     /// see, so size inboxes for the machine.
@@ -525,7 +369,7 @@ impl<E: Event> Correlator<E> {
     /// [`Error::ShutDown`], [`Error::UnknownContext`], [`Error::ContextStopped`],
     /// [`Error::FullBeforeStart`].
     pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
-        let mut links = Links::new(self.shared.clone(), None);
+        let mut links = Links::new(self.shared.clone(), None, NoPlaces);
         links
             .push_entry(
                 ctx,
@@ -557,7 +401,7 @@ impl<E: Event> Correlator<E> {
 
     /// A new input handle (one sender for the FIFO rule R2.3).
     pub fn input(&self) -> InputHandle<E> {
-        InputHandle::new(Links::new(self.shared.clone(), None))
+        InputHandle::new(Links::new(self.shared.clone(), None, NoPlaces))
     }
 
     /// Lets the contexts take their inboxes. Until then, input and loaded monitors wait in order, so
@@ -593,7 +437,7 @@ impl<E: Event> Correlator<E> {
     }
 
     fn start_clock(&self, per_second: u32) {
-        let mut links = Links::new(self.shared.clone(), None);
+        let mut links = Links::new(self.shared.clone(), None, NoPlaces);
         // Fill the clock's context cache now, so that a tick allocates only after a context was
         // created since the previous one (never in the steady state).
         links.refresh();
@@ -705,27 +549,6 @@ impl<E: Event> Drop for Correlator<E> {
     }
 }
 
-/// Set on a context's thread for its whole life: when the thread ends, normally or by a panic of
-/// user code the engine calls outside a handler (an event's `kind()` or `clone()`, say), the
-/// context is marked stopped. After a panic its inbox is also closed, so that senders get
-/// `ContextStopped` instead of waiting for room nobody will make, and shutdown stops waiting for
-/// it (and reports it through the thread's join).
-struct ExitGuard<E: Event>(Arc<ContextShared<E>>);
-
-impl<E: Event> Drop for ExitGuard<E> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.inbox.close();
-            tracing::error!(
-                context = self.0.id,
-                name = %self.0.name,
-                "a context's thread panicked outside any handler; the context has stopped"
-            );
-        }
-        self.0.stopped.store(true, Ordering::Release);
-    }
-}
-
 /// Blocks until no context has anything accepted and not yet processed (see the module docs). A
 /// context whose thread has ended is not waited for: nothing will take its entries.
 fn wait_quiescent<E: Event>(shared: &Shared<E>) {
@@ -757,26 +580,19 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
         .snapshot()
         .iter()
         .map(|c| {
-            let s: &ContextStats = &c.stats;
-            ContextStatus {
+            let mut status = ContextStatus {
                 context: Some(c.reference()),
                 name: c.name.clone(),
                 public: c.public,
                 core: c.core,
                 pinned: c.pinned.load(Ordering::Acquire),
-                processed: s.processed.load(Ordering::Relaxed),
-                routed: s.routed.load(Ordering::Relaxed),
-                sent: s.sent.load(Ordering::Relaxed),
-                received: s.received.load(Ordering::Relaxed),
                 inbox_len: c.inbox.len() as u64,
-                max_route_depth: s.max_route_depth.load(Ordering::Relaxed),
-                listeners: s.listeners.load(Ordering::Relaxed),
-                instances: s.instances.load(Ordering::Relaxed),
-                blocked_ns: s.blocked_ns.load(Ordering::Relaxed),
                 overruns: c.inbox.overruns(),
-                handler_panics: s.handler_panics.load(Ordering::Relaxed),
                 stopped: c.stopped.load(Ordering::Acquire),
-            }
+                ..ContextStatus::default()
+            };
+            status.set_published(c.stats.counters.load());
+            status
         })
         .collect();
     let totals = Status::sum(contexts.clone(), shared.dropped.load(Ordering::Relaxed));

@@ -23,17 +23,21 @@
 //! consumer spin for it, so holding one while blocked could stall a context outside the wait graph.
 //! Multi-target non-blocking sends are all-or-nothing by reserving every target first and cancelling
 //! on the first refusal.
+//!
+//! Owns the send path (reserve, wait, commit) and [`OwnInbox`]. May import the leaves, `inbox`,
+//! `channel`, `error`, `entry` and `registry` (the type recursion that `entry` names).
 
 use std::time::Instant;
 
 use crate::channel::Channel;
 use crate::config::{Backoff, Step, WaitStrategy};
-use crate::context::{ContextRef, ContextShared, Entry};
-use crate::correlator::Shared;
+use crate::entry::Entry;
 use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
-use crate::inbox::{self, Inbox, Refusal, Reservation, RoomWait, Sender};
-use crate::sync::{self, Arc, Mutex, Ordering};
+use crate::id::ContextRef;
+use crate::inbox::{self, Detached, Inbox, Refusal, Reservation, RoomWait, Sender};
+use crate::registry::{ContextShared, Shared, WaitGraph};
+use crate::sync::{self, Arc, Ordering};
 
 /// How long a send may wait for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,51 +48,6 @@ pub(crate) enum Wait {
     Never,
     /// Until this instant.
     Until(Instant),
-}
-
-const NO_EDGE: u32 = u32::MAX;
-
-/// Which context waits on which (see the module docs).
-#[derive(Debug)]
-pub struct WaitGraph {
-    edges: Mutex<Vec<u32>>,
-}
-
-impl WaitGraph {
-    /// A graph for contexts `0..max_contexts`, with no edge.
-    pub fn new(max_contexts: usize) -> Self {
-        Self {
-            edges: Mutex::new(vec![NO_EDGE; max_contexts]),
-        }
-    }
-
-    /// Records "`me` waits on `target`"; returns `true` (and removes the edge) if that closes a cycle.
-    pub fn would_deadlock(&self, me: u32, target: u32) -> bool {
-        let mut edges = sync::lock(&self.edges);
-        let Some(slot) = edges.get_mut(me as usize) else {
-            return false;
-        };
-        *slot = target;
-        let mut cur = target;
-        for _ in 0..edges.len() {
-            if cur == me {
-                edges[me as usize] = NO_EDGE;
-                return true;
-            }
-            match edges.get(cur as usize) {
-                Some(&next) if next != NO_EDGE => cur = next,
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    /// Removes `me`'s edge.
-    pub fn clear(&self, me: u32) {
-        if let Some(slot) = sync::lock(&self.edges).get_mut(me as usize) {
-            *slot = NO_EDGE;
-        }
-    }
 }
 
 /// Why a closed inbox refused `sender`: an input handle while external input is closed is refused
@@ -113,57 +72,67 @@ pub(crate) fn kind_to_error(kind: SendErrorKind, ctx: ContextRef) -> Error {
     }
 }
 
-/// The inbox places a context still holds for entries it has processed (see the context module's
-/// "Giving places back in batches"), with its count of processed entries. A context gives them
-/// back every `batch` entries, when its inbox has nothing ready, and before any send of its own
-/// finds an inbox full, so that a context that waits holds none. Input handles hold none.
-pub(crate) struct HeldPlaces<E: Event> {
-    /// The context's own shared side and its batch; `None` for an input handle.
-    own: Option<Own<E>>,
+/// A sending context's own inbox: the places it still holds for entries it has processed (see the
+/// context module's "Giving places back in batches"), with its count of processed entries. A
+/// context gives them back every `batch` entries, when its inbox has nothing ready, and before any
+/// send of its own finds an inbox full, so that a context that waits holds none.
+///
+/// Consumer-only, like the [`inbox::HeldPlaces`] it wraps: `!Send`, made on the context's thread.
+pub(crate) struct OwnInbox<E: Event> {
+    ctx: Arc<ContextShared<E>>,
+    places: inbox::HeldPlaces<Entry<E>>,
     /// Entries taken from the inbox and fully processed: the `done` figure of the shutdown scan.
     done: u64,
 }
 
-/// A context's own side of [`HeldPlaces`].
-struct Own<E: Event> {
-    ctx: Arc<ContextShared<E>>,
-    places: inbox::HeldPlaces<Entry<E>>,
+/// What a sender gives back before it waits for room: a context its [`OwnInbox`]'s places, an
+/// input handle nothing ([`NoPlaces`]).
+pub(crate) trait GiveBack {
+    /// Frees the places held; returns whether it freed anything (the full inbox may have been the
+    /// sender's own: retry at once).
+    fn give_back(&mut self) -> bool;
 }
 
-impl<E: Event> HeldPlaces<E> {
-    /// For an input handle: it never holds a place.
-    pub(crate) fn none() -> Self {
-        Self { own: None, done: 0 }
-    }
+/// An input handle's side of [`GiveBack`]: it never holds a place.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NoPlaces;
 
-    /// For the context `own`, whose consumer made `places`.
-    pub(crate) fn of(own: Arc<ContextShared<E>>, places: inbox::HeldPlaces<Entry<E>>) -> Self {
+impl GiveBack for NoPlaces {
+    #[inline(always)]
+    fn give_back(&mut self) -> bool {
+        false
+    }
+}
+
+impl<E: Event> OwnInbox<E> {
+    /// For the context `ctx`, whose consumer made `places`.
+    pub(crate) fn new(ctx: Arc<ContextShared<E>>, places: inbox::HeldPlaces<Entry<E>>) -> Self {
         Self {
-            own: Some(Own { ctx: own, places }),
+            ctx,
+            places,
             done: 0,
         }
     }
 
     /// Records one more processed entry; returns whether a batch is full (call
-    /// [`give_back`](Self::give_back)).
+    /// [`give_back`](GiveBack::give_back)).
     #[inline]
     pub(crate) fn processed_one(&mut self) -> bool {
         self.done += 1;
-        self.own.as_mut().is_some_and(|o| o.places.hold_one())
+        self.places.hold_one()
     }
+}
 
+impl<E: Event> GiveBack for OwnInbox<E> {
     /// Publishes the count of processed entries, then frees their places (in that order: the
     /// shutdown scan reads a zero count as "everything done" and then compares `done`); wakes
     /// senders waiting for room. Returns whether it freed anything.
-    pub(crate) fn give_back(&mut self) -> bool {
-        let Some(own) = &mut self.own else {
-            return false;
-        };
-        if own.places.held() == 0 {
+    fn give_back(&mut self) -> bool {
+        if self.places.held() == 0 {
             return false;
         }
-        own.ctx.stats.done.store(self.done, Ordering::Release);
-        own.places.give_back()
+        self.ctx.stats.done.store(self.done, Ordering::Release);
+        self.places.give_back()
     }
 }
 
@@ -188,19 +157,20 @@ pub enum NoPlace {
 ///
 /// # Errors
 /// [`NoPlace::Closed`] when the inbox refuses `sender`; [`NoPlace::TimedOut`] once `deadline` passed.
-pub fn reserve_after_full<T>(
-    inbox: &Inbox<T>,
+pub fn reserve_after_full<'a, T>(
+    inbox: &'a Inbox<T>,
     sender: Sender,
     cycle: Option<(&WaitGraph, u32, u32)>,
     deadline: Option<Instant>,
     mut pause: impl FnMut() -> bool,
-) -> Result<(Reservation, bool), NoPlace> {
+) -> Result<(Reservation<'a, T>, bool), NoPlace> {
     if let Some((graph, me, target)) = cycle {
         if graph.would_deadlock(me, target) {
-            let r = inbox.reserve_overrun(sender);
             // A cycle can overrun on every send while it lasts: log the 1st, 2nd, 4th, 8th, ...
             // overrun of each inbox, so a storm costs a few lines (the status counts every one).
-            let overruns = inbox.overruns();
+            // Logged before the place is taken: `tracing` runs the user's subscriber, and no user
+            // code runs while a reservation is held (the consumer waits for a reserved place).
+            let overruns = inbox.overruns() + 1;
             if overruns.is_power_of_two() {
                 tracing::warn!(
                     from = me,
@@ -209,6 +179,7 @@ pub fn reserve_after_full<T>(
                     "inbox taken beyond capacity: waiting would close a cycle of full inboxes"
                 );
             }
+            let r = inbox.reserve_overrun(sender);
             return r.map(|r| (r, true)).map_err(|_| NoPlace::Closed);
         }
     }
@@ -250,7 +221,7 @@ impl Deliveries {
 
 /// A sender's view of the correlator: a local cache of the context registry, so that a send looks
 /// its target up without a lock, refreshed only when it meets a context it does not know yet.
-pub(crate) struct Links<E: Event> {
+pub(crate) struct Links<E: Event, H: GiveBack = NoPlaces> {
     shared: Arc<Shared<E>>,
     contexts: Vec<Arc<ContextShared<E>>>,
     me: Option<ContextRef>,
@@ -263,16 +234,18 @@ pub(crate) struct Links<E: Event> {
     /// Reused buffer of channel subscribers.
     targets: Vec<u32>,
     /// Reused buffer of reservations for all-or-nothing sends.
-    reserved: Vec<(u32, Reservation)>,
+    reserved: Vec<(u32, Detached)>,
     /// Reused buffer of the copies an all-or-nothing send commits.
     copies: Vec<E>,
-    /// The places the sending context holds in its own inbox.
-    pub(crate) held: HeldPlaces<E>,
+    /// What the sender gives back before it waits: a context's own inbox places.
+    pub(crate) held: H,
     blocked_ns: u64,
 }
 
-impl<E: Event> Links<E> {
-    pub(crate) fn new(shared: Arc<Shared<E>>, me: Option<ContextRef>) -> Self {
+impl<E: Event, H: GiveBack> Links<E, H> {
+    /// Links for the context `me` (giving back `held` before it waits), or for an input handle
+    /// (`me` is `None`, `held` is [`NoPlaces`]).
+    pub(crate) fn new(shared: Arc<Shared<E>>, me: Option<ContextRef>, held: H) -> Self {
         let strategy = match me {
             Some(c) => sync::read_lock(&shared.contexts)
                 .get(c.id() as usize)
@@ -290,7 +263,7 @@ impl<E: Event> Links<E> {
             targets: Vec::new(),
             reserved: Vec::new(),
             copies: Vec::new(),
-            held: HeldPlaces::none(),
+            held,
             blocked_ns: 0,
         }
     }
@@ -343,18 +316,17 @@ impl<E: Event> Links<E> {
             .extend(registry[self.contexts.len()..].iter().cloned());
     }
 
-    /// Reserves a place in `to`'s inbox; the caller commits into the returned inbox.
+    /// Reserves a place in `to`'s inbox; the caller commits through the reservation.
     #[inline(always)]
     fn reserve_to(
         &mut self,
         to: ContextRef,
         wait: Wait,
-    ) -> Result<(&Arc<ContextShared<E>>, Reservation), SendErrorKind> {
+    ) -> Result<Reservation<'_, Entry<E>>, SendErrorKind> {
         let Some(id) = self.index_of(to) else {
             return Err(SendErrorKind::UnknownContext);
         };
-        let r = self.reserve(id, wait)?;
-        Ok((&self.contexts[id as usize], r))
+        self.reserve(id, wait)
     }
 
     /// Reserves a place in the inbox of context `id` (known: in `contexts`), waiting as `wait`
@@ -362,32 +334,63 @@ impl<E: Event> Links<E> {
     /// gave any: the full inbox may be its own). Adds the time spent waiting to `blocked_ns`.
     ///
     /// Inlined: the common case is one [`Inbox::try_reserve`]; a refusal goes to the cold
-    /// [`reserve_refused`](Self::reserve_refused), so that a send inlines no waiting code and saves
+    /// [`Waiter::reserve_refused`], so that a send inlines no waiting code and saves
     /// no registers for it.
     #[inline(always)]
-    fn reserve(&mut self, id: u32, wait: Wait) -> Result<Reservation, SendErrorKind> {
+    fn reserve(&mut self, id: u32, wait: Wait) -> Result<Reservation<'_, Entry<E>>, SendErrorKind> {
         let sender = if self.me.is_some() {
             Sender::Context
         } else {
             Sender::External
         };
-        match self.contexts[id as usize].inbox.try_reserve(sender) {
+        // Split borrows: the reservation borrows `contexts`, the slow path needs the other fields.
+        let Self {
+            contexts,
+            shared,
+            me,
+            strategy,
+            held,
+            blocked_ns,
+            ..
+        } = self;
+        let target = &contexts[id as usize];
+        match target.inbox.try_reserve(sender) {
             Ok(r) => Ok(r),
-            Err(refusal) => self.reserve_refused(id, wait, sender, refusal),
+            Err(refusal) => {
+                let waiter = Waiter {
+                    shared,
+                    me: *me,
+                    strategy: *strategy,
+                    held,
+                    blocked_ns,
+                };
+                waiter.reserve_refused(target, wait, sender, refusal)
+            }
         }
     }
+}
 
-    /// [`reserve`](Self::reserve) after `try_reserve` refused with `refusal`.
+/// What the slow path of a send needs of its [`Links`] besides the target (see
+/// [`Links::reserve`]'s split borrows).
+struct Waiter<'l, E: Event, H> {
+    shared: &'l Shared<E>,
+    me: Option<ContextRef>,
+    strategy: WaitStrategy,
+    held: &'l mut H,
+    blocked_ns: &'l mut u64,
+}
+
+impl<E: Event, H: GiveBack> Waiter<'_, E, H> {
+    /// [`Links::reserve`] after `try_reserve` refused with `refusal`.
     #[cold]
     #[inline(never)]
-    fn reserve_refused(
-        &mut self,
-        id: u32,
+    fn reserve_refused<'t>(
+        self,
+        target: &'t ContextShared<E>,
         wait: Wait,
         sender: Sender,
         mut refusal: Refusal,
-    ) -> Result<Reservation, SendErrorKind> {
-        let target = &self.contexts[id as usize];
+    ) -> Result<Reservation<'t, Entry<E>>, SendErrorKind> {
         loop {
             match refusal {
                 Refusal::Closed => return Err(refusal_kind(&target.inbox, sender)),
@@ -428,10 +431,12 @@ impl<E: Event> Links<E> {
             NoPlace::Closed => refusal_kind(&target.inbox, sender),
             NoPlace::TimedOut => SendErrorKind::Timeout,
         });
-        self.blocked_ns += began.elapsed().as_nanos() as u64;
+        *self.blocked_ns += began.elapsed().as_nanos() as u64;
         result
     }
+}
 
+impl<E: Event, H: GiveBack> Links<E, H> {
     /// Pushes one entry into `to`'s inbox.
     pub(crate) fn push_entry(
         &mut self,
@@ -439,8 +444,7 @@ impl<E: Event> Links<E> {
         entry: Entry<E>,
         wait: Wait,
     ) -> Result<(), SendErrorKind> {
-        let (target, r) = self.reserve_to(to, wait)?;
-        target.inbox.commit(r, entry);
+        self.reserve_to(to, wait)?.commit(entry);
         Ok(())
     }
 
@@ -452,8 +456,8 @@ impl<E: Event> Links<E> {
         wait: Wait,
     ) -> Result<(), SendError<E>> {
         match self.reserve_to(to, wait) {
-            Ok((target, r)) => {
-                target.inbox.commit(r, Entry::Event(event));
+            Ok(r) => {
+                r.commit(Entry::Event(event));
                 Ok(())
             }
             Err(kind) => Err(SendError::new(kind, Some(to), event)),
@@ -524,7 +528,7 @@ impl<E: Event> Links<E> {
                 continue;
             };
             if let Ok(r) = self.reserve(id, wait) {
-                self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
+                r.commit(Entry::Event(e));
                 d.contexts += 1;
             }
         }
@@ -558,7 +562,8 @@ impl<E: Event> Links<E> {
                 if id as usize >= self.contexts.len() {
                     continue;
                 }
-                match self.reserve(id, Wait::Never) {
+                let reserved = self.reserve(id, Wait::Never).map(Reservation::detach);
+                match reserved {
                     Ok(r) => self.reserved.push((id, r)),
                     Err(kind) => {
                         refused = Some((id, kind));
@@ -570,7 +575,9 @@ impl<E: Event> Links<E> {
                 break;
             };
             for (rid, r) in self.reserved.drain(..) {
-                self.contexts[rid as usize].inbox.cancel(r);
+                let inbox = &self.contexts[rid as usize].inbox;
+                // SAFETY: `r` was detached from a reservation of context `rid`'s inbox above.
+                unsafe { inbox.resume(r) }.cancel();
             }
             // The copies of a refused round are not kept: the event comes back whole, and nothing
             // of it stays behind in the handle (a retry makes its copies again).
@@ -600,12 +607,14 @@ impl<E: Event> Links<E> {
         let mut event = Some(event);
         for (id, r) in self.reserved.drain(..) {
             // The copies are all alike; the original comes last (when outputs do not keep it).
+            // SAFETY: `r` was detached from a reservation of context `id`'s inbox above.
+            let r = unsafe { self.contexts[id as usize].inbox.resume(r) };
             match self.copies.pop().or_else(|| event.take()) {
                 Some(e) => {
-                    self.contexts[id as usize].inbox.commit(r, Entry::Event(e));
+                    r.commit(Entry::Event(e));
                     d.contexts += 1;
                 }
-                None => self.contexts[id as usize].inbox.cancel(r),
+                None => r.cancel(),
             }
         }
         // Copies made for subscribers that were skipped (unknown contexts).

@@ -1,9 +1,11 @@
 //! Typed errors. Every error a user can cause comes back as one of these, with a message that says
 //! what to change (SPEC R8.2); a send error always hands the event back, so nothing is lost.
+//!
+//! Owns the error types. May import `id` only.
 
 use std::fmt;
 
-use crate::context::ContextRef;
+use crate::id::ContextRef;
 
 /// Errors of configuration and of correlator operations other than sending.
 #[derive(Debug, Clone, PartialEq, Eq)]

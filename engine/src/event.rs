@@ -1,4 +1,6 @@
 //! The event trait.
+//!
+//! A leaf: imports nothing from the engine.
 
 use std::fmt::Debug;
 use std::hash::Hash;

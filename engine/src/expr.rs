@@ -71,6 +71,9 @@
 //! own start time). Every state ends as `Matched` or `Failed` and keeps that result. Timers are
 //! registered with the context's timer queue and come back as time stimuli, in trigger-time order,
 //! then creation order.
+//!
+//! Owns the expression language, its matchers and the expression builders of a
+//! [`Pattern`]. May import `event`, `pattern` and `time`.
 
 use std::time::Duration;
 
@@ -216,7 +219,7 @@ pub struct Match<E> {
 
 /// What happened to an expression (or part of it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Status {
+pub(crate) enum Outcome {
     Pending,
     Matched,
     Failed,
@@ -238,7 +241,7 @@ impl<E> Clone for Stimulus<'_, E> {
 
 impl<E> Copy for Stimulus<'_, E> {}
 
-enum StateKind<E> {
+enum MatcherKind<E> {
     Leaf {
         def: usize,
         got: Option<E>,
@@ -248,24 +251,24 @@ enum StateKind<E> {
         due: Option<Time>,
     },
     Then {
-        left: Box<State<E>>,
+        left: Box<Matcher<E>>,
         right_def: usize,
-        right: Option<Box<State<E>>>,
+        right: Option<Box<Matcher<E>>>,
     },
-    And(Box<State<E>>, Box<State<E>>),
-    Or(Box<State<E>>, Box<State<E>>),
-    Not(Box<State<E>>),
+    And(Box<Matcher<E>>, Box<Matcher<E>>),
+    Or(Box<Matcher<E>>, Box<Matcher<E>>),
+    Not(Box<Matcher<E>>),
     Within {
-        inner: Box<State<E>>,
+        inner: Box<Matcher<E>>,
         /// `None`: beyond the end of logical time, never expires.
         deadline: Option<Time>,
     },
 }
 
-pub(crate) struct State<E> {
-    kind: StateKind<E>,
+pub(crate) struct Matcher<E> {
+    kind: MatcherKind<E>,
     /// `Matched` or `Failed` once final.
-    fin: Option<Status>,
+    fin: Option<Outcome>,
 }
 
 /// Side effects of stepping a matcher.
@@ -276,44 +279,44 @@ pub(crate) struct StepOut {
     pub(crate) progressed: bool,
 }
 
-impl<E: Event> State<E> {
+impl<E: Event> Matcher<E> {
     /// Creates the state of definition `def`, started at `now`.
     pub(crate) fn start(defs: &[Def<E>], def: usize, now: Time, out: &mut StepOut) -> Self {
         let kind = match &defs[def] {
-            Def::Leaf(_) => StateKind::Leaf { def, got: None },
+            Def::Leaf(_) => MatcherKind::Leaf { def, got: None },
             Def::Wait(d) => {
                 let due = now.checked_add(*d);
                 out.timers.extend(due);
-                StateKind::Timer { due }
+                MatcherKind::Timer { due }
             }
             Def::At(t) => {
                 out.timers.push(*t);
-                StateKind::Timer { due: Some(*t) }
+                MatcherKind::Timer { due: Some(*t) }
             }
-            Def::Then(a, b) => StateKind::Then {
+            Def::Then(a, b) => MatcherKind::Then {
                 left: Box::new(Self::start(defs, *a, now, out)),
                 right_def: *b,
                 right: None,
             },
-            Def::And(a, b) => StateKind::And(
+            Def::And(a, b) => MatcherKind::And(
                 Box::new(Self::start(defs, *a, now, out)),
                 Box::new(Self::start(defs, *b, now, out)),
             ),
-            Def::Or(a, b) => StateKind::Or(
+            Def::Or(a, b) => MatcherKind::Or(
                 Box::new(Self::start(defs, *a, now, out)),
                 Box::new(Self::start(defs, *b, now, out)),
             ),
-            Def::Not(a) => StateKind::Not(Box::new(Self::start(defs, *a, now, out))),
+            Def::Not(a) => MatcherKind::Not(Box::new(Self::start(defs, *a, now, out))),
             Def::Within(a, d) => {
                 let deadline = now.checked_add(*d);
                 out.timers.extend(deadline);
-                StateKind::Within {
+                MatcherKind::Within {
                     inner: Box::new(Self::start(defs, *a, now, out)),
                     deadline,
                 }
             }
         };
-        State { kind, fin: None }
+        Matcher { kind, fin: None }
     }
 
     /// Steps this state with `stim` at logical time `now`.
@@ -323,96 +326,96 @@ impl<E: Event> State<E> {
         stim: Stimulus<'_, E>,
         now: Time,
         out: &mut StepOut,
-    ) -> Status {
+    ) -> Outcome {
         if let Some(s) = self.fin {
             return s;
         }
         let status = match &mut self.kind {
-            StateKind::Leaf { def, got } => match (stim, &defs[*def]) {
+            MatcherKind::Leaf { def, got } => match (stim, &defs[*def]) {
                 (Stimulus::Event(e), Def::Leaf(t)) if t.matches(e) => {
                     *got = Some(e.clone());
                     out.progressed = true;
-                    Status::Matched
+                    Outcome::Matched
                 }
-                _ => Status::Pending,
+                _ => Outcome::Pending,
             },
-            StateKind::Timer { due } => match stim {
+            MatcherKind::Timer { due } => match stim {
                 Stimulus::Time(t) if due.is_some_and(|due| t >= due) => {
                     out.progressed = true;
-                    Status::Matched
+                    Outcome::Matched
                 }
-                _ => Status::Pending,
+                _ => Outcome::Pending,
             },
-            StateKind::Then {
+            MatcherKind::Then {
                 left,
                 right_def,
                 right,
             } => match right {
                 Some(r) => r.step(defs, stim, now, out),
                 None => match left.step(defs, stim, now, out) {
-                    Status::Matched => {
+                    Outcome::Matched => {
                         // The right side starts now and does not see the stimulus that completed
                         // the left side.
-                        let r = Box::new(State::start(defs, *right_def, now, out));
+                        let r = Box::new(Matcher::start(defs, *right_def, now, out));
                         let s = r.initial();
                         *right = Some(r);
                         s
                     }
-                    Status::Failed => Status::Failed,
-                    Status::Pending | Status::Holding => Status::Pending,
+                    Outcome::Failed => Outcome::Failed,
+                    Outcome::Pending | Outcome::Holding => Outcome::Pending,
                 },
             },
-            StateKind::And(a, b) => {
+            MatcherKind::And(a, b) => {
                 let sa = a.step(defs, stim, now, out);
                 let sb = b.step(defs, stim, now, out);
                 combine_and(sa, sb)
             }
-            StateKind::Or(a, b) => {
+            MatcherKind::Or(a, b) => {
                 let sa = a.step(defs, stim, now, out);
                 let sb = b.step(defs, stim, now, out);
                 match (sa, sb) {
-                    (Status::Matched, _) | (_, Status::Matched) => Status::Matched,
-                    (Status::Failed, Status::Failed) => Status::Failed,
-                    _ => Status::Pending,
+                    (Outcome::Matched, _) | (_, Outcome::Matched) => Outcome::Matched,
+                    (Outcome::Failed, Outcome::Failed) => Outcome::Failed,
+                    _ => Outcome::Pending,
                 }
             }
-            StateKind::Not(x) => match x.step(defs, stim, now, out) {
-                Status::Matched => {
+            MatcherKind::Not(x) => match x.step(defs, stim, now, out) {
+                Outcome::Matched => {
                     out.progressed = true;
-                    Status::Failed
+                    Outcome::Failed
                 }
-                _ => Status::Holding,
+                _ => Outcome::Holding,
             },
-            StateKind::Within { inner, deadline } => {
+            MatcherKind::Within { inner, deadline } => {
                 let s = inner.step(defs, stim, now, out);
                 let expired = matches!((stim, *deadline), (Stimulus::Time(t), Some(d)) if t >= d);
                 match s {
-                    Status::Matched => Status::Matched,
-                    Status::Failed => Status::Failed,
-                    Status::Holding if expired => {
+                    Outcome::Matched => Outcome::Matched,
+                    Outcome::Failed => Outcome::Failed,
+                    Outcome::Holding if expired => {
                         out.progressed = true;
-                        Status::Matched
+                        Outcome::Matched
                     }
                     _ if expired => {
                         out.progressed = true;
-                        Status::Failed
+                        Outcome::Failed
                     }
                     other => other,
                 }
             }
         };
-        if matches!(status, Status::Matched | Status::Failed) {
+        if matches!(status, Outcome::Matched | Outcome::Failed) {
             self.fin = Some(status);
         }
         status
     }
 
     /// The status of a state just started (before any stimulus).
-    fn initial(&self) -> Status {
+    fn initial(&self) -> Outcome {
         match &self.kind {
-            StateKind::Not(_) => Status::Holding,
-            StateKind::And(a, b) => combine_and(a.initial(), b.initial()),
-            _ => Status::Pending,
+            MatcherKind::Not(_) => Outcome::Holding,
+            MatcherKind::And(a, b) => combine_and(a.initial(), b.initial()),
+            _ => Outcome::Pending,
         }
     }
 
@@ -422,26 +425,26 @@ impl<E: Event> State<E> {
         E: Clone,
     {
         match &self.kind {
-            StateKind::Leaf { got, .. } => out.extend(got.iter().cloned()),
-            StateKind::Timer { .. } => {}
-            StateKind::Then { left, right, .. } => {
+            MatcherKind::Leaf { got, .. } => out.extend(got.iter().cloned()),
+            MatcherKind::Timer { .. } => {}
+            MatcherKind::Then { left, right, .. } => {
                 left.collect(out);
                 if let Some(r) = right {
                     r.collect(out);
                 }
             }
-            StateKind::And(a, b) | StateKind::Or(a, b) => {
+            MatcherKind::And(a, b) | MatcherKind::Or(a, b) => {
                 a.collect(out);
                 b.collect(out);
             }
-            StateKind::Not(_) => {}
-            StateKind::Within { inner, .. } => inner.collect(out),
+            MatcherKind::Not(_) => {}
+            MatcherKind::Within { inner, .. } => inner.collect(out),
         }
     }
 }
 
-fn combine_and(a: Status, b: Status) -> Status {
-    use Status::*;
+fn combine_and(a: Outcome, b: Outcome) -> Outcome {
+    use Outcome::*;
     match (a, b) {
         (Failed, _) | (_, Failed) => Failed,
         (Matched, Matched) | (Matched, Holding) | (Holding, Matched) => Matched,
@@ -450,7 +453,7 @@ fn combine_and(a: Status, b: Status) -> Status {
     }
 }
 
-/// What an expression's part can come to: `(can match, can hold)`, following [`State::step`]: a
+/// What an expression's part can come to: `(can match, can hold)`, following [`Matcher::step`]: a
 /// primary can match; a `not` can only hold; `then` matches if both sides can and holds where its
 /// right side holds; `and` holds if both sides hold and matches if one side matches and the other
 /// matches or holds; `or` matches if a side does (a holding side is only pending there); `within`
@@ -513,7 +516,7 @@ pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, Option<u64>)> {
 pub(crate) struct ExprListener<E: Event> {
     defs: Vec<Def<E>>,
     /// Active matchers; for `when_all` the last one is the fresh one (if `fresh`).
-    matchers: Vec<State<E>>,
+    matchers: Vec<Matcher<E>>,
     all: bool,
     /// Whether the last matcher has seen nothing yet (`when_all` only).
     fresh: bool,
@@ -523,7 +526,7 @@ impl<E: Event> ExprListener<E> {
     pub(crate) fn new(expr: Expr<E>, all: bool, now: Time, out: &mut StepOut) -> Self {
         let defs = expr.compile();
         let root = defs.len() - 1;
-        let first = State::start(&defs, root, now, out);
+        let first = Matcher::start(&defs, root, now, out);
         Self {
             defs,
             matchers: vec![first],
@@ -560,7 +563,7 @@ impl<E: Event> ExprListener<E> {
             let status = self.matchers[i].step(&self.defs, stim, now, out);
             progressed_any |= out.progressed;
             match status {
-                Status::Matched => {
+                Outcome::Matched => {
                     let m = self.matchers.remove(i);
                     let mut events = Vec::new();
                     m.collect(&mut events);
@@ -569,14 +572,14 @@ impl<E: Event> ExprListener<E> {
                         restart = true;
                     }
                 }
-                Status::Failed => {
+                Outcome::Failed => {
                     self.matchers.remove(i);
                     if is_fresh {
                         // The expression can no longer start a match: no new fresh matcher.
                         self.fresh = false;
                     }
                 }
-                Status::Pending | Status::Holding => {
+                Outcome::Pending | Outcome::Holding => {
                     if is_fresh && out.progressed {
                         restart = true;
                     }
@@ -590,11 +593,35 @@ impl<E: Event> ExprListener<E> {
         }
         if restart && self.all {
             out.progressed = false;
-            let fresh = State::start(&self.defs, root, now, out);
+            let fresh = Matcher::start(&self.defs, root, now, out);
             self.matchers.push(fresh);
             self.fresh = true;
         }
         (progressed_any, !self.matchers.is_empty())
+    }
+}
+
+/// The expression builders of a single template: `Pattern` is the leaf of [`Expr`], so they live
+/// here and `pattern` imports nothing from `expr`.
+impl<E: Event> Pattern<E> {
+    /// `self -> next`: this template, then `next` (see [`Expr::then`]).
+    pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).then(next)
+    }
+
+    /// Both this template and `other`, in any order (see [`Expr::and`]).
+    pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).and(other)
+    }
+
+    /// This template or `other` (see [`Expr::or`]).
+    pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).or(other)
+    }
+
+    /// This template, within `d` of the moment it starts being looked for (see [`Expr::within`]).
+    pub fn within(self, d: Duration) -> Expr<E> {
+        Expr::from(self).within(d)
     }
 }
 

@@ -1,14 +1,17 @@
 //! External input handles and output receivers (SPEC R2.1, R4.2, R4.3, R5.3).
+//!
+//! Owns the user's side of input and output. May import the leaves, `channel`, `error`, `entry` and
+//! `deliver`.
 
 use std::cell::RefCell;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::channel::Channel;
-use crate::context::ContextRef;
-use crate::deliver::{Links, Wait};
+use crate::deliver::{Links, NoPlaces, Wait};
 use crate::error::{SendError, SendErrorKind};
 use crate::event::Event;
+use crate::id::ContextRef;
 use crate::sync::Ordering;
 use crate::time::Time;
 
@@ -183,7 +186,7 @@ impl<E: Event> InputHandle<E> {
     pub fn send_time_to(&self, ctx: ContextRef, t: Time) -> Result<(), SendError<Time>> {
         self.links
             .borrow_mut()
-            .push_entry(ctx, crate::context::Entry::Tick(t), Wait::Block)
+            .push_entry(ctx, crate::entry::Entry::Tick(t), Wait::Block)
             .map_err(|kind| SendError::new(kind, Some(ctx), t))
     }
 }
@@ -192,7 +195,7 @@ impl<E: Event> Clone for InputHandle<E> {
     /// A new, independent sender.
     fn clone(&self) -> Self {
         let shared = self.links.borrow().shared().clone();
-        Self::new(Links::new(shared, None))
+        Self::new(Links::new(shared, None, NoPlaces))
     }
 }
 

@@ -71,6 +71,9 @@
 //! then re-checks for room (reading `progress.freed`); the consumer stores the freed position and
 //! then reads-and-clears the flag with a read-modify-write. Whichever of the two read-modify-writes
 //! comes second sees the other's work.
+//!
+//! Owns the queue, its reservations and its sleep/wake protocol. May import `sync` only. Private
+//! unless the `internals` feature exposes it.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -134,15 +137,20 @@ enum Place {
     Overflow,
 }
 
-/// A place reserved in an inbox. It must be committed or cancelled, promptly: the consumer waits
-/// for a reserved ticket.
+/// A place reserved in an inbox. It borrows its inbox, and is committed ([`commit`](Self::commit))
+/// or cancelled ([`cancel`](Self::cancel), or by dropping it) through itself, so that it can only
+/// ever fill the place it reserved. Commit or cancel it promptly, and run no user code while it is
+/// held: the consumer waits for a reserved ticket.
 ///
-/// One word (the ticket, or `OVERFLOW`, and `WAKE`), so that a reservation comes back in a
-/// register: returned through memory, its fields were written with narrower stores than the
-/// caller's load, a forwarding failure that made every send wait for the store buffer to drain.
-#[derive(Debug)]
-#[must_use = "a reservation holds a place in the inbox until committed or cancelled"]
-pub struct Reservation(u64);
+/// Its state is one word (the ticket, or `OVERFLOW`, and `WAKE`) beside the inbox's address, so that
+/// a reservation comes back in registers: returned through memory, its fields were written with
+/// narrower stores than the caller's load, a forwarding failure that made every send wait for the
+/// store buffer to drain.
+#[must_use = "a reservation holds a place in the inbox until committed or cancelled (dropping it cancels)"]
+pub struct Reservation<'a, T> {
+    inbox: &'a Inbox<T>,
+    bits: u64,
+}
 
 /// Reservation: the place is in the overflow.
 const OVERFLOW: u64 = 1 << 62;
@@ -150,28 +158,77 @@ const OVERFLOW: u64 = 1 << 62;
 /// wakes it.
 const WAKE: u64 = 1 << 63;
 
-impl Reservation {
+/// The state of a [`Reservation`] without its inbox: what a sender keeps while it reserves places in
+/// several inboxes at once (all-or-nothing sends), in a reused buffer whose element type cannot
+/// borrow. Not `Clone`; [`Inbox::resume`] turns it back into the reservation.
+#[derive(Debug)]
+#[must_use = "a detached reservation holds a place until resumed and committed or cancelled"]
+pub(crate) struct Detached(u64);
+
+impl<'a, T> Reservation<'a, T> {
     #[inline]
-    fn new(place: Place, wake: bool) -> Self {
+    fn new(inbox: &'a Inbox<T>, place: Place, wake: bool) -> Self {
         let bits = match place {
             Place::Ring(t) => t,
             Place::Overflow => OVERFLOW,
         };
-        Self(bits | if wake { WAKE } else { 0 })
-    }
-
-    #[inline]
-    fn place(&self) -> Place {
-        if self.0 & OVERFLOW != 0 {
-            Place::Overflow
-        } else {
-            Place::Ring(self.0 & TICKET)
+        Self {
+            inbox,
+            bits: bits | if wake { WAKE } else { 0 },
         }
     }
 
+    /// Places `value` in the reserved place and wakes the consumer if the reservation found it
+    /// asleep.
+    #[inline(always)]
+    pub fn commit(self, value: T) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.inbox.commit_bits(this.bits, value);
+    }
+
+    /// Gives the reserved place back without committing anything (what dropping it does).
     #[inline]
-    fn wake(&self) -> bool {
-        self.0 & WAKE != 0
+    pub fn cancel(self) {
+        drop(self);
+    }
+
+    /// The inbox this reservation is for.
+    pub fn inbox(&self) -> &'a Inbox<T> {
+        self.inbox
+    }
+
+    /// Detaches the state from the inbox (see [`Detached`]); [`Inbox::resume`] on the same inbox
+    /// turns it back into this reservation.
+    #[inline]
+    pub(crate) fn detach(self) -> Detached {
+        let this = std::mem::ManuallyDrop::new(self);
+        Detached(this.bits)
+    }
+}
+
+impl<T> Drop for Reservation<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.inbox.cancel_bits(self.bits);
+    }
+}
+
+impl<T> fmt::Debug for Reservation<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("place", &place_of(self.bits))
+            .field("wake", &(self.bits & WAKE != 0))
+            .finish()
+    }
+}
+
+/// Where the reservation `bits` place their entry.
+#[inline]
+fn place_of(bits: u64) -> Place {
+    if bits & OVERFLOW != 0 {
+        Place::Overflow
+    } else {
+        Place::Ring(bits & TICKET)
     }
 }
 
@@ -466,7 +523,7 @@ impl<T> Inbox<T> {
     /// # Errors
     /// [`Refusal::Full`] at capacity; [`Refusal::Closed`] when the inbox refuses this sender.
     #[inline]
-    pub fn try_reserve(&self, sender: Sender) -> Result<Reservation, Refusal> {
+    pub fn try_reserve(&self, sender: Sender) -> Result<Reservation<'_, T>, Refusal> {
         self.reserve(sender, false)
     }
 
@@ -474,7 +531,7 @@ impl<T> Inbox<T> {
     ///
     /// # Errors
     /// [`Refusal::Closed`] when the inbox refuses this sender.
-    pub fn reserve_overrun(&self, sender: Sender) -> Result<Reservation, Refusal> {
+    pub fn reserve_overrun(&self, sender: Sender) -> Result<Reservation<'_, T>, Refusal> {
         self.reserve(sender, true)
     }
 
@@ -505,7 +562,7 @@ impl<T> Inbox<T> {
     /// The common case inline (open, no overflow, room, the CAS succeeds at once); everything else
     /// in [`reserve_slow`](Self::reserve_slow), which decides it again from the start.
     #[inline]
-    fn reserve(&self, sender: Sender, beyond: bool) -> Result<Reservation, Refusal> {
+    fn reserve(&self, sender: Sender, beyond: bool) -> Result<Reservation<'_, T>, Refusal> {
         let cur = self.tail.word.load(Ordering::Relaxed);
         let t = cur & TICKET;
         if !Self::refuses(cur, sender)
@@ -522,14 +579,14 @@ impl<T> Inbox<T> {
                 )
                 .is_ok()
         {
-            return Ok(Reservation::new(Place::Ring(t), cur & SLEEPING != 0));
+            return Ok(Reservation::new(self, Place::Ring(t), cur & SLEEPING != 0));
         }
         self.reserve_slow(sender, beyond)
     }
 
     #[cold]
     #[inline(never)]
-    fn reserve_slow(&self, sender: Sender, beyond: bool) -> Result<Reservation, Refusal> {
+    fn reserve_slow(&self, sender: Sender, beyond: bool) -> Result<Reservation<'_, T>, Refusal> {
         let mut cur = self.tail.word.load(Ordering::Relaxed);
         loop {
             if Self::refuses(cur, sender) {
@@ -564,7 +621,7 @@ impl<T> Inbox<T> {
                     if full {
                         self.overruns.fetch_add(1, Ordering::Relaxed);
                     }
-                    return Ok(Reservation::new(place, wake));
+                    return Ok(Reservation::new(self, place, wake));
                 }
                 Err(actual) => {
                     cur = actual;
@@ -574,10 +631,22 @@ impl<T> Inbox<T> {
         }
     }
 
-    /// Places `value` in the reserved place and wakes the consumer if the reservation found it asleep.
+    /// Turns a reservation [detached](Reservation::detach) from this inbox back into it.
+    ///
+    /// # Safety
+    /// `detached` came from a reservation of this inbox (not of another one).
+    #[inline]
+    pub(crate) unsafe fn resume(&self, detached: Detached) -> Reservation<'_, T> {
+        Reservation {
+            inbox: self,
+            bits: detached.0,
+        }
+    }
+
+    /// [`Reservation::commit`]: places `value` in the place `bits` reserved in this inbox.
     #[inline(always)]
-    pub fn commit(&self, reservation: Reservation, value: T) {
-        match reservation.place() {
+    fn commit_bits(&self, bits: u64, value: T) {
+        match place_of(bits) {
             Place::Ring(t) => {
                 let slot = self.slot(t);
                 // SAFETY: this sender took ticket `t` with its CAS after seeing (through `freed`, or
@@ -593,7 +662,7 @@ impl<T> Inbox<T> {
             }
             Place::Overflow => self.commit_overflow(value),
         }
-        if reservation.wake() {
+        if bits & WAKE != 0 {
             self.wake_consumer();
         }
     }
@@ -610,9 +679,9 @@ impl<T> Inbox<T> {
         self.tail.word.fetch_sub(PENDING_ONE, Ordering::AcqRel);
     }
 
-    /// Gives a reserved place back without committing anything.
-    pub fn cancel(&self, reservation: Reservation) {
-        match reservation.place() {
+    /// [`Reservation::cancel`]: gives the place `bits` reserved in this inbox back.
+    fn cancel_bits(&self, bits: u64) {
+        match place_of(bits) {
             Place::Ring(t) => self
                 .slot(t)
                 .stamp
@@ -621,7 +690,7 @@ impl<T> Inbox<T> {
                 self.tail.word.fetch_sub(PENDING_ONE, Ordering::AcqRel);
             }
         }
-        if reservation.wake() {
+        if bits & WAKE != 0 {
             // The consumer was woken by the reservation; let it see there is nothing and sleep again.
             self.wake_consumer();
         }
@@ -767,14 +836,17 @@ impl<T> Drop for Inbox<T> {
 /// for a whole batch at once (one read-modify-write of the consumer's `room` word, whose line then
 /// stays on the consumer's core) keeps the per-entry cost to plain stores.
 ///
-/// Made by [`Consumer::held_places`] and moved to wherever the consumer's thread must free them
-/// (a context frees them before its own sends wait, too). Whoever holds places must free them
+/// Made by [`Consumer::held_places`] on the consumer's thread and kept wherever that thread must
+/// free them (a context frees them before its own sends wait, too). Whoever holds places must free them
 /// before the consumer sleeps and before it waits for anything a sender to this inbox could be
-/// waiting for. Use it on the consumer's thread only.
+/// waiting for. It is neither `Send` nor `Sync`: it lives on the consumer's thread, which makes
+/// it.
 pub struct HeldPlaces<T> {
     inbox: sync::Arc<Inbox<T>>,
     held: usize,
     batch: usize,
+    /// Consumer-only: neither `Send` nor `Sync`, so it stays on the thread that made it.
+    _consumer_only: std::marker::PhantomData<*const ()>,
 }
 
 impl<T> HeldPlaces<T> {
@@ -900,6 +972,7 @@ impl<T> Consumer<T> {
             inbox: self.inbox.clone(),
             held: 0,
             batch: batch.max(1),
+            _consumer_only: std::marker::PhantomData,
         }
     }
 

@@ -9,7 +9,7 @@ fn r2_3_single_sender_fifo() {
     for round in 0..10 {
         for i in 0..4 {
             let r = inbox.try_reserve(Sender::External).expect("room");
-            inbox.commit(r, round * 4 + i);
+            r.commit(round * 4 + i);
         }
         assert_eq!(
             inbox.try_reserve(Sender::External).unwrap_err(),
@@ -31,7 +31,7 @@ fn r5_1_held_places_count_until_given_back() {
     let mut places = consumer.held_places(3);
     for i in 0..4 {
         let r = inbox.try_reserve(Sender::External).expect("room");
-        inbox.commit(r, i);
+        r.commit(i);
     }
     assert!(!places.give_back(), "nothing held yet");
     for i in 0..3 {
@@ -54,7 +54,7 @@ fn r5_1_held_places_count_until_given_back() {
     let r = inbox
         .try_reserve(Sender::External)
         .expect("room after the batch");
-    inbox.commit(r, 4);
+    r.commit(4);
     assert_eq!(consumer.pop(), Some(3));
     assert_eq!(consumer.pop(), Some(4));
 }
@@ -63,7 +63,7 @@ fn r5_1_held_places_count_until_given_back() {
 const ROUNDS: usize = if cfg!(miri) { 40 } else { 20_000 };
 
 /// Reserves a place for `sender`, retrying (with a yield) while the inbox is full.
-fn reserve_spinning<T>(inbox: &Inbox<T>) -> Reservation {
+fn reserve_spinning<T>(inbox: &Inbox<T>) -> Reservation<'_, T> {
     loop {
         match inbox.try_reserve(Sender::External) {
             Ok(r) => return r,
@@ -84,7 +84,7 @@ fn r2_3_two_producer_threads_fifo() {
             std::thread::spawn(move || {
                 for seq in 0..ROUNDS {
                     let r = reserve_spinning(&inbox);
-                    inbox.commit(r, (p, seq));
+                    r.commit((p, seq));
                 }
             })
         })
@@ -116,7 +116,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     let (inbox, mut consumer) = Inbox::with_capacity(2);
     for v in 0..2 {
         let r = inbox.try_reserve(Sender::Context).expect("room");
-        inbox.commit(r, v);
+        r.commit(v);
     }
     assert_eq!(
         inbox.try_reserve(Sender::Context).unwrap_err(),
@@ -124,7 +124,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     );
     for v in 2..4 {
         let r = inbox.reserve_overrun(Sender::Context).expect("open");
-        inbox.commit(r, v);
+        r.commit(v);
     }
     assert_eq!(inbox.overruns(), 2);
     assert_eq!(inbox.overflow_len(), 2);
@@ -137,7 +137,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     // One place free while entry 3 still waits in the overflow: an ordinary commit must queue
     // behind it there, not overtake it through the ring.
     let r = inbox.try_reserve(Sender::Context).expect("room again");
-    inbox.commit(r, 4);
+    r.commit(4);
     assert_eq!(inbox.overflow_len(), 2);
     for want in 3..5 {
         assert_eq!(consumer.pop(), Some(want));
@@ -147,7 +147,7 @@ fn r5_2_overrun_keeps_order_and_shrinks_back() {
     assert_eq!(inbox.overflow_len(), 0, "the overflow shrinks back");
     // Back on the ring.
     let r = inbox.try_reserve(Sender::Context).expect("room");
-    inbox.commit(r, 5);
+    r.commit(5);
     assert_eq!(inbox.overflow_len(), 0);
     assert_eq!(consumer.pop(), Some(5));
     consumer.release_taken();
@@ -171,17 +171,17 @@ fn entries_left_behind_are_dropped_once() {
     let (inbox, mut consumer) = Inbox::with_capacity(4);
     for _ in 0..3 {
         let r = inbox.try_reserve(Sender::External).expect("room");
-        inbox.commit(r, Counted(drops.clone()));
+        r.commit(Counted(drops.clone()));
     }
     let r = inbox.try_reserve(Sender::External).expect("room");
-    inbox.cancel(r);
+    r.cancel();
     drop(consumer.pop().expect("an entry"));
     consumer.release_taken();
     let r = inbox.try_reserve(Sender::Context).expect("room");
-    inbox.commit(r, Counted(drops.clone()));
+    r.commit(Counted(drops.clone()));
     for _ in 0..3 {
         let r = inbox.reserve_overrun(Sender::Context).expect("open");
-        inbox.commit(r, Counted(drops.clone()));
+        r.commit(Counted(drops.clone()));
     }
     assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 1);
     drop(consumer);
@@ -200,7 +200,7 @@ fn r1_3_parked_consumer_is_woken_for_every_entry() {
         std::thread::spawn(move || {
             for v in 0..rounds {
                 let r = reserve_spinning(&inbox);
-                inbox.commit(r, v);
+                r.commit(v);
             }
         })
     };
@@ -238,7 +238,7 @@ fn r5_1_capacity_is_exact_on_every_lap() {
                 let r = inbox
                     .try_reserve(Sender::External)
                     .expect("room below capacity");
-                inbox.commit(r, next_in);
+                r.commit(next_in);
                 next_in += 1;
             }
             assert_eq!(
@@ -257,7 +257,7 @@ fn r5_1_capacity_is_exact_on_every_lap() {
             let r = inbox
                 .try_reserve(Sender::External)
                 .expect("the place given back");
-            inbox.commit(r, next_in);
+            r.commit(next_in);
             next_in += 1;
             while let Some(v) = consumer.pop() {
                 assert_eq!(v, next_out, "capacity {capacity}: order");
@@ -276,13 +276,13 @@ fn r8_1_a_cancelled_place_alone_is_given_back() {
     let (inbox, mut consumer) = Inbox::<u8>::with_capacity(2);
     let r = inbox.try_reserve(Sender::External).expect("room");
     assert_eq!(inbox.len(), 1, "a reservation counts");
-    inbox.cancel(r);
+    r.cancel();
     assert_eq!(consumer.pop(), None);
     assert!(inbox.is_empty(), "the cancelled place was not given back");
     // And the ring goes on from there.
     for v in 0..4 {
         let r = inbox.try_reserve(Sender::External).expect("room");
-        inbox.commit(r, v);
+        r.commit(v);
         assert_eq!(consumer.pop(), Some(v));
         consumer.release_taken();
     }
@@ -297,12 +297,12 @@ fn r2_3_a_cancelled_reservation_is_stepped_over() {
     let r1 = inbox.try_reserve(Sender::External).expect("room");
     let r2 = inbox.try_reserve(Sender::External).expect("room");
     let r3 = inbox.try_reserve(Sender::External).expect("room");
-    inbox.commit(r1, 1);
-    inbox.commit(r3, 3);
+    r1.commit(1);
+    r3.commit(3);
     // Ticket 2 is reserved and not committed: the consumer must not pass it.
     assert_eq!(consumer.pop(), Some(1));
     assert_eq!(consumer.pop(), None, "an entry overtook a reserved ticket");
-    inbox.cancel(r2);
+    r2.cancel();
     assert_eq!(consumer.pop(), Some(3));
     assert_eq!(consumer.pop(), None);
     assert_eq!(
@@ -325,8 +325,8 @@ fn r9_1_len_counts_an_entry_from_reservation_to_give_back() {
     assert_eq!(inbox.len(), 1, "a reserved ring place");
     let pending = inbox.reserve_overrun(Sender::Context).expect("open");
     assert_eq!(inbox.len(), 2, "an open overflow reservation");
-    inbox.commit(ring, 0);
-    inbox.commit(pending, 1);
+    ring.commit(0);
+    pending.commit(1);
     assert_eq!(inbox.len(), 2, "one in the ring, one in the overflow");
     assert_eq!(consumer.pop(), Some(0));
     assert_eq!(
@@ -344,4 +344,46 @@ fn r9_1_len_counts_an_entry_from_reservation_to_give_back() {
     );
     assert!(consumer.release_taken());
     assert!(inbox.is_empty());
+}
+
+// R2.3, R5.1: a reservation dropped without a commit (a sender that panicked or returned early
+// between reserve and commit) cancels its place: the consumer steps over it instead of waiting
+// for it forever, and its room comes back.
+#[test]
+fn r2_3_a_dropped_reservation_cancels_its_place() {
+    let (inbox, mut consumer) = Inbox::with_capacity(2);
+    let r1 = inbox.try_reserve(Sender::External).expect("room");
+    let r2 = inbox.try_reserve(Sender::External).expect("room");
+    drop(r1);
+    r2.commit(2);
+    assert_eq!(consumer.pop(), Some(2), "the consumer waits for a dropped reservation");
+    consumer.release_taken();
+    assert_eq!(inbox.len(), 0, "a dropped reservation kept its place");
+}
+
+/// Compiles only while `T` is not `Send`: with `T: Send` both impls apply and the call is
+/// ambiguous (the `static_assertions` crate's `assert_not_impl_any` trick).
+trait NotSend<A> {
+    fn check() {}
+}
+impl<T: ?Sized> NotSend<()> for T {}
+struct IsSend;
+impl<T: ?Sized + Send> NotSend<IsSend> for T {}
+
+/// Compiles only while `T` is not `Sync` (as [`NotSend`]).
+trait NotSync<A> {
+    fn check() {}
+}
+impl<T: ?Sized> NotSync<()> for T {}
+struct IsSync;
+impl<T: ?Sized + Sync> NotSync<IsSync> for T {}
+
+// R5.1: the places a consumer holds for processed entries are consumer-only: they can be
+// neither sent to nor shared with another thread (checked when this compiles), and the consumer
+// itself is not `Sync`.
+#[test]
+fn r5_1_consumer_only_types_stay_on_the_consumer_thread() {
+    <HeldPlaces<u32> as NotSend<_>>::check();
+    <HeldPlaces<u32> as NotSync<_>>::check();
+    <Consumer<u32> as NotSync<_>>::check();
 }

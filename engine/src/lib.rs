@@ -8,14 +8,33 @@
 //! [`spec`] (rules R1.1 ... R9.1, the file `engine/SPEC.md`), summarised in the README; every rule has
 //! tests naming it.
 //!
-//! # Shape
-//! * [`inbox`]: a lock-free MPSC queue per context, with back-pressure, deadlock avoidance beyond
-//!   capacity, and a sleep/wake protocol that cannot lose a wake-up (model-checked with loom);
-//! * [`route`]: the route stack, a thread-local LIFO that gives depth-first order with siblings in
-//!   routing order;
-//! * `context`: the loop that drains the route stack completely before taking the next inbox entry;
-//! * `listener`: the listener index by event kind; `monitor`: instances, [`Scope`], [`Monitor`];
-//! * `channel`: subscriptions and outputs; `deliver`: the single push path every send uses.
+//! # Shape: modules along the data flow
+//! An event goes from a sender (an [`InputHandle`], or a handler's [`Scope`]) through `deliver`
+//! into a context's inbox (`inbox`), is taken by that context's loop (`context`), pushed on its
+//! route stack (`route`), dispatched to the listeners its `listener` index finds, whose handlers
+//! (built by `monitor`) act on the context's `entry::Effects`: routing (back onto the route stack),
+//! sending (back into `deliver`), emitting on channels (`channel`). The modules, bottom up; each
+//! imports only modules listed before it (checked by `scripts/module-cycles.py`), except the one
+//! type recursion that `entry`'s module doc names:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `sync`, `config`, `time`, `event`, `state`, `id` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`] |
+//! | `error`, `status` | the typed errors; the status snapshot and its one list of counters |
+//! | `inbox` | the lock-free MPSC queue per context: reservations, back-pressure, sleep/wake (model-checked with loom) |
+//! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
+//! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
+//! | `channel` | channel names, subscriptions and output receivers |
+//! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
+//! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters |
+//! | `deliver` | the single push path every send uses (reserve, wait, commit) |
+//! | `listener` | the listener index by event kind, read through a cursor |
+//! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
+//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`OutputReceiver`] |
+//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file |
+//!
+//! `inbox` and `route` are private; the `internals` feature exposes them (and the wait-graph helpers)
+//! to the loom models and the micro-benchmarks.
 //!
 //! # Example
 //! ```
@@ -62,19 +81,38 @@ mod config;
 mod context;
 mod correlator;
 mod deliver;
+mod entry;
 mod error;
 mod event;
 pub mod expr;
 mod handle;
-pub mod inbox;
+mod id;
 mod listener;
 mod monitor;
 mod pattern;
-pub mod route;
+mod registry;
 mod state;
 mod status;
 mod sync;
 mod time;
+
+/// Declares modules that are private unless the `internals` feature exposes them (to the loom models
+/// and the micro-benchmarks); without it, what only those users call is unused here.
+macro_rules! internal_modules {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code)]
+        mod $name;
+    )*};
+}
+
+internal_modules! {
+    inbox;
+    route;
+}
 
 /// The processing-order contract (rules R1.1 ... R9.1), from `engine/SPEC.md`.
 ///
@@ -83,23 +121,29 @@ mod time;
 pub mod spec {}
 
 /// Engine internals exposed for the loom models in `loom-tests/`; not a stable API.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::deliver::{reserve_after_full, NoPlace, WaitGraph};
+    pub use crate::context::skeleton::{run_loop, Flow, LoopBody, Pause};
+    pub use crate::deliver::{reserve_after_full, NoPlace};
+    pub use crate::registry::WaitGraph;
 }
 
 pub use channel::Channel;
 pub use config::{ContextOptions, PinningPlan, WaitStrategy, SPIN_LIMIT, YIELD_LIMIT};
-pub use context::ContextRef;
 pub use correlator::{
     Correlator, CorrelatorBuilder, DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_CHANNELS,
     DEFAULT_MAX_CONTEXTS, DEFAULT_RELEASE_BATCH, DEFAULT_TICK_RATE, MAX_CHANNELS, MAX_CONTEXTS,
 };
+pub use entry::DieReason;
 pub use error::{Error, SendError, SendErrorKind};
 pub use event::Event;
 pub use expr::{at, not, wait, Expr, Match};
 pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRecvError};
-pub use monitor::{DieReason, ListenerHandle, Monitor, Scope};
+pub use id::ContextRef;
+/// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
+pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
+pub use monitor::{ListenerHandle, Monitor, Scope};
 pub use pattern::Pattern;
 pub use status::{ContextStatus, Status, Totals};
 pub use time::Time;

@@ -14,27 +14,17 @@
 //! Compaction frees the slots of dead listeners (also those of expressions that wait for timers
 //! only, which no list holds) and the bucket of a kind left without listeners, so the table's memory
 //! follows the listeners alive, not every listener or kind ever used.
+//!
+//! Owns the listener index and the [`Cursor`] that dispatch walks it with (its fields are its own).
+//! May import `event`, `pattern`, `expr` and `entry`.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::context::{Handler, MatchHandler};
+use crate::entry::{Handler, MatchHandler, Mode};
 use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::Template;
-
-/// How a listener fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// `on` / `when`: fires once, then ends.
-    Once,
-    /// `on_all` / `when_all`: fires on every match until quit.
-    All,
-    /// `unmatched`: fires for events that no ordinary listener of the context matched.
-    Unmatched,
-    /// `completed`: fires once the event and everything it routed have been processed.
-    Completed,
-}
 
 /// What a listener waits for, with the handler of the matching shape.
 pub(crate) enum Body<E: Event> {
@@ -175,11 +165,11 @@ const KIND_MAP_MIN: usize = 64;
 pub(crate) type KindMap<K, V> = HashMap<K, V, BuildHasherDefault<KindHasher>>;
 
 pub(crate) struct ListenerTable<E: Event> {
-    pub(crate) slots: Vec<Option<ListenerSlot<E>>>,
+    slots: Vec<Option<ListenerSlot<E>>>,
     free: Vec<u32>,
     by_handle: HashMap<u64, u32>,
     kinds: KindMap<E::Kind, u32>,
-    pub(crate) buckets: Vec<Bucket>,
+    buckets: Vec<Bucket>,
     /// The kind of each bucket in use, by bucket (for unmapping it once it is empty).
     bucket_kinds: Vec<Option<E::Kind>>,
     /// Buckets freed by `compact` (their kind had no listener left), reused before new ones.
@@ -191,12 +181,72 @@ pub(crate) struct ListenerTable<E: Event> {
     /// Buckets `compact` found empty (a reused buffer).
     emptied: Vec<u32>,
     /// Live listeners in the table.
-    pub(crate) live: usize,
+    live: usize,
     /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
     /// skips the hash lookup and the bucket. A kind's bucket changes only when `compact` frees it
     /// (no listener of the kind left), and its `solo` and `has_completed` change in `insert`,
     /// `kill` and `compact`: each of them clears this.
     last: Option<(E::Kind, KindView)>,
+}
+
+/// A walk over the listeners of one bucket's lists for one event (see
+/// [`ListenerTable::cursor`]): positions, not borrows, since the handlers it leads to change the
+/// table between steps (they may register listeners, which are appended, and end them, which
+/// only marks them dead: compaction waits until the dispatch is over).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cursor {
+    bucket: u32,
+    mode: Mode,
+    key: u64,
+    /// Next position in, and length taken of, the unkeyed list.
+    i: usize,
+    plain_len: usize,
+    /// Next position in, and length taken of, the list keyed on `key`.
+    j: usize,
+    keyed_len: usize,
+}
+
+impl Cursor {
+    /// The next listener slot, in registration order, or `None` at the end.
+    #[inline(always)]
+    pub(crate) fn next<E: Event>(&mut self, table: &ListenerTable<E>) -> Option<u32> {
+        let lists = table.buckets[self.bucket as usize].lists(self.mode);
+        if self.j >= self.keyed_len {
+            // The usual case: no keyed listener to merge with.
+            if self.i >= self.plain_len {
+                return None;
+            }
+            self.i += 1;
+            return Some(lists.plain[self.i - 1]);
+        }
+        self.next_merged(table, lists)
+    }
+
+    /// [`next`](Self::next) while keyed listeners remain: the earlier registered of the two heads.
+    #[inline(never)]
+    fn next_merged<E: Event>(&mut self, table: &ListenerTable<E>, lists: &Lists) -> Option<u32> {
+        let keyed = lists
+            .keyed
+            .get(&self.key)
+            .and_then(|v| v.get(self.j).copied());
+        let plain = (self.i < self.plain_len).then(|| lists.plain[self.i]);
+        match (plain, keyed) {
+            (Some(p), Some(q)) if table.handle_at(p) < table.handle_at(q) => {
+                self.i += 1;
+                Some(p)
+            }
+            (_, Some(q)) => {
+                self.j += 1;
+                Some(q)
+            }
+            (Some(p), None) => {
+                self.i += 1;
+                self.j = self.keyed_len;
+                Some(p)
+            }
+            (None, None) => None,
+        }
+    }
 }
 
 /// What dispatching an event of a kind needs to know first, copied out of the kind's [`Bucket`].
@@ -352,6 +402,64 @@ impl<E: Event> ListenerTable<E> {
     }
 
     /// The slot of a live listener's handle.
+    /// A cursor over the listeners of bucket `b` in `mode`'s lists that an event with the key
+    /// `key()` is offered to: the unkeyed ones and those keyed on its key, merged in registration
+    /// order (R6.4), and only those whose handle is below `first_new` (`u64::MAX`: all of them),
+    /// that is those present when its dispatch started (R6.5). `key` runs only if some listener
+    /// of the lists is keyed.
+    #[inline(always)]
+    pub(crate) fn cursor(
+        &self,
+        b: usize,
+        mode: Mode,
+        key: impl FnOnce() -> Option<u64>,
+        first_new: u64,
+    ) -> Cursor {
+        let lists = self.buckets[b].lists(mode);
+        // Each list is in registration order, so in handle order: cut it at the first new handle.
+        // (Between dispatches every listed slot is occupied: compaction unlists before it frees.)
+        let cut = |list: &[u32]| {
+            if first_new == u64::MAX {
+                list.len()
+            } else {
+                list.partition_point(|&s| self.handle_at(s) < first_new)
+            }
+        };
+        let (key, keyed_len) = match lists.keyed.is_empty() {
+            true => (0, 0),
+            false => match key() {
+                Some(k) => (k, lists.keyed.get(&k).map_or(0, |v| cut(v))),
+                None => (0, 0),
+            },
+        };
+        Cursor {
+            bucket: b as u32,
+            mode,
+            key,
+            i: 0,
+            plain_len: cut(&lists.plain),
+            j: 0,
+            keyed_len,
+        }
+    }
+
+    /// The listener in `slot`, if the slot is occupied.
+    #[inline(always)]
+    pub(crate) fn slot(&self, slot: u32) -> Option<&ListenerSlot<E>> {
+        self.slots[slot as usize].as_ref()
+    }
+
+    /// The listener in `slot`, if the slot is occupied, to fire it.
+    #[inline(always)]
+    pub(crate) fn slot_mut(&mut self, slot: u32) -> Option<&mut ListenerSlot<E>> {
+        self.slots[slot as usize].as_mut()
+    }
+
+    /// Live listeners in the table.
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
     pub(crate) fn slot_of(&self, handle: u64) -> Option<u32> {
         self.by_handle.get(&handle).copied()
     }

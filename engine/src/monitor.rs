@@ -11,34 +11,23 @@
 //! reason; a panic inside `on_die` is caught and reported through `tracing`. Its listeners and
 //! subscriptions are removed; the context and every other instance carry on; events it already
 //! routed or sent are still delivered.
+//!
+//! Owns the user's side of monitors ([`Monitor`], [`Scope`]). May import the leaves, `entry`,
+//! `deliver`, `expr`, `pattern`, `channel`, `error` and `context` (for creating contexts).
 
 use std::marker::PhantomData;
 
 use crate::channel::Channel;
 use crate::config::ContextOptions;
-use crate::context::{ContextRef, Effects, Entry, Handler, MatchHandler, NewInstance, Op, Spec};
 use crate::deliver::Wait;
+use crate::entry::{DieReason, Effects, Entry, Handler, MatchHandler, Mode, NewInstance, Op, Spec};
 use crate::error::{Error, SendError};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
-use crate::listener::Mode;
+use crate::id::ContextRef;
 use crate::pattern::Pattern;
 use crate::state::State;
 use crate::time::Time;
-
-/// Why a monitor instance ended.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DieReason {
-    /// A handler called [`Scope::die`].
-    Died,
-    /// It had no listener left after a handler returned.
-    NoListeners,
-    /// One of its handlers panicked; the message of the panic.
-    Panicked(String),
-    /// The correlator shut down.
-    Shutdown,
-}
 
 /// A monitor: user state plus the listeners its load hook registers.
 ///
@@ -267,7 +256,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`Error::ShutDown`] once shutdown ends the instances.
     pub fn create_context(&mut self, options: ContextOptions) -> Result<ContextRef, Error> {
         let shared = self.fx.links.shared().clone();
-        crate::correlator::create_context(&shared, options, true)
+        crate::context::create_context(&shared, options, true)
     }
 
     fn register(&mut self, mode: Mode, spec: Spec<E>) -> ListenerHandle {

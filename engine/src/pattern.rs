@@ -2,17 +2,17 @@
 //!
 //! A [`Pattern`] is what `on`, `on_all`, `unmatched` and `completed` listen for. It is also the leaf
 //! of an event expression: `Pattern`'s combinators ([`then`](Pattern::then), [`and`](Pattern::and),
-//! [`or`](Pattern::or), [`within`](Pattern::within)) build an [`Expr`] for `when` and
+//! [`or`](Pattern::or), [`within`](Pattern::within)) build an [`Expr`](crate::Expr) for `when` and
 //! `when_all` (see the `expr` module for the grammar).
 //!
 //! A template with a [`key`](Pattern::key) is indexed by that key: delivering an event costs the same
 //! whether 1 or 100,000 listeners wait on other keys of its kind.
+//!
+//! Owns templates. May import `event` only.
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::event::Event;
-use crate::expr::Expr;
 
 type Filter<E> = Box<dyn Fn(&E) -> bool + Send>;
 
@@ -127,26 +127,6 @@ impl<E: Event> Pattern<E> {
     /// Whether `event` matches this pattern (kind, key and filters).
     pub fn matches(&self, event: &E) -> bool {
         self.template.matches(event)
-    }
-
-    /// `self -> next`: this template, then `next` (see [`Expr::then`]).
-    pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
-        Expr::from(self).then(next)
-    }
-
-    /// Both this template and `other`, in any order (see [`Expr::and`]).
-    pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        Expr::from(self).and(other)
-    }
-
-    /// This template or `other` (see [`Expr::or`]).
-    pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        Expr::from(self).or(other)
-    }
-
-    /// This template, within `d` of the moment it starts being looked for (see [`Expr::within`]).
-    pub fn within(self, d: Duration) -> Expr<E> {
-        Expr::from(self).within(d)
     }
 }
 

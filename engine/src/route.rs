@@ -17,6 +17,9 @@
 //!
 //! A `completed` marker (R6.7) is pushed *before* sealing, so that it ends up at the bottom of the
 //! event's segment and is popped only after every event routed from it, transitively.
+//!
+//! Owns the route stack. A leaf: imports nothing from the engine. Private unless the `internals`
+//! feature exposes it.
 
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;

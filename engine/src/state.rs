@@ -5,6 +5,8 @@
 //! [`TypeId`] once, when it boxes the value, so the check on the hot path is a comparison of two
 //! plain values. It stays a check: a mismatch (which no code path produces) gives `None`, as
 //! `downcast_mut` would.
+//!
+//! Owns the type-erased state. A leaf: imports nothing from the engine.
 
 use std::any::{Any, TypeId};
 

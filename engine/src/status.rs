@@ -3,77 +3,150 @@
 //! Each context publishes its counters with relaxed stores after every inbox entry; a snapshot reads
 //! them (and each inbox's count) without stopping anything, so it is cheap enough to take every
 //! second from any thread. The figures of different contexts are not taken at one instant.
+//!
+//! Owns the one list of status counters (the public snapshot types and the counters a context keeps
+//! and publishes are all made from it). May import `id` and `sync`.
 
 use std::fmt;
 
-use crate::context::ContextRef;
+use crate::id::ContextRef;
+use crate::sync::{AtomicU64, Ordering};
 
-/// The counters of one context.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ContextStatus {
-    /// Which context.
-    pub context: Option<ContextRef>,
-    /// Its name.
-    pub name: String,
-    /// Whether it receives the default channel.
-    pub public: bool,
-    /// The core it was asked to run on, if pinned.
-    pub core: Option<usize>,
-    /// Whether pinning to `core` took effect.
-    pub pinned: bool,
-    /// Events dispatched (inbox events and routed events).
-    pub processed: u64,
-    /// Events routed by its handlers.
-    pub routed: u64,
-    /// Entries its handlers put into inboxes (its own included).
-    pub sent: u64,
-    /// Inbox entries taken.
-    pub received: u64,
-    /// Entries accepted into its inbox and not yet fully processed.
-    pub inbox_len: u64,
-    /// The deepest its route stack has been.
-    pub max_route_depth: u64,
-    /// Live listeners.
-    pub listeners: u64,
-    /// Live monitor instances.
-    pub instances: u64,
-    /// Time its handlers spent waiting for room in full inboxes, in nanoseconds.
-    pub blocked_ns: u64,
-    /// Entries taken into its inbox beyond capacity to avoid a deadlock (R5.2).
-    pub overruns: u64,
-    /// Handler and `on_die` panics caught.
-    pub handler_panics: u64,
-    /// Whether its thread has exited.
-    pub stopped: bool,
+/// Defines, from the one list of counters below, the public [`ContextStatus`] and [`Totals`], the
+/// tallies a context's thread keeps ([`Counters`]) and the atomics it publishes them through
+/// ([`PublishedCounters`]).
+macro_rules! status_counters {
+    (
+        published and summed { $( $(#[doc = $sdoc:literal])* $sum:ident, )* }
+        published, per context { $( $(#[doc = $pdoc:literal])* $per:ident, )* }
+        from the inbox, summed { $( $(#[doc = $idoc:literal])* $inb:ident, )* }
+    ) => {
+        /// The counters of one context.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct ContextStatus {
+            /// Which context.
+            pub context: Option<ContextRef>,
+            /// Its name.
+            pub name: String,
+            /// Whether it receives the default channel.
+            pub public: bool,
+            /// The core it was asked to run on, if pinned.
+            pub core: Option<usize>,
+            /// Whether pinning to `core` took effect.
+            pub pinned: bool,
+            $( $(#[doc = $sdoc])* pub $sum: u64, )*
+            $( $(#[doc = $pdoc])* pub $per: u64, )*
+            $( $(#[doc = $idoc])* pub $inb: u64, )*
+            /// Whether its thread has exited.
+            pub stopped: bool,
+        }
+
+        /// Correlator-wide totals.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct Totals {
+            $( #[doc = concat!("Sum of [`ContextStatus::", stringify!($sum), "`].")] pub $sum: u64, )*
+            $( #[doc = concat!("Sum of [`ContextStatus::", stringify!($inb), "`].")] pub $inb: u64, )*
+            /// Channel sends that nobody received (R4.5).
+            pub dropped: u64,
+        }
+
+        /// What a context's thread counts between publications: the published counters of
+        /// [`ContextStatus`].
+        #[derive(Clone, Copy, Debug, Default)]
+        pub(crate) struct Counters {
+            $( pub(crate) $sum: u64, )*
+            $( pub(crate) $per: u64, )*
+        }
+
+        /// [`Counters`] as a context publishes them for the status snapshot (R9.1): written only
+        /// by the context's thread, with relaxed stores; read by anyone.
+        #[derive(Default)]
+        pub(crate) struct PublishedCounters {
+            $( $sum: AtomicU64, )*
+            $( $per: AtomicU64, )*
+        }
+
+        impl PublishedCounters {
+            /// Publishes `c` (the context's thread only).
+            pub(crate) fn store(&self, c: &Counters) {
+                $( self.$sum.store(c.$sum, Ordering::Relaxed); )*
+                $( self.$per.store(c.$per, Ordering::Relaxed); )*
+            }
+
+            /// The counters last published.
+            pub(crate) fn load(&self) -> Counters {
+                Counters {
+                    $( $sum: self.$sum.load(Ordering::Relaxed), )*
+                    $( $per: self.$per.load(Ordering::Relaxed), )*
+                }
+            }
+        }
+
+        impl ContextStatus {
+            /// Sets the counters a context published.
+            pub(crate) fn set_published(&mut self, c: Counters) {
+                $( self.$sum = c.$sum; )*
+                $( self.$per = c.$per; )*
+            }
+        }
+
+        impl Status {
+            pub(crate) fn sum(contexts: Vec<ContextStatus>, dropped: u64) -> Totals {
+                let mut t = Totals {
+                    dropped,
+                    ..Totals::default()
+                };
+                for c in &contexts {
+                    $( t.$sum += c.$sum; )*
+                    $( t.$inb += c.$inb; )*
+                }
+                t
+            }
+        }
+    };
 }
 
-/// Correlator-wide totals.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Totals {
-    /// Sum of [`ContextStatus::processed`].
-    pub processed: u64,
-    /// Sum of [`ContextStatus::routed`].
-    pub routed: u64,
-    /// Sum of [`ContextStatus::sent`].
-    pub sent: u64,
-    /// Sum of [`ContextStatus::received`].
-    pub received: u64,
-    /// Sum of [`ContextStatus::inbox_len`].
-    pub inbox_len: u64,
-    /// Sum of [`ContextStatus::listeners`].
-    pub listeners: u64,
-    /// Sum of [`ContextStatus::instances`].
-    pub instances: u64,
-    /// Sum of [`ContextStatus::blocked_ns`].
-    pub blocked_ns: u64,
-    /// Sum of [`ContextStatus::overruns`].
-    pub overruns: u64,
-    /// Sum of [`ContextStatus::handler_panics`].
-    pub handler_panics: u64,
-    /// Channel sends that nobody received (R4.5).
-    pub dropped: u64,
+// The one list of status counters (R9.1).
+status_counters! {
+    published and summed {
+        /// Events dispatched (inbox events and routed events).
+        processed,
+        /// Events routed by its handlers.
+        routed,
+        /// Entries its handlers put into inboxes (its own included).
+        sent,
+        /// Inbox entries taken.
+        received,
+        /// Live listeners.
+        listeners,
+        /// Live monitor instances.
+        instances,
+        /// Time its handlers spent waiting for room in full inboxes, in nanoseconds.
+        blocked_ns,
+        /// Panics of monitor code, each of which ended an instance or a listener: a handler, an
+        /// `on_die` hook, a load hook or spawn initialiser, a listener's filter (a
+        /// [`Pattern::filter`](crate::Pattern::filter) closure or an expression's templates), or
+        /// the `Drop` of a monitor state or of what a handler closure captured. Contained: the
+        /// context carries on (R6.8).
+        handler_panics,
+        /// Events lost or cut short by a panic of the event type's own code: an event's `kind()`
+        /// or `key()` (or its kind's `Hash`/`Eq`) panicked while it was dispatched, so it was
+        /// dropped (what its listeners had routed is still processed), or its `Drop` panicked
+        /// (after it was processed). Contained: the context carries on (R6.8).
+        events_dropped_by_panic,
+    }
+    published, per context {
+        /// The deepest its route stack has been.
+        max_route_depth,
+    }
+    from the inbox, summed {
+        /// Entries accepted into its inbox and not yet fully processed.
+        inbox_len,
+        /// Entries taken into its inbox beyond capacity to avoid a deadlock (R5.2).
+        overruns,
+    }
 }
 
 /// A snapshot of every context and the totals.
@@ -91,26 +164,6 @@ pub struct Status {
 }
 
 impl Status {
-    pub(crate) fn sum(contexts: Vec<ContextStatus>, dropped: u64) -> Totals {
-        let mut t = Totals {
-            dropped,
-            ..Totals::default()
-        };
-        for c in &contexts {
-            t.processed += c.processed;
-            t.routed += c.routed;
-            t.sent += c.sent;
-            t.received += c.received;
-            t.inbox_len += c.inbox_len;
-            t.listeners += c.listeners;
-            t.instances += c.instances;
-            t.blocked_ns += c.blocked_ns;
-            t.overruns += c.overruns;
-            t.handler_panics += c.handler_panics;
-        }
-        t
-    }
-
     /// The status of one context.
     pub fn context(&self, ctx: ContextRef) -> Option<&ContextStatus> {
         self.contexts.iter().find(|c| c.context == Some(ctx))

@@ -5,6 +5,8 @@
 //! so that `loom-tests/` can explore every interleaving of the real code; otherwise they are `std`'s.
 //! The `std` side offers loom's API (`UnsafeCell::with`/`with_mut`), never the reverse, so that the same
 //! code compiles against both. Nothing else in the engine imports `std::sync::atomic` directly.
+//!
+//! A leaf: imports nothing from the engine.
 
 #[cfg(not(loom))]
 mod imp {

@@ -7,6 +7,8 @@
 //! `start()`), or, with `external_time()`, only from the user through
 //! [`InputHandle::send_time`](crate::InputHandle::send_time), which makes runs replayable and tests
 //! deterministic.
+//!
+//! Owns logical time. A leaf: imports nothing from the engine.
 
 use std::fmt;
 use std::ops::{Add, Sub};

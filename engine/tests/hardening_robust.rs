@@ -699,7 +699,7 @@ impl Monitor<Pev> for Watch {
 }
 
 /// Runs one scenario: monitors `a` (picky if `picky`) and `b` in `main`, then value 1, the `bad`
-/// event, value 2; returns the log, the handler panics counted and whether shutdown was clean.
+/// event, value 2; returns the log, the contained panics counted and whether shutdown was clean.
 fn contain(picky: bool, bad: Vec<Pev>) -> (Vec<String>, u64, bool) {
     bounded(move || {
         let log = Log::default();
@@ -721,7 +721,11 @@ fn contain(picky: bool, bad: Vec<Pev>) -> (Vec<String>, u64, bool) {
         }
         input.send_to(c.main(), pev(1, 2)).unwrap();
         let status = c.shutdown();
-        let panics = status.as_ref().map_or(0, |s| s.totals.handler_panics);
+        // Contained panics of either kind: monitor code (`handler_panics`) and the event type's
+        // own `kind()`, `key()` or `Drop` (`events_dropped_by_panic`).
+        let panics = status.as_ref().map_or(0, |s| {
+            s.totals.handler_panics + s.totals.events_dropped_by_panic
+        });
         (log.snapshot(), panics, status.is_ok())
     })
 }

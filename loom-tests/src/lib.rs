@@ -15,14 +15,15 @@
 //! `deliver::Links::reserve` (a `try_reserve`, then `deliver::reserve_after_full`, exposed through
 //! `correlator::internals`) followed by `Inbox::commit`; only the back-off's spin and yield steps are
 //! replaced by parking at once (they only delay the park step; the retry after it is modelled).
-//! [`context_loop_batched`] still replicates `Core::event_loop` (context.rs) statement for statement, with the
-//! same back-off steps left out: that loop is a method of the context's `Core`, which needs a whole
-//! correlator around it. If it changes, change [`context_loop_batched`] with it.
+//! [`context_loop_batched`] runs the engine's own context loop (`correlator::internals::run_loop`,
+//! the skeleton that the context's thread runs with the whole context as its body), with a body
+//! that records what it takes and a back-off that parks at once.
 
 #![warn(missing_docs)]
 
 use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, Sender};
-use correlator::internals::{reserve_after_full, NoPlace, WaitGraph};
+pub use correlator::internals::Flow;
+use correlator::internals::{reserve_after_full, run_loop, LoopBody, NoPlace, Pause, WaitGraph};
 
 /// The runtime the scenarios use: loom's under `cfg(loom)`, `std`'s otherwise (the same items the
 /// engine's `sync` shim switches).
@@ -79,7 +80,7 @@ pub fn send_blocking<T>(inbox: &Inbox<T>, sender: Sender, value: T) -> Result<()
     };
     match reservation {
         Ok(r) => {
-            inbox.commit(r, value);
+            r.commit(value);
             Ok(())
         }
         Err(refusal) => Err((refusal, value)),
@@ -115,20 +116,11 @@ pub fn send_from_context<T>(
     };
     match reserved {
         Ok((r, delivery)) => {
-            target.commit(r, value);
+            r.commit(value);
             Ok(delivery)
         }
         Err(refusal) => Err((refusal, value)),
     }
-}
-
-/// What the processing of one entry tells [`context_loop`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// Take the next entry.
-    Continue,
-    /// Leave the loop (after the entry's place was released).
-    Stop,
 }
 
 /// Runs [`context_loop`] until it has taken `n` entries; returns them in the order taken.
@@ -151,8 +143,8 @@ pub fn take_batched<T>(consumer: &mut Consumer<T>, places: &mut HeldPlaces<T>, n
     got
 }
 
-/// `Core::event_loop` of context.rs with a release batch of 1: every place is freed as soon as its
-/// entry is processed. See [`context_loop_batched`].
+/// The engine's context loop ([`run_loop`]) with a release batch of 1: every place is freed as soon
+/// as its entry is processed. See [`context_loop_batched`].
 pub fn context_loop<T>(
     consumer: &mut Consumer<T>,
     exit: &dyn Fn() -> bool,
@@ -162,43 +154,61 @@ pub fn context_loop<T>(
     context_loop_batched(consumer, &mut places, exit, process);
 }
 
-/// `Core::event_loop` of context.rs: take an entry and process it to completion; hold its place
-/// in `places` and free the held places together once the batch is full; when none is ready, free
-/// every held place first, leave if `exit()` says so and nothing is accepted, and otherwise announce
-/// sleep and park (`try_sleep` + `park(exit)`), or spin while a reservation is pending (`try_sleep`
-/// refuses then). `process` may also end the loop
-/// (after the held places are freed), which the scenarios use once they received everything they
-/// expect.
+/// The engine's context loop itself ([`run_loop`], which the context's thread runs too): take an
+/// entry and process it to completion; hold its place in `places` and free the held places together
+/// once the batch is full; when none is ready, free every held place first, leave if `exit()` says
+/// so and nothing is accepted, and otherwise announce sleep and park (`try_sleep` + `park(exit)`),
+/// or spin while a reservation is pending (`try_sleep` refuses then). `process` may also end the
+/// loop (after the held places are freed), which the scenarios use once they received everything
+/// they expect. Only the back-off is the models' own: it parks at once ([`ParkAtOnce`]).
 pub fn context_loop_batched<T>(
     consumer: &mut Consumer<T>,
     places: &mut HeldPlaces<T>,
     exit: &dyn Fn() -> bool,
-    mut process: impl FnMut(T) -> Flow,
+    process: impl FnMut(T) -> Flow,
 ) {
-    loop {
-        if let Some(entry) = consumer.pop() {
-            let flow = process(entry);
-            if places.hold_one() {
-                places.give_back();
-            }
-            if flow == Flow::Stop {
-                places.give_back();
-                return;
-            }
-            continue;
+    let mut body = ModelBody {
+        places,
+        exit,
+        process,
+    };
+    run_loop(consumer, &mut body, &mut ParkAtOnce);
+}
+
+/// The models' side of the context loop: `process`, then hold the entry's place in `places`.
+struct ModelBody<'a, T, F> {
+    places: &'a mut HeldPlaces<T>,
+    exit: &'a dyn Fn() -> bool,
+    process: F,
+}
+
+impl<T, F: FnMut(T) -> Flow> LoopBody<T> for ModelBody<'_, T, F> {
+    fn process(&mut self, entry: T) -> Flow {
+        let flow = (self.process)(entry);
+        if self.places.hold_one() {
+            self.places.give_back();
         }
-        // Nothing ready: free every held place before waiting.
-        places.give_back();
-        if exit() && consumer.inbox().is_empty() {
-            return;
-        }
-        if consumer.try_sleep() {
-            consumer.park(exit);
-        } else {
-            // A sender is between reserve and commit (or cancel): the engine's back-off spins.
-            rt::yield_now();
-        }
+        flow
     }
+
+    fn idle(&mut self) {
+        self.places.give_back();
+    }
+
+    fn exit(&self) -> bool {
+        (self.exit)()
+    }
+}
+
+/// The back-off of the models: park at once (the spin and yield steps only delay the park).
+pub struct ParkAtOnce;
+
+impl Pause for ParkAtOnce {
+    fn pause(&mut self) -> bool {
+        park_at_once()
+    }
+
+    fn reset(&mut self) {}
 }
 
 /// A commit from the thread that builds a scenario, before its other threads start (pre-filling an
@@ -210,7 +220,7 @@ pub fn prefill<T>(inbox: &Inbox<T>, value: T) {
     let r = inbox
         .try_reserve(Sender::External)
         .expect("prefill needs room");
-    inbox.commit(r, value);
+    r.commit(value);
 }
 
 fn never() -> bool {
@@ -329,7 +339,7 @@ pub mod scenarios {
                 match inbox.try_reserve(Sender::External) {
                     Err(Refusal::Full) => met_full.store(true, Ordering::Release),
                     Ok(r) => {
-                        inbox.cancel(r);
+                        r.cancel();
                         panic!("R5.1: a full inbox accepted beyond capacity");
                     }
                     Err(Refusal::Closed) => unreachable!("nobody closes"),
@@ -568,7 +578,7 @@ pub mod scenarios {
             let inbox = inbox.clone();
             spawn(move || {
                 let r = inbox.reserve_overrun(Sender::Context).expect("open");
-                inbox.commit(r, 1);
+                r.commit(1);
             })
         };
         let got = take(&mut consumer, 2);
@@ -731,7 +741,7 @@ pub mod scenarios {
                     Ok(_) => unreachable!("B is full"),
                     Err(refusal) => assert_eq!(refusal, Refusal::Full),
                 }
-                a.cancel(ra);
+                ra.cancel();
                 send_blocking(&a, Sender::External, 7).expect("open");
             })
         };

@@ -1,0 +1,383 @@
+//! Dispatch: the route loop ([`Context::drain_routes`]) and the firing of listeners, with the
+//! chain fast path (SPEC §2, §3, §6).
+//!
+//! Owns the per-event path: taking routed events, looking up their listeners through the listener
+//! table's cursor, running handlers under `catch_unwind`. May import the leaves and `entry`,
+//! `listener`, `route`, `expr`; instance bookkeeping after a handler is `instances`'s.
+
+use super::instances::Instance;
+use super::Context;
+use super::Panicked;
+use crate::entry::{Effects, Handler, Mode};
+use crate::event::Event;
+use crate::expr::{StepOut, Stimulus};
+use crate::listener::{Body, Cursor, Solo};
+use crate::route::{RouteStack, Taken};
+use std::panic::{self, AssertUnwindSafe};
+
+/// What the route loop does with an event after [`Context::dispatch`].
+pub(super) enum Dispatched<K> {
+    /// Drop it.
+    Done,
+    /// Keep it as a `completed` marker: listeners wait for its completion (R6.7).
+    Completed,
+    /// Its kind's solo listener ran it and left nothing to do: follow the chain it may have
+    /// routed ([`Context::run_chain`]), then drop the last event.
+    Chain(Solo, K),
+}
+
+impl<E: Event> Context<E> {
+    /// Drains the route stack completely (R3.2). Records what it dispatches in `in_flight`, for
+    /// [`recover`](Self::recover).
+    pub(super) fn drain_routes(&mut self) {
+        while let Some(entry) = self.fx.routes.take() {
+            let mark = self.fx.routes.mark();
+            match entry {
+                Taken::Event(slot) => {
+                    self.in_flight = mark << 1 | 1;
+                    // SAFETY: the current slot holds the event until `complete_current`,
+                    // `drop_current` or `run_chain` below (`e` is not used after those), and
+                    // nothing writes it meanwhile (see `RouteStack`).
+                    let e = unsafe { slot.as_ref() };
+                    self.fx.stats.processed += 1;
+                    // Listeners registered from here on get handles from `first_new` up.
+                    let first_new = self.fx.next_handle;
+                    match self.dispatch(e) {
+                        Dispatched::Completed => {
+                            self.completed_since.push(first_new);
+                            self.in_flight = mark << 1;
+                            // SAFETY: the event taken above, not yet dropped or completed.
+                            unsafe { self.fx.routes.complete_current() };
+                        }
+                        Dispatched::Done => {
+                            // SAFETY: as above.
+                            unsafe { self.fx.routes.drop_current() };
+                        }
+                        Dispatched::Chain(solo, kind) => {
+                            // `e` is not used again: the chain drops its event and takes the next.
+                            self.run_chain(solo, kind, mark);
+                            // SAFETY: the current slot holds the chain's last event (`e` itself
+                            // if the chain stopped at once), not yet dropped or completed.
+                            unsafe { self.fx.routes.drop_current() };
+                        }
+                    }
+                }
+                Taken::Completed(e) => {
+                    self.in_flight = mark << 1;
+                    let first_new = self.completed_since.pop();
+                    debug_assert!(first_new.is_some(), "a completed marker without its stamp");
+                    self.dispatch_completed(&e, first_new.unwrap_or(0));
+                    if std::mem::needs_drop::<E>() {
+                        self.contain(move || drop(e), Panicked::Event, "dropping an event");
+                    }
+                }
+            }
+            // From the drop above to the next `take`, nothing can panic that is not contained
+            // where it runs (the drop, compaction), so `in_flight` need not say "no event" yet.
+            self.fx.routes.seal_taken(mark);
+            self.compact_listeners();
+        }
+        // The last event is gone: no event is in flight outside the route loop.
+        self.in_flight = 0;
+    }
+
+    /// Fires every ordinary listener matching `e`, or the `unmatched` ones if none matched, and
+    /// says what the route loop does next with `e` (see [`Dispatched`]).
+    #[inline]
+    pub(super) fn dispatch(&mut self, e: &E) -> Dispatched<E::Kind> {
+        let Some(view) = self.table.view_of(&e.kind()) else {
+            return Dispatched::Done;
+        };
+        // Read before the listeners run: a `completed` listener they register does not fire for
+        // this event anyway (R6.5), and one they end is skipped by the completed dispatch.
+        let done = if view.has_completed {
+            Dispatched::Completed
+        } else {
+            Dispatched::Done
+        };
+        if let Some(solo) = view.solo {
+            // One unkeyed listener that fires on every event of the kind (the usual case).
+            let clean = self.fire_solo(solo, e);
+            if clean && !view.has_completed {
+                return Dispatched::Chain(solo, e.kind());
+            }
+            return done;
+        }
+        let b = view.bucket as usize;
+        // The key matters only where some listener of the kind is keyed.
+        let all = self.table.cursor(b, Mode::All, || e.key(), u64::MAX);
+        if !self.fire_cursor(all, e) {
+            self.dispatch_unmatched(b, e);
+        }
+        done
+    }
+
+    /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
+    #[inline(never)]
+    pub(super) fn dispatch_unmatched(&mut self, b: usize, e: &E) {
+        let unmatched = self.table.cursor(b, Mode::Unmatched, || e.key(), u64::MAX);
+        self.fire_cursor(unmatched, e);
+    }
+
+    /// The `completed` listeners of `e` registered before it started: those with a handle below
+    /// `first_new` (R6.5, R6.7).
+    #[inline(never)]
+    pub(super) fn dispatch_completed(&mut self, e: &E, first_new: u64) {
+        if let Some(b) = self.table.bucket_of(&e.kind()) {
+            let completed = self.table.cursor(b, Mode::Completed, || e.key(), first_new);
+            self.fire_cursor(completed, e);
+        }
+    }
+
+    /// Offers `e` to the listeners `cursor` walks (the listener table's order: R6.4, R6.5);
+    /// returns whether any matched.
+    #[inline(always)]
+    pub(super) fn fire_cursor(&mut self, mut cursor: Cursor, e: &E) -> bool {
+        let mut matched = false;
+        while let Some(slot) = cursor.next(&self.table) {
+            matched |= self.try_fire(slot, e);
+        }
+        matched
+    }
+
+    /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
+    ///
+    /// Inlined for a [`simple`](crate::listener::ListenerSlot::simple) listener (alive, `on_all`,
+    /// no filter: it fires); everything else is [`try_fire_other`](Self::try_fire_other).
+    #[inline(always)]
+    pub(super) fn try_fire(&mut self, slot: u32, e: &E) -> bool {
+        match self.table.slot(slot) {
+            Some(l) if l.simple => self.fire_template(slot, e),
+            _ => self.try_fire_other(slot, e),
+        }
+    }
+
+    /// [`try_fire`](Self::try_fire) for a listener that is dead, fires once, has filters or is an
+    /// expression.
+    #[inline(never)]
+    pub(super) fn try_fire_other(&mut self, slot: u32, e: &E) -> bool {
+        let Some(l) = self.table.slot_mut(slot) else {
+            return false;
+        };
+        if !l.alive {
+            return false;
+        }
+        match &l.body {
+            Body::Template { template, .. } => {
+                // User code (a filter): a panic ends the listener's instance, as in a handler.
+                match panic::catch_unwind(AssertUnwindSafe(|| template.matches_listed(e))) {
+                    Ok(true) => {}
+                    Ok(false) => return false,
+                    Err(payload) => {
+                        let instance = l.instance;
+                        self.after_handler(instance, Err(payload));
+                        return false;
+                    }
+                }
+            }
+            Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
+        }
+        if l.mode == Mode::Once {
+            let instance = l.instance;
+            return self.fire_once(slot, instance, e);
+        }
+        self.fire_template(slot, e)
+    }
+
+    /// Runs the handler of the template listener in `slot`, an `on_all` listener that matched.
+    /// Returns true (it matched).
+    #[inline(always)]
+    pub(super) fn fire_template(&mut self, slot: u32, e: &E) -> bool {
+        let Some(l) = self.table.slot_mut(slot) else {
+            return true;
+        };
+        let Body::Template { handler, .. } = &mut l.body else {
+            return true;
+        };
+        let instance = l.instance;
+        if let Some(inst) = self.instances[instance as usize].as_mut() {
+            let result = Self::run_handler(&mut self.fx, handler, inst, instance, e);
+            self.after_handler_with(instance, result, true);
+        }
+        true
+    }
+
+    /// Runs the handler of a bucket's [`Solo`] listener: the listener through the table's
+    /// unchecked [`solo_handler`](ListenerTable::solo_handler), its instance (named by the `Solo`,
+    /// so loaded beside the listener rather than after it) with the usual check. Returns whether
+    /// the handler ran and left nothing to do afterwards (see [`run_chain`](Self::run_chain)).
+    #[inline(always)]
+    pub(super) fn fire_solo(&mut self, solo: Solo, e: &E) -> bool {
+        let handler = self.table.solo_handler(solo);
+        let Some(inst) = self.instances[solo.instance as usize].as_mut() else {
+            return false;
+        };
+        let result = Self::run_handler(&mut self.fx, handler, inst, solo.instance, e);
+        self.after_handler_with(solo.instance, result, true)
+    }
+
+    /// Runs the rest of a chain: while the event just dispatched by `solo`'s listener (the current
+    /// one) routed exactly one event (the front slot; nothing above `mark`, the height after the
+    /// take) and it is of the same `kind`, drops the current event, takes that one and runs the
+    /// listener on it. Returns when the chain ends or leaves the fast case, with the current slot
+    /// holding the last event dispatched and that event's after-handler work done.
+    ///
+    /// This is exactly what the route loop would do for each link (R3.2: the front event is the
+    /// next entry; the height and so the max depth do not change), minus what cannot have changed:
+    /// the loop enters only after a dispatch that left nothing to do (no operation, no panic, no
+    /// instance to check, no `completed` listener of the kind), and a handler changes listeners
+    /// and instances only through operations, so while each link also leaves nothing to do the
+    /// kind's view, the listener, its instance and the compaction state stay as they were. A link
+    /// that leaves work (an operation or a panic) gets the usual after-handler treatment and ends
+    /// the chain; the loop then seals and compacts as after any event.
+    #[inline(always)]
+    pub(super) fn run_chain(&mut self, solo: Solo, kind: E::Kind, mark: usize) {
+        // Most dispatches are no chain link (an inbox event routing nothing, a leaf): decide that
+        // before looking anything up.
+        if !Self::links(&self.fx.routes, mark, kind) {
+            return;
+        }
+        let Self {
+            table,
+            instances,
+            fx,
+            ..
+        } = self;
+        let handler = table.solo_handler(solo);
+        let Some(inst) = instances[solo.instance as usize].as_mut() else {
+            return;
+        };
+        let result = loop {
+            // SAFETY: the current slot holds the event dispatched last, which nothing uses any
+            // more, and `chained` found the front event.
+            let slot = unsafe { fx.routes.advance() };
+            // SAFETY: `advance` made the front event current; it stays in place until the next
+            // `advance` or the caller's `drop_current`.
+            let e = unsafe { slot.as_ref() };
+            fx.stats.processed += 1;
+            let result = Self::run_handler(fx, handler, inst, solo.instance, e);
+            if result.is_err() || !fx.ops.is_empty() {
+                break result;
+            }
+            if !Self::links(&fx.routes, mark, kind) {
+                return;
+            }
+        };
+        self.after_handler_with(solo.instance, result, true);
+    }
+
+    /// Whether the current event routed exactly one event since `mark`, of `kind`: the next link
+    /// of a chain.
+    #[inline(always)]
+    pub(super) fn links(routes: &RouteStack<E>, mark: usize, kind: E::Kind) -> bool {
+        routes.chained(mark).is_some_and(|next| next.kind() == kind)
+    }
+
+    /// Calls `handler` (a template listener's, alive) on `e` with the state of `inst`, its instance
+    /// `instance`, catching a panic.
+    #[inline(always)]
+    pub(super) fn run_handler(
+        fx: &mut Effects<E>,
+        handler: &mut Handler<E>,
+        inst: &mut Instance<E>,
+        instance: u32,
+        e: &E,
+    ) -> std::thread::Result<()> {
+        // The listener is alive, so its instance has a live listener until the handler's
+        // operations (applied after it returns) say otherwise.
+        debug_assert!(
+            inst.live_listeners > 0,
+            "a live listener's instance counts none"
+        );
+        fx.current = instance;
+        let state = &mut inst.state;
+        panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)))
+    }
+
+    /// [`try_fire`](Self::try_fire) for a matching `on` listener (fires once, then ends).
+    #[inline(never)]
+    pub(super) fn fire_once(&mut self, slot: u32, instance: u32, e: &E) -> bool {
+        // It ends before it runs, so its instance's count is right when the handler returns.
+        self.table.kill(slot);
+        self.listener_ended(instance);
+        let Some(l) = self.table.slot_mut(slot) else {
+            return true;
+        };
+        let Body::Template { handler, .. } = &mut l.body else {
+            return true;
+        };
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return true;
+        };
+        self.fx.current = instance;
+        let state = &mut inst.state;
+        let fx = &mut self.fx;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
+        self.after_handler(instance, result);
+        true
+    }
+
+    /// Steps an expression listener with an event or a timer; fires its handler for every match.
+    /// Returns whether the stimulus advanced it.
+    pub(super) fn fire_expr(&mut self, slot: u32, stim: Stimulus<'_, E>) -> bool {
+        let now = self.fx.now;
+        let mut out = StepOut {
+            timers: std::mem::take(&mut self.step_timers),
+            progressed: false,
+        };
+        let mut fired = std::mem::take(&mut self.fired);
+        let Some(l) = self.table.slot_mut(slot) else {
+            return false;
+        };
+        let (handle, instance) = (l.handle, l.instance);
+        let Body::Expr { expr, .. } = &mut l.body else {
+            return false;
+        };
+        // User code (the filters of its templates): a panic ends the listener's instance.
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| {
+            expr.step(stim, now, &mut out, &mut fired)
+        }));
+        self.step_timers = out.timers;
+        let (progressed, alive) = match stepped {
+            Ok(step) => step,
+            Err(payload) => {
+                self.step_timers.clear();
+                fired.clear();
+                self.fired = fired;
+                self.after_handler(instance, Err(payload));
+                return false;
+            }
+        };
+        if alive {
+            self.schedule(handle);
+        } else {
+            self.step_timers.clear();
+            // It can no longer fire: it ends before its last handler runs (R7.3).
+            self.table.kill(slot);
+            self.listener_ended(instance);
+        }
+        for m in fired.drain(..) {
+            let Some(l) = self.table.slot_mut(slot) else {
+                break;
+            };
+            let Body::Expr { handler, .. } = &mut l.body else {
+                break;
+            };
+            let Some(inst) = self.instances[instance as usize].as_mut() else {
+                break;
+            };
+            self.fx.current = instance;
+            let state = &mut inst.state;
+            let fx = &mut self.fx;
+            let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &m)));
+            self.after_handler(instance, result);
+            if self.table.slot_of(handle).is_none() && alive {
+                // Quit, or its instance ended, while matches were being delivered.
+                break;
+            }
+        }
+        fired.clear();
+        self.fired = fired;
+        progressed
+    }
+}

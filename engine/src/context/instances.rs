@@ -1,0 +1,471 @@
+//! Instances: monitor instances' lifecycle in a context (create, listen, subscribe, end), and the
+//! deferred operations a handler requests (SPEC §6).
+//!
+//! Owns [`Instance`] and the explicit operation stack ([`OpFrame`]). May import the leaves and
+//! `entry`, `listener`, `expr`, `state`, `channel`.
+
+use super::{panic_message, Context, Panicked};
+use crate::channel::Channel;
+use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
+use crate::event::Event;
+use crate::expr::{ExprListener, StepOut};
+use crate::listener::Body;
+use crate::state::State;
+use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
+
+pub(super) struct Instance<E: Event> {
+    pub(super) state: State,
+    pub(super) on_die: OnDie<E>,
+    pub(super) live_listeners: u32,
+    /// Handles of the listeners it registered. Handles are never reused, so an entry whose listener
+    /// already ended (and whose slot may now hold another instance's listener) matches nothing;
+    /// such entries are pruned as the list grows.
+    pub(super) listeners: Vec<u64>,
+    pub(super) subscriptions: HashMap<Channel, u32>,
+}
+
+/// Operations still to apply, and what to do once they are applied: one level of the explicit
+/// stack that [`Context::apply_ops`] keeps for spawns whose initialisers spawn (R6.2), instead of
+/// recursing on the context's stack.
+pub(super) struct OpFrame<E: Event> {
+    pub(super) ops: std::vec::IntoIter<Op<E>>,
+    pub(super) then: AfterOps,
+}
+
+/// What [`Context::apply_ops`] does when a frame's operations are all applied.
+pub(super) enum AfterOps {
+    Nothing,
+    /// The operations were those of a spawned instance's initialiser: end the instance if the
+    /// initialiser died or panicked, and have its listener count checked.
+    Spawned {
+        instance: u32,
+        result: std::thread::Result<()>,
+        died: bool,
+    },
+    /// The operations were those of an ended instance's `on_die`: its id may be reused.
+    Free(u32),
+}
+
+impl<E: Event> Context<E> {
+    pub(super) fn listener_ended(&mut self, instance: u32) {
+        if let Some(inst) = self.instances[instance as usize].as_mut() {
+            inst.live_listeners = inst.live_listeners.saturating_sub(1);
+            self.touched.push(instance);
+        }
+    }
+
+    /// Applies the handler's operations and ends its instance if it died, panicked or has no
+    /// listener left (R6.8).
+    ///
+    /// The common case (the handler returned, asked for nothing, no listener ended, its instance
+    /// still has listeners, and no outer handler is pending) changes nothing and is decided here
+    /// without a call; everything else goes through [`after_handler_slow`](Self::after_handler_slow),
+    /// which would reach the same verdict for that case.
+    #[inline]
+    pub(super) fn after_handler(&mut self, instance: u32, result: std::thread::Result<()>) {
+        let has_listeners = self.instances[instance as usize]
+            .as_ref()
+            .is_some_and(|inst| inst.live_listeners > 0);
+        self.after_handler_with(instance, result, has_listeners);
+    }
+
+    /// [`after_handler`](Self::after_handler), told whether `instance` has a live listener.
+    /// Returns whether there was nothing to do.
+    #[inline(always)]
+    pub(super) fn after_handler_with(
+        &mut self,
+        instance: u32,
+        result: std::thread::Result<()>,
+        has_listeners: bool,
+    ) -> bool {
+        let nothing_to_do = result.is_ok()
+            && self.fx.ops.is_empty()
+            && self.nesting == 0
+            && self.touched.is_empty()
+            && has_listeners;
+        if !nothing_to_do {
+            self.after_handler_slow(instance, result);
+        }
+        nothing_to_do
+    }
+
+    #[inline(never)]
+    pub(super) fn after_handler_slow(&mut self, instance: u32, result: std::thread::Result<()>) {
+        let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
+        self.nesting += 1;
+        self.apply_ops();
+        self.nesting -= 1;
+        if let Some(reason) = self.end_reason(instance, result, died) {
+            self.end_instance(instance, reason);
+        }
+        self.touched.push(instance);
+        // Only the outermost call decides who has no listener left: an outer handler's operations
+        // (registering its next listener, say) may still be pending behind a nested spawn.
+        if self.nesting > 0 {
+            return;
+        }
+        self.end_listenerless();
+    }
+
+    /// Why `instance` ends after a handler or initialiser that returned `result` and asked to die
+    /// (`died`), if it does; counts and reports a panic.
+    pub(super) fn end_reason(
+        &mut self,
+        instance: u32,
+        result: std::thread::Result<()>,
+        died: bool,
+    ) -> Option<DieReason> {
+        match result {
+            Err(payload) => {
+                self.fx.stats.handler_panics += 1;
+                let message = panic_message(&*payload);
+                tracing::warn!(
+                    context = self.fx.me.id(),
+                    instance,
+                    %message,
+                    "a handler panicked; its monitor instance ends"
+                );
+                Some(DieReason::Panicked(message))
+            }
+            Ok(()) if died => Some(DieReason::Died),
+            Ok(()) => None,
+        }
+    }
+
+    /// Ends the instances of `touched` that have no listener left (R6.8).
+    pub(super) fn end_listenerless(&mut self) {
+        while let Some(i) = self.touched.pop() {
+            let empty = self.instances[i as usize]
+                .as_ref()
+                .is_some_and(|inst| inst.live_listeners == 0);
+            if empty {
+                self.end_instance(i, DieReason::NoListeners);
+            }
+        }
+    }
+
+    /// Applies the operations the last handler asked for, in order.
+    ///
+    /// A local spawn creates its instance and runs the initialiser at once, and the initialiser's
+    /// own operations (more spawns among them) are applied before the operations that followed
+    /// the spawn: depth first. That is done with an explicit stack of [`OpFrame`]s rather than by
+    /// recursion, so a chain of initialisers that each spawn the next may be of any depth (R6.2);
+    /// likewise the operations of an `on_die` that runs on the way. Without a spawn (the common
+    /// case) the operations are applied in a plain loop and their buffer is kept.
+    pub(super) fn apply_ops(&mut self) {
+        if self.fx.ops.is_empty() {
+            return;
+        }
+        let mut ops = std::mem::take(&mut self.fx.ops);
+        if ops.iter().any(|op| matches!(op, Op::Spawn(_))) {
+            self.apply_ops_with_spawns(ops);
+            return;
+        }
+        for op in ops.drain(..) {
+            self.apply_op(op);
+        }
+        // Keep the capacity: no allocation for operations in the steady state.
+        if self.fx.ops.is_empty() {
+            self.fx.ops = ops;
+        }
+    }
+
+    /// Applies one operation other than a spawn.
+    pub(super) fn apply_op(&mut self, op: Op<E>) {
+        match op {
+            Op::Listen {
+                handle,
+                instance,
+                mode,
+                spec,
+            } => self.listen(handle, instance, mode, spec),
+            Op::Quit(handle) => {
+                if let Some(slot) = self.table.slot_of(handle) {
+                    if let Some(instance) = self.table.kill(slot) {
+                        self.listener_ended(instance);
+                    }
+                }
+            }
+            Op::Subscribe(instance, ch) => self.subscribe(instance, ch),
+            Op::Unsubscribe(instance, ch) => self.unsubscribe(instance, ch, 1),
+            Op::Spawn(new) => {
+                // Only `apply_ops_with_spawns` meets spawns; apply it the same way if not.
+                self.apply_ops_with_spawns(vec![Op::Spawn(new)]);
+            }
+            // Decided by the caller before the operations are applied.
+            Op::Die => {}
+        }
+    }
+
+    /// [`apply_ops`](Self::apply_ops) for operations with a spawn among them: what
+    /// `create_instance` and `end_instance` would do, with their operations pushed as frames
+    /// instead of applied by a nested call.
+    #[inline(never)]
+    pub(super) fn apply_ops_with_spawns(&mut self, ops: Vec<Op<E>>) {
+        let base = self.op_frames.len();
+        self.op_frames.push(OpFrame {
+            ops: ops.into_iter(),
+            then: AfterOps::Nothing,
+        });
+        let mut spawned = false;
+        while self.op_frames.len() > base {
+            let next = self.op_frames.last_mut().and_then(|f| f.ops.next());
+            match next {
+                Some(Op::Spawn(_)) if self.ending => {
+                    // Shutdown is ending every instance: a new one would owe an `on_die` that may
+                    // spawn again. Dropped before its initialiser runs.
+                    tracing::debug!(
+                        context = self.fx.me.id(),
+                        "a spawn asked for while shutdown ends the instances is dropped"
+                    );
+                }
+                Some(Op::Spawn(new)) => {
+                    spawned = true;
+                    let (instance, result) = self.start_instance(new);
+                    let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
+                    let ops = std::mem::take(&mut self.fx.ops);
+                    self.op_frames.push(OpFrame {
+                        ops: ops.into_iter(),
+                        then: AfterOps::Spawned {
+                            instance,
+                            result,
+                            died,
+                        },
+                    });
+                }
+                Some(op) => self.apply_op(op),
+                None => {
+                    let Some(frame) = self.op_frames.pop() else {
+                        break;
+                    };
+                    match frame.then {
+                        AfterOps::Nothing => {}
+                        AfterOps::Spawned {
+                            instance,
+                            result,
+                            died,
+                        } => {
+                            if let Some(reason) = self.end_reason(instance, result, died) {
+                                if self.detach_instance(instance, reason) {
+                                    let ops = std::mem::take(&mut self.fx.ops);
+                                    self.op_frames.push(OpFrame {
+                                        ops: ops.into_iter(),
+                                        then: AfterOps::Free(instance),
+                                    });
+                                }
+                            }
+                            self.touched.push(instance);
+                        }
+                        AfterOps::Free(instance) => self.free_instances.push(instance),
+                    }
+                }
+            }
+        }
+        // As `after_handler` does for an instance created outside any handler's operations: the
+        // outermost call decides who has no listener left.
+        if spawned && self.nesting == 0 {
+            self.end_listenerless();
+        }
+    }
+
+    pub(super) fn listen(&mut self, handle: u64, instance: u32, mode: Mode, spec: Spec<E>) {
+        if self.instances[instance as usize].is_none() {
+            return;
+        }
+        let (body, index) = match spec {
+            Spec::Template(p, handler) => {
+                let index = [(p.template.kind, p.template.key)];
+                let body = Body::Template {
+                    template: p.template,
+                    handler,
+                };
+                (body, index.to_vec())
+            }
+            Spec::Expr(expr, handler) => {
+                let mut out = StepOut {
+                    timers: std::mem::take(&mut self.step_timers),
+                    progressed: false,
+                };
+                let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
+                self.step_timers = out.timers;
+                if let Some(why) = l.never_matches() {
+                    tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
+                }
+                self.schedule(handle);
+                let index = l.leaves();
+                (Body::Expr { expr: l, handler }, index)
+            }
+        };
+        self.table.insert(handle, instance, mode, body, &index);
+        if let Some(inst) = self.instances[instance as usize].as_mut() {
+            inst.live_listeners += 1;
+            if inst.listeners.len() >= 2 * inst.live_listeners as usize + 8 {
+                let table = &self.table;
+                inst.listeners.retain(|&h| table.slot_of(h).is_some());
+            }
+            inst.listeners.push(handle);
+        }
+    }
+
+    pub(super) fn subscribe(&mut self, instance: u32, ch: Channel) {
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return;
+        };
+        *inst.subscriptions.entry(ch).or_insert(0) += 1;
+        let count = self.subscriptions.entry(ch).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            self.fx
+                .links
+                .shared()
+                .channels
+                .set_subscribed(ch, self.fx.me.id(), true);
+        }
+    }
+
+    pub(super) fn unsubscribe(&mut self, instance: u32, ch: Channel, n: u32) {
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return;
+        };
+        let Some(held) = inst.subscriptions.get_mut(&ch) else {
+            return;
+        };
+        let n = n.min(*held);
+        *held -= n;
+        if *held == 0 {
+            inst.subscriptions.remove(&ch);
+        }
+        self.release_subscription(ch, n);
+    }
+
+    pub(super) fn release_subscription(&mut self, ch: Channel, n: u32) {
+        let Some(count) = self.subscriptions.get_mut(&ch) else {
+            return;
+        };
+        *count = count.saturating_sub(n);
+        if *count == 0 {
+            self.subscriptions.remove(&ch);
+            // A public context keeps its permanent bit for the default channel.
+            if !(ch == Channel::DEFAULT && self.shared.public) {
+                self.fx
+                    .links
+                    .shared()
+                    .channels
+                    .set_subscribed(ch, self.fx.me.id(), false);
+            }
+        }
+    }
+
+    /// Creates an instance and runs its initialiser (load hook or spawn initialiser).
+    pub(super) fn create_instance(&mut self, new: NewInstance<E>) {
+        let (id, result) = self.start_instance(new);
+        self.after_handler(id, result);
+    }
+
+    /// Creates an instance and runs its initialiser, leaving the initialiser's operations in
+    /// `fx.ops`; returns the instance's id and how the initialiser ended.
+    pub(super) fn start_instance(&mut self, new: NewInstance<E>) -> (u32, std::thread::Result<()>) {
+        let NewInstance {
+            state,
+            on_die,
+            init,
+        } = new;
+        let instance = Instance {
+            state,
+            on_die,
+            live_listeners: 0,
+            listeners: Vec::new(),
+            subscriptions: HashMap::new(),
+        };
+        let id = match self.free_instances.pop() {
+            Some(id) => {
+                self.instances[id as usize] = Some(instance);
+                id
+            }
+            None => {
+                self.instances.push(Some(instance));
+                (self.instances.len() - 1) as u32
+            }
+        };
+        self.live_instances += 1;
+        let Some(inst) = self.instances[id as usize].as_mut() else {
+            return (id, Ok(()));
+        };
+        self.fx.current = id;
+        let state = &mut inst.state;
+        let fx = &mut self.fx;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
+        (id, result)
+    }
+
+    /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.
+    pub(super) fn end_instance(&mut self, id: u32, reason: DieReason) {
+        if self.detach_instance(id, reason) {
+            // Apply what `on_die` asked for before the id can be reused, so that nothing it
+            // registered attaches to a later instance.
+            self.apply_ops();
+            self.free_instances.push(id);
+        }
+    }
+
+    /// [`end_instance`](Self::end_instance) up to `on_die`, whose operations it leaves in
+    /// `fx.ops`: the caller applies them, then frees the id. Returns false if the instance had
+    /// already ended.
+    pub(super) fn detach_instance(&mut self, id: u32, reason: DieReason) -> bool {
+        let Some(mut inst) = self.instances[id as usize].take() else {
+            return false;
+        };
+        self.live_instances -= 1;
+        for handle in inst.listeners.drain(..) {
+            if let Some(slot) = self.table.slot_of(handle) {
+                self.table.kill(slot);
+            }
+        }
+        inst.live_listeners = 0;
+        for (ch, n) in std::mem::take(&mut inst.subscriptions) {
+            self.release_subscription(ch, n);
+        }
+        // `on_die` runs with the instance already detached: what it registers is dropped, what it
+        // routes and sends is delivered.
+        self.fx.current = id;
+        let on_die = inst.on_die;
+        let state = &mut inst.state;
+        let fx = &mut self.fx;
+        let r = &reason;
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, r, fx))) {
+            self.fx.stats.handler_panics += 1;
+            tracing::error!(
+                context = self.fx.me.id(),
+                instance = id,
+                message = %panic_message(&*payload),
+                "an on_die hook panicked; the panic is contained"
+            );
+        }
+        // The state's `Drop` is user code too.
+        self.contain(
+            move || drop(inst),
+            Panicked::Monitor,
+            "dropping a monitor instance's state",
+        );
+        true
+    }
+
+    /// Ends every remaining instance (graceful shutdown). Local spawns asked for from here on (by
+    /// an `on_die` hook, or by a handler of an event it routes) are dropped, so this ends.
+    pub(super) fn end_all(&mut self, reason: DieReason) {
+        self.ending = true;
+        // Each instance gets its hook exactly once; none is created meanwhile.
+        while let Some(id) = self.instances.iter().position(Option::is_some) {
+            let reason = reason.clone();
+            // Outside the guarded event loop: contain what escapes here too.
+            let ended = panic::catch_unwind(AssertUnwindSafe(|| {
+                self.run_then_drain(|cx| cx.end_instance(id as u32, reason))
+            }));
+            if let Err(payload) = ended {
+                self.recover(payload);
+                self.drain_contained();
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Timers: the context's logical clock and its timer heap (SPEC §7).
+//!
+//! Owns the heap's purge policy. May import the leaves and `expr` (timers fire expression
+//! listeners).
+
+use super::Context;
+use crate::event::Event;
+use crate::expr::Stimulus;
+use crate::time::Time;
+use std::cmp::Reverse;
+
+/// The smallest timer heap that [`Context::schedule`] purges of ended listeners' entries.
+pub(super) const TIMER_PURGE_MIN: usize = 64;
+
+impl<E: Event> Context<E> {
+    /// Advances the logical clock to `t`, firing every due timer in trigger-time order, then
+    /// creation order, each run to completion with the clock at its trigger time (R7.2). A tick
+    /// earlier than the clock changes nothing: logical time never goes back.
+    ///
+    /// A timer set while this runs that is already due at the clock's time (a repeating `wait(0)`
+    /// restarting, say) waits for the next tick: without that, it would fire again and again at one
+    /// logical time and the tick would never end.
+    pub(super) fn advance_time(&mut self, t: Time) {
+        self.advancing = true;
+        while let Some(&Reverse((due, _, handle))) = self.timers.peek() {
+            if due > t {
+                break;
+            }
+            self.timers.pop();
+            if due > self.fx.now {
+                self.fx.now = due;
+            }
+            if let Some(slot) = self.table.slot_of(handle) {
+                self.run_then_drain(|cx| {
+                    cx.fire_expr(slot, Stimulus::Time(due));
+                });
+                self.compact_listeners();
+            }
+        }
+        self.advancing = false;
+        self.timers.extend(self.deferred.drain(..).map(Reverse));
+        if t > self.fx.now {
+            self.fx.now = t;
+        }
+    }
+
+    /// Queues the timers of `step_timers` for the listener `handle`. Timers already due while a tick
+    /// fires timers are deferred to the next tick (see [`advance_time`](Self::advance_time)).
+    ///
+    /// The heap keeps the entries of listeners that ended (quit, fired through an event, or
+    /// removed with their instance) until they are due, which may be never; so whenever it has
+    /// doubled since the last purge, the entries of ended listeners are dropped. That bounds it by
+    /// twice the live timers (plus [`TIMER_PURGE_MIN`]) at an amortised constant cost per timer.
+    pub(super) fn schedule(&mut self, handle: u64) {
+        if self.step_timers.is_empty() {
+            return;
+        }
+        if self.timers.len() >= self.timer_purge_at {
+            let table = &self.table;
+            self.timers
+                .retain(|&Reverse((_, _, h))| table.slot_of(h).is_some());
+            self.timer_purge_at = TIMER_PURGE_MIN.max(2 * self.timers.len());
+            if self.timers.capacity() > 2 * self.timer_purge_at {
+                self.timers.shrink_to(self.timer_purge_at);
+            }
+        }
+        for due in self.step_timers.drain(..) {
+            let entry = (due, self.timer_seq, handle);
+            self.timer_seq += 1;
+            if self.advancing && due <= self.fx.now {
+                self.deferred.push(entry);
+            } else {
+                self.timers.push(Reverse(entry));
+            }
+        }
+    }
+}

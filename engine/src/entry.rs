@@ -1,0 +1,147 @@
+//! The vocabulary the context loop, monitors and senders share: inbox [`Entry`]s, the
+//! [`Effects`] a handler acts on, the deferred [`Op`]erations it requests, the type-erased handler
+//! aliases, listener [`Mode`]s and [`DieReason`].
+//!
+//! Owns no behaviour beyond these definitions. May import the leaves (`id`, `event`, `time`,
+//! `state`, `status`, `channel`, `pattern`, `expr`, `route`) and `deliver` (for [`Effects::links`]).
+//!
+//! # Type recursion (the one import circle)
+//! `entry` → `deliver` → `registry` → `entry` is a circle of *types*, not of code: an [`Entry`] can
+//! be a spawn, whose initialiser takes `&mut` [`Effects`]; `Effects` holds the links a handler sends
+//! through (`deliver::Links`), which hold the registry (`registry::Shared`), whose contexts hold
+//! inboxes of `Entry`. Each of the three modules names only the others' types.
+
+use crate::channel::Channel;
+use crate::deliver::{Links, OwnInbox};
+use crate::event::Event;
+use crate::expr::{Expr, Match};
+use crate::id::ContextRef;
+use crate::pattern::Pattern;
+use crate::route::RouteStack;
+use crate::state::State;
+use crate::status::Counters;
+use crate::time::Time;
+
+/// Why a monitor instance ended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DieReason {
+    /// A handler called [`Scope::die`](crate::Scope::die).
+    Died,
+    /// It had no listener left after a handler returned.
+    NoListeners,
+    /// One of its handlers panicked; the message of the panic.
+    Panicked(String),
+    /// The correlator shut down.
+    Shutdown,
+}
+
+/// How a listener fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `on` / `when`: fires once, then ends.
+    Once,
+    /// `on_all` / `when_all`: fires on every match until quit.
+    All,
+    /// `unmatched`: fires for events that no ordinary listener of the context matched.
+    Unmatched,
+    /// `completed`: fires once the event and everything it routed have been processed.
+    Completed,
+}
+
+/// A handler with its monitor type erased: downcasts the instance state and builds the `Scope`.
+pub(crate) type Handler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &E) + Send>;
+/// An instance initialiser (load hook or spawn initialiser) with its monitor type erased.
+pub(crate) type Init<E> = Box<dyn FnOnce(&mut State, &mut Effects<E>) + Send>;
+/// A `when`/`when_all` handler with its monitor type erased.
+pub(crate) type MatchHandler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &Match<E>) + Send>;
+/// An `on_die` hook with its monitor type erased.
+pub(crate) type OnDie<E> = fn(&mut State, &DieReason, &mut Effects<E>);
+
+/// A monitor instance to create in a context.
+pub(crate) struct NewInstance<E: Event> {
+    pub(crate) state: State,
+    pub(crate) on_die: OnDie<E>,
+    pub(crate) init: Init<E>,
+}
+
+/// An inbox entry.
+pub(crate) enum Entry<E: Event> {
+    Event(E),
+    /// Boxed, so that an entry (an inbox slot) is as small as the event allows: most entries are
+    /// events, and every slot of every inbox is the size of the largest variant.
+    Spawn(Box<NewInstance<E>>),
+    /// A clock tick: the context's logical time advances to it (R7.1).
+    Tick(Time),
+}
+
+/// What a new listener waits for.
+pub(crate) enum Spec<E: Event> {
+    Template(Pattern<E>, Handler<E>),
+    Expr(Expr<E>, MatchHandler<E>),
+}
+
+/// A deferred change requested by a handler, applied when it returns.
+pub(crate) enum Op<E: Event> {
+    Listen {
+        handle: u64,
+        instance: u32,
+        mode: Mode,
+        spec: Spec<E>,
+    },
+    Quit(u64),
+    Subscribe(u32, Channel),
+    Unsubscribe(u32, Channel),
+    Spawn(NewInstance<E>),
+    /// `Scope::die`: the instance ends once its handler's other operations are applied. An
+    /// operation rather than a flag, so that the check after every handler is one emptiness test.
+    Die,
+}
+
+/// The part of a context that handlers act on through their `Scope`.
+pub(crate) struct Effects<E: Event> {
+    pub(crate) routes: RouteStack<E>,
+    pub(crate) me: ContextRef,
+    /// The instance whose handler is running.
+    pub(crate) current: u32,
+    pub(crate) ops: Vec<Op<E>>,
+    pub(crate) links: Links<E, OwnInbox<E>>,
+    /// Counted by the context's thread; published after batches of entries.
+    pub(crate) stats: Counters,
+    pub(crate) next_handle: u64,
+    /// The context's logical time: the last tick taken (R7.1).
+    pub(crate) now: Time,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 32-byte event, the size of the harness's.
+    #[derive(Clone)]
+    struct Wide {
+        _fields: [u64; 3],
+        kind: u32,
+    }
+
+    impl Event for Wide {
+        type Kind = u32;
+        fn kind(&self) -> u32 {
+            self.kind
+        }
+    }
+
+    // R5.1: an inbox of capacity N holds N entries of fixed size, so the entry size is the memory
+    // of every inbox place: a spawn must not make every event's place larger than the event needs.
+    #[test]
+    fn r5_1_an_inbox_place_is_no_larger_than_an_event_and_a_tag() {
+        let event = std::mem::size_of::<Wide>();
+        // What the boxing of `Entry::Spawn` saves: a spawn's payload is larger than such an event.
+        assert!(std::mem::size_of::<NewInstance<Wide>>() > event + 8);
+        assert!(
+            std::mem::size_of::<Entry<Wide>>() <= event + 8,
+            "Entry<E> is {} bytes for a {event}-byte event",
+            std::mem::size_of::<Entry<Wide>>()
+        );
+    }
+}

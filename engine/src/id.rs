@@ -1,0 +1,68 @@
+//! Context references: [`ContextRef`], the id every other module names a context by (SPEC R1.2).
+//!
+//! A leaf: owns the reference's one-word layout (`id | correlator_tag << 32`); imports nothing
+//! from the engine.
+
+use std::fmt;
+
+/// A reference to a context: a small `Copy` value (8 bytes) that can be stored in events and state,
+/// compared and hashed (SPEC R1.2). Every context of a correlator has a unique one; `main` is the
+/// first.
+///
+/// A reference also names its correlator (a tag unique in the process), so that a reference of
+/// another correlator is refused rather than delivered to whichever context has the same id:
+/// sends, spawns and loads into it fail with `UnknownContext`
+/// ([`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext),
+/// [`Error::UnknownContext`](crate::Error::UnknownContext)), and references of two correlators
+/// are never equal. Ordering compares the correlator's tag first, then the id.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContextRef {
+    /// `id | correlator_tag << 32`: one word, so that a sender checks tag and id with one
+    /// subtraction and one comparison (`Links::knows`).
+    word: u64,
+}
+
+impl ContextRef {
+    /// The context's unique id within its correlator (`main` is 0).
+    #[inline(always)]
+    pub fn id(self) -> u32 {
+        self.word as u32
+    }
+
+    /// The reference of context `id` of the correlator tagged `correlator`.
+    #[inline(always)]
+    pub(crate) fn new(correlator: u32, id: u32) -> Self {
+        Self {
+            word: u64::from(id) | u64::from(correlator) << 32,
+        }
+    }
+
+    /// The tag of the correlator the context belongs to.
+    #[inline(always)]
+    pub(crate) fn correlator(self) -> u32 {
+        (self.word >> 32) as u32
+    }
+
+    /// The reference as one word: `id | correlator << 32`.
+    #[inline(always)]
+    pub(crate) fn word(self) -> u64 {
+        self.word
+    }
+}
+
+impl fmt::Debug for ContextRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ContextRef({}, correlator {})",
+            self.id(),
+            self.correlator()
+        )
+    }
+}
+
+impl fmt::Display for ContextRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "context #{}", self.id())
+    }
+}

@@ -1,0 +1,179 @@
+//! The registry: what every thread knows about a correlator ([`Shared`]: its configuration, its
+//! contexts, channels and wait graph) and about each context ([`ContextShared`]: its inbox and its
+//! published counters).
+//!
+//! Owns the registry's data, not its behaviour: the facade (`correlator`) creates and stops
+//! contexts, the context loop (`context`) publishes counters, `deliver` reads inboxes. May import
+//! the leaves (`id`, `event`, `config`, `channel`, `inbox`, `status`, `sync`) and `entry` (the
+//! inboxes hold [`Entry`]s: the type recursion that `entry`'s module doc names).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::channel::Channels;
+use crate::config::{PinningPlan, WaitStrategy};
+use crate::entry::Entry;
+use crate::event::Event;
+use crate::id::ContextRef;
+use crate::inbox::Inbox;
+use crate::status::PublishedCounters;
+use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
+
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) capacity: usize,
+    pub(crate) wait: WaitStrategy,
+    pub(crate) pinning: PinningPlan,
+    pub(crate) max_contexts: usize,
+    pub(crate) status_interval: Option<Duration>,
+    /// Clock ticks per second; `None` when the user drives time (`external_time`).
+    pub(crate) tick_rate: Option<u32>,
+    /// Processed inbox entries a context gives back at once (`release_batch`).
+    pub(crate) release_batch: usize,
+}
+
+impl Config {
+    /// The batch a context really uses: never more than an eighth of its inbox. With half, a
+    /// flood into a 64-entry inbox (`backpressure/flood`) lost 15 % of its throughput: the
+    /// senders, parked on a full inbox, got room only after 32 entries and left the context idle
+    /// while they woke; with an eighth it was as fast as without batching.
+    pub(crate) fn effective_release_batch(&self) -> usize {
+        self.release_batch.min(self.capacity / 8).max(1)
+    }
+}
+
+/// State shared by the facade, every context thread and every handle.
+pub(crate) struct Shared<E: Event> {
+    pub(crate) config: Config,
+    /// This correlator's tag, unique in the process: every [`ContextRef`] of it carries it.
+    pub(crate) tag: u32,
+    /// Every context, indexed by id; append-only.
+    pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
+    pub(crate) channels: Channels<E>,
+    pub(crate) waits: WaitGraph,
+    pub(crate) started: AtomicBool,
+    pub(crate) input_closed: AtomicBool,
+    /// Set (under `creating`) when shutdown enters its stopping phase: no context is created after.
+    pub(crate) stopping: AtomicBool,
+    pub(crate) shut_down: AtomicBool,
+    /// Channel sends nobody received (R4.5).
+    pub(crate) dropped: AtomicU64,
+    /// The cores this process may run on, read once when the correlator was built.
+    pub(crate) available_cores: Vec<usize>,
+    pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Serialises context creation (ids are handed out in order).
+    pub(crate) creating: Mutex<()>,
+}
+
+impl<E: Event> Shared<E> {
+    pub(crate) fn input_closed(&self) -> bool {
+        self.input_closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<Arc<ContextShared<E>>> {
+        sync::read_lock(&self.contexts).clone()
+    }
+
+    /// The context of this correlator whose thread is the calling thread, if any (a handler or
+    /// hook is running). One thread-local read: no lock.
+    pub(crate) fn context_of_current_thread(&self) -> Option<ContextRef> {
+        // A context thread's mark is the address of its correlator's `Shared`, which cannot be
+        // reused while the thread lives: the thread holds an `Arc` of it.
+        let owner = self as *const Self as usize;
+        sync::context_mark()
+            .filter(|&(o, _)| o == owner)
+            .map(|(_, id)| ContextRef::new(self.tag, id))
+    }
+}
+
+/// What a context publishes for other threads: its status counters (R9.1) and its `done` count.
+#[derive(Default)]
+pub(crate) struct ContextStats {
+    /// The counters of the status snapshot (the one list is in `status`).
+    pub(crate) counters: PublishedCounters,
+    /// Inbox entries fully processed (used by the shutdown scan). Written only by the context's
+    /// thread.
+    pub(crate) done: AtomicU64,
+}
+
+/// What other threads know about a context.
+pub(crate) struct ContextShared<E: Event> {
+    pub(crate) id: u32,
+    /// The tag of the correlator it belongs to (see [`ContextRef`]).
+    pub(crate) correlator: u32,
+    pub(crate) name: String,
+    pub(crate) public: bool,
+    pub(crate) wait: WaitStrategy,
+    /// The core the plan or the options asked for.
+    pub(crate) core: Option<usize>,
+    /// Whether pinning to `core` took effect (set by the thread itself).
+    pub(crate) pinned: AtomicBool,
+    pub(crate) inbox: Arc<Inbox<Entry<E>>>,
+    pub(crate) stats: CachePadded<ContextStats>,
+    /// Set when the context must exit once its inbox is empty (after the shutdown scan).
+    pub(crate) exit: AtomicBool,
+    /// Set by the thread when it has exited.
+    pub(crate) stopped: AtomicBool,
+    pub(crate) thread: OnceLock<Thread>,
+}
+
+impl<E: Event> ContextShared<E> {
+    pub(crate) fn reference(&self) -> ContextRef {
+        ContextRef::new(self.correlator, self.id)
+    }
+
+    pub(crate) fn unpark(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// No edge: the context waits on nobody.
+const NO_EDGE: u32 = u32::MAX;
+
+/// Which context waits on which: one edge per waiting context, to the context whose full inbox it
+/// waits on; a send that would close a cycle is refused instead of waiting (R5.2, see `deliver`).
+#[derive(Debug)]
+pub struct WaitGraph {
+    edges: Mutex<Vec<u32>>,
+}
+
+impl WaitGraph {
+    /// A graph for contexts `0..max_contexts`, with no edge.
+    pub fn new(max_contexts: usize) -> Self {
+        Self {
+            edges: Mutex::new(vec![NO_EDGE; max_contexts]),
+        }
+    }
+
+    /// Records "`me` waits on `target`"; returns `true` (and removes the edge) if that closes a cycle.
+    pub fn would_deadlock(&self, me: u32, target: u32) -> bool {
+        let mut edges = sync::lock(&self.edges);
+        let Some(slot) = edges.get_mut(me as usize) else {
+            return false;
+        };
+        *slot = target;
+        let mut cur = target;
+        for _ in 0..edges.len() {
+            if cur == me {
+                edges[me as usize] = NO_EDGE;
+                return true;
+            }
+            match edges.get(cur as usize) {
+                Some(&next) if next != NO_EDGE => cur = next,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Removes `me`'s edge.
+    pub fn clear(&self, me: u32) {
+        if let Some(slot) = sync::lock(&self.edges).get_mut(me as usize) {
+            *slot = NO_EDGE;
+        }
+    }
+}
