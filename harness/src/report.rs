@@ -79,10 +79,11 @@ pub fn baselines_of(id: &str) -> Vec<String> {
 pub const BOOKKEEPING_LIMIT_PCT: f64 = 5.0;
 
 /// The figures a bare probe is compared on: (timed metric, bare metric, unit). Stream peers
-/// compare throughputs, ping-pong peers mean one-way latencies.
-const BARE_PAIRS: [(&str, &str, &str); 2] = [
+/// compare throughputs, ping-pongs mean one-way latencies, bursts mean latencies per event.
+const BARE_PAIRS: [(&str, &str, &str); 3] = [
     ("throughput", "throughput_bare", "events/s"),
     ("latency_one_way_mean", "latency_one_way_bare", "ns"),
+    ("latency_per_event_mean", "latency_per_event_bare", "ns"),
 ];
 
 /// `(id, timed figure, bare figure, cost %, unit)` of every record with a bare probe.

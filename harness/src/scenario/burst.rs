@@ -15,11 +15,12 @@
 //! / `read_chunk` (its batch API).
 
 use super::{
-    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
-    STALL_TIMEOUT,
+    put, sample_clock, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared,
+    Slot, Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
+use crate::record::Better;
 use crate::stats::new_hist;
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
@@ -62,6 +63,11 @@ pub fn register(v: &mut Vec<Scenario>) {
             move |ctx| rtrb_burst(ctx, b),
         ));
     }
+}
+
+/// Bursts of the bare probe (after the timed window, before the paused phase).
+pub fn bare_bursts(ctx: &RunCtx) -> u64 {
+    ctx.mode.pick(1_000, 20_000, 100_000)
 }
 
 /// Bursts of the paused phase.
@@ -107,6 +113,8 @@ pub struct Driven {
     pub hot: Histogram<u64>,
     /// Per-event latency, 1 ms pause before each burst.
     pub paused: Histogram<u64>,
+    /// The bare probe: bursts and seconds.
+    pub bare: Option<(u64, f64)>,
     /// Events sent.
     pub sent: u64,
     /// Why it stopped early, if it did.
@@ -130,8 +138,9 @@ pub fn drive(
     let mut seq = 0u64;
     let mut bursts = 0u64;
     let mut failure = None;
-    let mut one = |seq: &mut u64, h: Option<&mut Histogram<u64>>| -> Result<(), String> {
-        let t0 = now_ns();
+    // One burst; its time in ns when `timed` (0 otherwise: no clock read).
+    let mut one = |seq: &mut u64, timed: bool| -> Result<u64, String> {
+        let t0 = if timed { now_ns() } else { 0 };
         if !send(*seq) {
             return Err("the consumer is gone".into());
         }
@@ -152,28 +161,49 @@ pub fn drive(
                 }
             }
         }
-        let dt = now_ns() - t0;
-        if let Some(h) = h {
-            h.saturating_record((dt / b as u64).max(1));
-        }
-        Ok(())
+        Ok(if timed { now_ns() - t0 } else { 0 })
     };
+    let per_event = |dt: u64| (dt / b as u64).max(1);
     while !shared.stopped() {
-        let rec = shared.measuring();
-        if let Err(e) = one(&mut seq, rec.then_some(&mut hot)) {
-            shared.fail(e.clone());
-            failure = Some(e);
-            break;
+        // One burst in LATENCY_SAMPLE_EVERY is timed and recorded.
+        let timed = sample_clock(bursts) != 0;
+        match one(&mut seq, timed) {
+            Ok(dt) => {
+                if timed && shared.measuring() {
+                    hot.saturating_record(per_event(dt));
+                }
+            }
+            Err(e) => {
+                shared.fail(e.clone());
+                failure = Some(e);
+                break;
+            }
         }
         bursts += 1;
-        shared.publish(bursts, true);
+        shared.publish(bursts, false);
+    }
+    let mut bare = None;
+    if failure.is_none() {
+        // The bare probe: the same bursts, timed as a whole (no clock read per burst, no
+        // histogram, no stop check, no publishing).
+        let n = bare_bursts(ctx);
+        let t0 = now_ns();
+        match (0..n).try_for_each(|_| one(&mut seq, false).map(drop)) {
+            Ok(()) => bare = Some((n, (now_ns() - t0) as f64 / 1e9)),
+            Err(e) => failure = Some(e),
+        }
     }
     if failure.is_none() {
         for _ in 0..paused_bursts(ctx) {
             std::thread::sleep(PAUSE);
-            if let Err(e) = one(&mut seq, Some(&mut paused)) {
-                failure = Some(e);
-                break;
+            match one(&mut seq, true) {
+                Ok(dt) => {
+                    paused.saturating_record(per_event(dt));
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
     }
@@ -181,6 +211,7 @@ pub fn drive(
         placement: probe.finish(),
         hot,
         paused,
+        bare,
         sent: seq,
         failure,
     }
@@ -198,8 +229,26 @@ pub fn finish(
     out.param("capacity", BURST_CAPACITY as u64);
     out.param("pause_ms", PAUSE.as_millis() as u64);
     out.placed(d.placement);
-    if let Err(e) = w {
-        out.fail(e);
+    out.param("latency_sampled_every", LATENCY_SAMPLE_EVERY);
+    match w {
+        Ok(w) if w.events > 0 => {
+            // The timed window's mean per event (bursts published every PUBLISH_EVERY) against
+            // the bare probe's.
+            let timed = w.secs * 1e9 / (w.events * b as u64) as f64;
+            out.value("latency_per_event_mean", "ns", timed, Better::Lower);
+            if let Some((n, secs)) = d.bare.filter(|&(n, secs)| n > 0 && secs > 0.0) {
+                let bare = secs * 1e9 / (n * b as u64) as f64;
+                out.value("latency_per_event_bare", "ns", bare, Better::Lower);
+                out.value(
+                    "bookkeeping_cost",
+                    "%",
+                    100.0 * (1.0 - bare / timed),
+                    Better::Lower,
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(e) => out.fail(e),
     }
     if let Some(f) = d.failure {
         out.fail(f);

@@ -113,6 +113,22 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(3);
 /// Producers and self-perpetuating loops look at the stop flag every this many events.
 pub const STOP_CHECK_EVERY: u64 = 1024;
 
+/// Latency loops (the ping-pongs, the bursts) read the clock on one round trip or burst in this
+/// many (a power of two) and record only those: the others run without clock reads or
+/// histogram, so that the loop costs what the bare probe costs.
+pub const LATENCY_SAMPLE_EVERY: u64 = 16;
+
+/// The clock for a latency sample: `now_ns()` on the [`LATENCY_SAMPLE_EVERY`]-th iteration `i`,
+/// 0 (no sample) on the others.
+#[inline]
+pub fn sample_clock(i: u64) -> u64 {
+    if i & (LATENCY_SAMPLE_EVERY - 1) == 0 {
+        crate::clock::now_ns().max(1)
+    } else {
+        0
+    }
+}
+
 /// The event every scenario moves: 32 bytes, like a small market-data tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Ev {
@@ -312,7 +328,6 @@ pub fn catalogue(cores: usize) -> Vec<Scenario> {
     peers::register_pingpong(&mut v);
     engine::register_stream(&mut v, 1);
     peers::register_stream(&mut v, 1);
-    baseline::register_stream(&mut v, 1);
     for n in stream_fan_in(cores) {
         engine::register_stream(&mut v, n);
         peers::register_stream(&mut v, n);
