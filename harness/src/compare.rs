@@ -25,13 +25,13 @@
 //!   an absolute change with more runs (`--runs 10`). Absolute figures move with the machine's
 //!   load; they are reported, but only target ratios decide the exit code.
 //!
-//! Exit code: 0 when no target regressed, [`crate::runner::EXIT_REGRESSION`] (3) when one did, 2
+//! Exit code: 0 when no target regressed, [`crate::cli::EXIT_REGRESSION`] (3) when one did, 2
 //! when a folder cannot be read. `--json` prints one JSON object ([`Report`]) instead of the
 //! table, for CI.
 
-use crate::output::{fmt_value, read_summary};
+use crate::record::{fmt_value, read_summary};
 use crate::record::{Better, Summary, TargetRecord};
-use crate::stats;
+use crate::{stats, targets};
 use serde::Serialize;
 use std::path::Path;
 
@@ -273,7 +273,7 @@ fn compare_target(ta: &TargetRecord, tb: &TargetRecord) -> TargetChange {
         _ => None,
     };
     let mut p_value = None;
-    let verdict = if ta.kind == "absolute" {
+    let verdict = if ta.is_absolute() {
         // Allocations: any run that allocated where none did before is a regression.
         let worst = |t: &TargetRecord| t.ratios.iter().copied().fold(0.0, f64::max);
         if ta.ratios.is_empty() || tb.ratios.is_empty() {
@@ -314,17 +314,9 @@ fn compare_target(ta: &TargetRecord, tb: &TargetRecord) -> TargetChange {
 /// [`TARGET_ALPHA`] and it is at least [`MIN_EFFECT`].
 pub fn compare_targets(a: &Summary, b: &Summary) -> Vec<TargetChange> {
     // (change, higher is better, a bound: reported, never a regression)
-    let mut changes: Vec<(TargetChange, bool, bool)> = a
-        .targets
-        .iter()
-        .filter_map(|ta| {
-            let tb = b.targets.iter().find(|t| t.target == ta.target)?;
-            Some((
-                compare_target(ta, tb),
-                ta.direction == "at_least",
-                ta.kind == "bound",
-            ))
-        })
+    let mut changes: Vec<(TargetChange, bool, bool)> = targets::in_both(a, b)
+        .into_iter()
+        .map(|(ta, tb)| (compare_target(ta, tb), ta.higher_is_better(), ta.is_bound()))
         .collect();
     let tested: Vec<usize> = (0..changes.len())
         .filter(|&i| changes[i].0.p_value.is_some())
@@ -423,9 +415,9 @@ pub fn build(
         regressions,
         real_record_changes,
         exit_code: if regressions > 0 {
-            crate::runner::EXIT_REGRESSION
+            crate::cli::EXIT_REGRESSION
         } else {
-            crate::runner::EXIT_OK
+            crate::cli::EXIT_OK
         },
     }
 }
@@ -519,7 +511,7 @@ pub fn run(a: &Path, b: &Path, json: bool) -> i32 {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("{e}");
-            return crate::runner::EXIT_USAGE;
+            return crate::cli::EXIT_USAGE;
         }
     };
     let r = build(
@@ -700,7 +692,7 @@ mod tests {
         let r = build("a", "b", &a, &worse, &null, &null);
         assert_eq!(r.targets[0].verdict, Verdict::Worse);
         assert_eq!(r.regressions, 1);
-        assert_eq!(r.exit_code, crate::runner::EXIT_REGRESSION);
+        assert_eq!(r.exit_code, crate::cli::EXIT_REGRESSION);
         assert!(render(&r).contains("REGRESSION"));
         let r = build("a", "b", &a, &better, &null, &null);
         assert_eq!(r.targets[0].verdict, Verdict::Better);
@@ -751,7 +743,7 @@ mod tests {
                         "{t:?}"
                     );
                 }
-                assert_eq!(r.exit_code, crate::runner::EXIT_OK);
+                assert_eq!(r.exit_code, crate::cli::EXIT_OK);
                 assert!(r.targets.iter().any(|t| t.p_adjusted.is_some()));
             }
         }
@@ -810,7 +802,7 @@ mod tests {
             &null,
         );
         assert!(r.targets[0].regression, "{:?}", r.targets[0]);
-        assert_eq!(r.exit_code, crate::runner::EXIT_REGRESSION);
+        assert_eq!(r.exit_code, crate::cli::EXIT_REGRESSION);
     }
 
     #[test]

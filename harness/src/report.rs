@@ -5,7 +5,7 @@
 //! what machine it was measured at the top, and the targets use medians over runs.
 
 use crate::env::Env;
-use crate::output::fmt_value;
+use crate::record::fmt_value;
 use crate::record::{Summary, SummaryRecord};
 use std::fmt::Write as _;
 
@@ -227,7 +227,7 @@ pub fn render(
             t.median.map_or("-".into(), |m| format!(
                 "**{}{}**",
                 fmt_ratio(m),
-                if t.kind == "absolute" { "" } else { "x" }
+                if t.is_absolute() { "" } else { "x" }
             )),
             t.ci95.map_or("-".into(), |(lo, hi)| format!(
                 "{} .. {}",
@@ -240,7 +240,7 @@ pub fn render(
             per_round
         );
     }
-    let judged: Vec<_> = s.targets.iter().filter(|t| t.kind != "bound").collect();
+    let judged: Vec<_> = s.targets.iter().filter(|t| !t.is_bound()).collect();
     let count = |v: &str| judged.iter().filter(|t| t.verdict == v).count();
     let _ = writeln!(
         md,

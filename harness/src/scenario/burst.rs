@@ -15,8 +15,8 @@
 //! / `read_chunk` (its batch API).
 
 use super::{
-    put, sample_clock, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared,
-    Slot, Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
+    bare_latency_figures, put, sample_clock, slot, take, timed_window, Ev, Family, Outcome, RunCtx,
+    Scenario, Shared, Slot, Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
@@ -217,6 +217,22 @@ pub fn drive(
     }
 }
 
+/// Spawns the producer of a burst scenario on slot 1 (the consumer is on slot 0): [`drive`]
+/// with `send`. `send` owns the sending handle, so the handle is dropped when `drive` returns
+/// (a disruptor then shuts down and joins its processor; a channel's receiver sees the end).
+pub fn spawn_producer(
+    ctx: &RunCtx,
+    shared: &Arc<Shared>,
+    sink: &Sink,
+    b: usize,
+    send: impl FnMut(u64) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<Driven> {
+    let (shared, sink) = (shared.clone(), sink.clone());
+    let (ctx, core) = (ctx.clone(), ctx.map.core_for(1));
+    let shared_core = ctx.share_core(0, 1);
+    std::thread::spawn(move || drive(&ctx, &shared, core, b, &sink, shared_core, send))
+}
+
 /// Records a burst scenario's figures and checks.
 pub fn finish(
     out: &mut Outcome,
@@ -235,16 +251,12 @@ pub fn finish(
             // The timed window's mean per event (bursts published every PUBLISH_EVERY) against
             // the bare probe's.
             let timed = w.secs * 1e9 / (w.events * b as u64) as f64;
-            out.value("latency_per_event_mean", "ns", timed, Better::Lower);
-            if let Some((n, secs)) = d.bare.filter(|&(n, secs)| n > 0 && secs > 0.0) {
-                let bare = secs * 1e9 / (n * b as u64) as f64;
-                out.value("latency_per_event_bare", "ns", bare, Better::Lower);
-                out.value(
-                    "bookkeeping_cost",
-                    "%",
-                    100.0 * (1.0 - bare / timed),
-                    Better::Lower,
-                );
+            match d.bare.filter(|&(n, secs)| n > 0 && secs > 0.0) {
+                Some((n, secs)) => {
+                    let bare = secs * 1e9 / (n * b as u64) as f64;
+                    bare_latency_figures(out, "latency_per_event", timed, bare);
+                }
+                None => out.value("latency_per_event_mean", "ns", timed, Better::Lower),
             }
         }
         Ok(_) => {}
@@ -294,16 +306,9 @@ fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
             (probe.finish(), c.next, c.bad)
         })
     };
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let sc = ctx.share_core(0, 1);
-        std::thread::spawn(move || {
-            drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
-            })
-        })
-    };
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     let c = consumer.join().expect("consumer panicked");
@@ -344,24 +349,14 @@ fn disruptor(ctx: &RunCtx, b: usize) -> Outcome {
             init,
         )
         .build();
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let sc = ctx.share_core(0, 1);
-        std::thread::spawn(move || {
-            let d = drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                disruptor::Producer::batch_publish(&mut p, b, |iter| {
-                    for (i, e) in iter.enumerate() {
-                        *e = ev(first + i as u64);
-                    }
-                });
-                true
-            });
-            // Shuts the disruptor down and joins its processor.
-            drop(p);
-            d
-        })
-    };
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        disruptor::Producer::batch_publish(&mut p, b, |iter| {
+            for (i, e) in iter.enumerate() {
+                *e = ev(first + i as u64);
+            }
+        });
+        true
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     finish(&mut out, b, w, d, take(&res));
@@ -402,27 +397,19 @@ fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
             (probe.finish(), c.next, c.bad)
         })
     };
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let mut spin = Spin::new(ctx, sc);
-        std::thread::spawn(move || {
-            let d = drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                // The whole burst as one chunk (b <= capacity); wait for room as a user would.
-                loop {
-                    match tx.write_chunk_uninit(b) {
-                        Ok(chunk) => {
-                            chunk.fill_from_iter((first..first + b as u64).map(ev));
-                            return true;
-                        }
-                        Err(_) => spin.step(),
-                    }
+    let mut spin = Spin::new(ctx, sc);
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        // The whole burst as one chunk (b <= capacity); wait for room as a user would.
+        loop {
+            match tx.write_chunk_uninit(b) {
+                Ok(chunk) => {
+                    chunk.fill_from_iter((first..first + b as u64).map(ev));
+                    return true;
                 }
-            });
-            drop(tx);
-            d
-        })
-    };
+                Err(_) => spin.step(),
+            }
+        }
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     let c = consumer.join().expect("consumer panicked");

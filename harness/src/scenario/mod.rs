@@ -629,6 +629,20 @@ impl FifoCheck {
     }
 }
 
+/// Records a latency loop's bare-probe figures: `{metric}_mean` (the timed window's mean),
+/// `{metric}_bare` (the bare probes' mean) and `bookkeeping_cost` = `1 - bare / timed` in %
+/// (the same as `1 - timed / bare` on rates).
+pub fn bare_latency_figures(out: &mut Outcome, metric: &str, timed_ns: f64, bare_ns: f64) {
+    out.value(&format!("{metric}_mean"), "ns", timed_ns, Better::Lower);
+    out.value(&format!("{metric}_bare"), "ns", bare_ns, Better::Lower);
+    out.value(
+        "bookkeeping_cost",
+        "%",
+        100.0 * (1.0 - bare_ns / timed_ns),
+        Better::Lower,
+    );
+}
+
 /// Adds the standard stream figures: throughput, ns/event, and fairness between senders.
 pub fn stream_figures(out: &mut Outcome, w: Window, share_at_half: Option<&[u64]>) {
     let rate = out.throughput("throughput", "events/s", w.events, w.secs);

@@ -34,9 +34,9 @@
 
 use super::baseline::{sample, sender_counters, sender_slot};
 use super::{
-    put, sample_clock, seq_of, slot, stream_figures, take, timed_window, timed_window_with, Ev,
-    Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, LATENCY_SAMPLE_EVERY,
-    PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    bare_latency_figures, put, sample_clock, seq_of, slot, stream_figures, take, timed_window,
+    timed_window_with, Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
+    LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
@@ -1005,14 +1005,7 @@ fn pingpong_bare_figures(
     }
     let timed = 1e9 / timed_rate / 2.0;
     let bare = secs * 1e9 / trips as f64 / 2.0;
-    out.value("latency_one_way_mean", "ns", timed, Better::Lower);
-    out.value("latency_one_way_bare", "ns", bare, Better::Lower);
-    out.value(
-        "bookkeeping_cost",
-        "%",
-        100.0 * (1.0 - bare / timed),
-        Better::Lower,
-    );
+    bare_latency_figures(out, "latency_one_way", timed, bare);
 }
 
 /// The bare probe of a channel ping-pong: `trips` round trips over fresh channels, timed as a
