@@ -184,23 +184,23 @@ impl Summary {
     }
 }
 
+/// `v` divided by the first of `steps` (threshold, prefix; largest first) that `|v|` reaches,
+/// with that prefix; `(v, below)` under them all.
+fn scaled(v: f64, steps: [(f64, &'static str); 3], below: &'static str) -> (f64, &'static str) {
+    steps
+        .iter()
+        .find(|(t, _)| v.abs() >= *t)
+        .map_or((v, below), |&(t, p)| (v / t, p))
+}
+
 /// A value with its unit, scaled for reading (`12.3 M events/s`, `84 ns`).
 pub fn fmt_value(v: f64, unit: &str) -> String {
     if !v.is_finite() {
         return format!("- {unit}");
     }
-    let a = v.abs();
     if unit == "ns" {
         // Latencies in the unit a reader takes in at a glance.
-        let (x, u) = if a >= 1e9 {
-            (v / 1e9, "s")
-        } else if a >= 1e6 {
-            (v / 1e6, "ms")
-        } else if a >= 1e3 {
-            (v / 1e3, "µs")
-        } else {
-            (v, "ns")
-        };
+        let (x, u) = scaled(v, [(1e9, "s"), (1e6, "ms"), (1e3, "µs")], "ns");
         let digits = if x.abs() >= 100.0 || x == x.trunc() {
             0
         } else if x.abs() >= 10.0 {
@@ -211,15 +211,7 @@ pub fn fmt_value(v: f64, unit: &str) -> String {
         return format!("{x:.digits$} {u}");
     }
     let (x, p) = if unit.ends_with("/s") {
-        if a >= 1e9 {
-            (v / 1e9, "G ")
-        } else if a >= 1e6 {
-            (v / 1e6, "M ")
-        } else if a >= 1e3 {
-            (v / 1e3, "k ")
-        } else {
-            (v, "")
-        }
+        scaled(v, [(1e9, "G "), (1e6, "M "), (1e3, "k ")], "")
     } else {
         (v, "")
     };
