@@ -4,6 +4,14 @@ use crate::scenario::Mode;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+/// Exit code of a run whose checks all passed.
+pub const EXIT_OK: i32 = 0;
+/// Exit code when at least one check failed.
+pub const EXIT_CHECK_FAILED: i32 = 1;
+/// Exit code for bad arguments or an unusable environment.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code of `harness compare` when a target regressed really (see [`crate::compare`]).
+pub const EXIT_REGRESSION: i32 = 3;
 /// The correlator's benchmark lab.
 #[derive(Debug, Parser)]
 #[command(

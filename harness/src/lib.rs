@@ -14,7 +14,7 @@
 //! budget, writes the result folder ([`output`]: `env.json`, `summary.json`, `summary.csv`,
 //! `.hgrm`, [`plots`], [`report`]) and exits non-zero when any check failed (a target that is
 //! NOT MET is reported, not an error). [`compare`] diffs two folders, absolute figures with a
-//! Mann–Whitney test and target ratios with a bootstrap interval, and exits non-zero when a
+//! Mann–Whitney test over the runs and target ratios with one over the per-round ratios, and exits non-zero when a
 //! target regressed.
 //!
 //! Engine scenarios and their peers (crossbeam-channel, std mpsc, kanal, flume, tokio mpsc,

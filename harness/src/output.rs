@@ -3,11 +3,24 @@
 //! the SVG plots and `report.md`.
 
 use crate::record::{RunRecord, Summary, SummaryRecord};
-use crate::runner::RunResult;
 use crate::{plots, report, stats};
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
+
+/// Everything a finished run produced, as written into the result folder.
+pub struct RunResult {
+    /// The environment.
+    pub env: crate::env::Env,
+    /// Summary rows.
+    pub summary: Summary,
+    /// Every run's record, by scenario id (in run order).
+    pub runs: Vec<(String, Vec<RunRecord>)>,
+    /// Warnings specific to scenarios (cores, notes, pinning).
+    pub scenario_warnings: Vec<String>,
+    /// Where it was written.
+    pub out: std::path::PathBuf,
+}
 
 /// A file-name-safe form of `id` + `metric` (`pingpong_engine.latency_one_way`).
 pub fn file_stem(id: &str, metric: &str) -> String {
@@ -25,55 +38,6 @@ pub fn file_stem(id: &str, metric: &str) -> String {
             .collect::<String>()
     };
     format!("{}.{}", clean(id), clean(metric))
-}
-
-/// A value with its unit, scaled for reading (`12.3 M events/s`, `84 ns`).
-pub fn fmt_value(v: f64, unit: &str) -> String {
-    if !v.is_finite() {
-        return format!("- {unit}");
-    }
-    let a = v.abs();
-    if unit == "ns" {
-        // Latencies in the unit a reader takes in at a glance.
-        let (x, u) = if a >= 1e9 {
-            (v / 1e9, "s")
-        } else if a >= 1e6 {
-            (v / 1e6, "ms")
-        } else if a >= 1e3 {
-            (v / 1e3, "µs")
-        } else {
-            (v, "ns")
-        };
-        let digits = if x.abs() >= 100.0 || x == x.trunc() {
-            0
-        } else if x.abs() >= 10.0 {
-            1
-        } else {
-            2
-        };
-        return format!("{x:.digits$} {u}");
-    }
-    let (x, p) = if unit.ends_with("/s") {
-        if a >= 1e9 {
-            (v / 1e9, "G ")
-        } else if a >= 1e6 {
-            (v / 1e6, "M ")
-        } else if a >= 1e3 {
-            (v / 1e3, "k ")
-        } else {
-            (v, "")
-        }
-    } else {
-        (v, "")
-    };
-    let digits = if x.abs() >= 100.0 || x == x.trunc() {
-        0
-    } else if x.abs() >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{x:.digits$} {p}{unit}")
 }
 
 fn csv_field(s: &str) -> String {
@@ -181,27 +145,6 @@ pub fn write_all(r: &RunResult) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads `summary.json` from a result folder.
-///
-/// # Errors
-/// When the file is missing, is not JSON, or has another schema.
-pub fn read_summary(dir: &Path) -> Result<Summary, String> {
-    let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let s: Summary = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a summary: {e}", path.display()))?;
-    if s.schema != crate::record::SCHEMA {
-        return Err(format!(
-            "{} has schema {}, this harness reads schema {}",
-            path.display(),
-            s.schema,
-            crate::record::SCHEMA
-        ));
-    }
-    Ok(s)
-}
-
 /// Looks a row up.
 pub fn row<'a>(s: &'a Summary, id: &str, metric: &str) -> Option<&'a SummaryRecord> {
     s.get(id, metric)
@@ -222,16 +165,6 @@ mod tests {
             file_stem("idle/wakeup", "wake[busy-spin]"),
             "idle_wakeup.wake_busy-spin_"
         );
-    }
-
-    #[test]
-    fn values_scale() {
-        assert_eq!(fmt_value(12_345_678.0, "events/s"), "12.3 M events/s");
-        assert_eq!(fmt_value(84.0, "ns"), "84 ns");
-        assert_eq!(fmt_value(12_500.0, "ns"), "12.5 µs");
-        assert_eq!(fmt_value(3_210_000.0, "ns"), "3.21 ms");
-        assert_eq!(fmt_value(2e9, "ns"), "2 s");
-        assert_eq!(fmt_value(0.5, "allocs/event"), "0.50 allocs/event");
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn colour(i: usize) -> RGBColor {
 
 /// A latency (ns) axis label in a readable unit.
 fn ns_label(y: &f64) -> String {
-    crate::output::fmt_value(*y, "ns")
+    crate::record::fmt_value(*y, "ns")
 }
 
 /// Width of the legend column, pixels.

@@ -183,3 +183,80 @@ impl Summary {
             .find(|r| r.id == id && r.metric == metric)
     }
 }
+
+/// `v` divided by the first of `steps` (threshold, prefix; largest first) that `|v|` reaches,
+/// with that prefix; `(v, below)` under them all.
+fn scaled(v: f64, steps: [(f64, &'static str); 3], below: &'static str) -> (f64, &'static str) {
+    steps
+        .iter()
+        .find(|(t, _)| v.abs() >= *t)
+        .map_or((v, below), |&(t, p)| (v / t, p))
+}
+
+/// A value with its unit, scaled for reading (`12.3 M events/s`, `84 ns`).
+pub fn fmt_value(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return format!("- {unit}");
+    }
+    if unit == "ns" {
+        // Latencies in the unit a reader takes in at a glance.
+        let (x, u) = scaled(v, [(1e9, "s"), (1e6, "ms"), (1e3, "µs")], "ns");
+        let digits = if x.abs() >= 100.0 || x == x.trunc() {
+            0
+        } else if x.abs() >= 10.0 {
+            1
+        } else {
+            2
+        };
+        return format!("{x:.digits$} {u}");
+    }
+    let (x, p) = if unit.ends_with("/s") {
+        scaled(v, [(1e9, "G "), (1e6, "M "), (1e3, "k ")], "")
+    } else {
+        (v, "")
+    };
+    let digits = if x.abs() >= 100.0 || x == x.trunc() {
+        0
+    } else if x.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.digits$} {p}{unit}")
+}
+
+/// Reads `summary.json` from a result folder.
+///
+/// # Errors
+/// When the file is missing, is not JSON, or has another schema.
+pub fn read_summary(dir: &std::path::Path) -> Result<Summary, String> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let s: Summary = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a summary: {e}", path.display()))?;
+    if s.schema != SCHEMA {
+        return Err(format!(
+            "{} has schema {}, this harness reads schema {}",
+            path.display(),
+            s.schema,
+            SCHEMA
+        ));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_scale() {
+        assert_eq!(fmt_value(12_345_678.0, "events/s"), "12.3 M events/s");
+        assert_eq!(fmt_value(84.0, "ns"), "84 ns");
+        assert_eq!(fmt_value(12_500.0, "ns"), "12.5 µs");
+        assert_eq!(fmt_value(3_210_000.0, "ns"), "3.21 ms");
+        assert_eq!(fmt_value(2e9, "ns"), "2 s");
+        assert_eq!(fmt_value(0.5, "allocs/event"), "0.50 allocs/event");
+    }
+}

@@ -5,7 +5,7 @@
 //! what machine it was measured at the top, and the targets use medians over runs.
 
 use crate::env::Env;
-use crate::output::fmt_value;
+use crate::record::fmt_value;
 use crate::record::{Summary, SummaryRecord};
 use std::fmt::Write as _;
 
@@ -79,10 +79,11 @@ pub fn baselines_of(id: &str) -> Vec<String> {
 pub const BOOKKEEPING_LIMIT_PCT: f64 = 5.0;
 
 /// The figures a bare probe is compared on: (timed metric, bare metric, unit). Stream peers
-/// compare throughputs, ping-pong peers mean one-way latencies.
-const BARE_PAIRS: [(&str, &str, &str); 2] = [
+/// compare throughputs, ping-pongs mean one-way latencies, bursts mean latencies per event.
+const BARE_PAIRS: [(&str, &str, &str); 3] = [
     ("throughput", "throughput_bare", "events/s"),
     ("latency_one_way_mean", "latency_one_way_bare", "ns"),
+    ("latency_per_event_mean", "latency_per_event_bare", "ns"),
 ];
 
 /// `(id, timed figure, bare figure, cost %, unit)` of every record with a bare probe.
@@ -226,7 +227,7 @@ pub fn render(
             t.median.map_or("-".into(), |m| format!(
                 "**{}{}**",
                 fmt_ratio(m),
-                if t.kind == "absolute" { "" } else { "x" }
+                if t.is_absolute() { "" } else { "x" }
             )),
             t.ci95.map_or("-".into(), |(lo, hi)| format!(
                 "{} .. {}",
@@ -239,7 +240,7 @@ pub fn render(
             per_round
         );
     }
-    let judged: Vec<_> = s.targets.iter().filter(|t| t.kind != "bound").collect();
+    let judged: Vec<_> = s.targets.iter().filter(|t| !t.is_bound()).collect();
     let count = |v: &str| judged.iter().filter(|t| t.verdict == v).count();
     let _ = writeln!(
         md,
@@ -282,7 +283,7 @@ pub fn render(
         let _ = writeln!(md, "## The harness's bookkeeping (bare probes)\n");
         let _ = writeln!(
             md,
-            "Each stream and ping-pong peer ran, after its timed window, a bare probe: the same transfer with the same per-event work (sequence check, count) but no publishing, stop checks, per-trip clock reads or timed window. The cost is `1 - timed / bare` on throughputs (stream) and `1 - bare / timed` on mean one-way latencies (ping-pong, a fixed number of round trips timed as a whole) (median over runs); it must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure. On a shared VM the two phases see different load, and the figure is noisy (negative values are noise). rtrb's gap is a regime effect of a spinning SPSC ring, not bookkeeping (harness/BENCHMARKS.md).\n"
+            "Every baseline ran bare probes: the same transfer, on the same cores, with the same per-event work (the same receiver code), but none of the harness's bookkeeping (no publishing, stop checks, sender counters, per-trip or per-burst clock reads, histogram or timed window). Stream peers and ping-pongs run one probe before and one after the timed run; bursts one after the window, on the same queue. The cost is `1 - timed / bare` on throughputs (stream) and `1 - bare / timed` on mean latencies (ping-pong one-way, burst per event; the timed side from the window's rate) (median over runs); it must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure. On a shared VM the phases see different load, and the figure is noisy (negative values are noise). A spinning ring (rtrb, ArrayQueue) is bistable: a large gap there is a regime effect (harness/BENCHMARKS.md).\n"
         );
         let _ = writeln!(md, "| peer | timed | bare | bookkeeping cost | |");
         let _ = writeln!(md, "|---|---|---|---|---|");

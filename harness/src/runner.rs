@@ -15,7 +15,7 @@
 //! `report.md`, not a failure of the run), 1 when a check failed. The parent waits on a child from a blocking
 //! waiter thread (no polling), draws the progress bar between runs, and writes the result folder.
 
-use crate::cli::{RunArgs, RunOneArgs};
+use crate::cli::{RunArgs, RunOneArgs, EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::pin::{self, CoreMap, PinPlan};
 use crate::record::{RunRecord, Summary, SummaryRecord, SCHEMA};
 use crate::scenario::{self, Mode, RunCtx};
@@ -26,14 +26,6 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Exit code of a run whose checks all passed.
-pub const EXIT_OK: i32 = 0;
-/// Exit code when at least one check failed.
-pub const EXIT_CHECK_FAILED: i32 = 1;
-/// Exit code for bad arguments or an unusable environment.
-pub const EXIT_USAGE: i32 = 2;
-/// Exit code of `harness compare` when a target regressed really (see [`crate::compare`]).
-pub const EXIT_REGRESSION: i32 = 3;
 /// Most extra rounds `harness run` adds for undecided targets.
 pub const MAX_EXTRA_ROUNDS: usize = 6;
 
@@ -206,20 +198,6 @@ pub fn default_out(tag: &str) -> PathBuf {
     let (date, _) = env::utc(env::unix_now());
     let (_, short, _) = env::git_state();
     PathBuf::from("results").join(format!("{date}-{tag}-{short}"))
-}
-
-/// Everything a finished run produced, as written into the result folder.
-pub struct RunResult {
-    /// The environment.
-    pub env: env::Env,
-    /// Summary rows.
-    pub summary: Summary,
-    /// Every run's record, by scenario id (in run order).
-    pub runs: Vec<(String, Vec<RunRecord>)>,
-    /// Warnings specific to scenarios (cores, notes, pinning).
-    pub scenario_warnings: Vec<String>,
-    /// Where it was written.
-    pub out: PathBuf,
 }
 
 /// `harness run`: returns the exit code.
@@ -428,7 +406,13 @@ pub fn run(a: &RunArgs) -> i32 {
         }
         let line = agg
             .iter()
-            .map(|r| format!("{} {}", r.metric, output::fmt_value(r.median, &r.unit)))
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r.metric,
+                    crate::record::fmt_value(r.median, &r.unit)
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ");
         let status = &agg[0].checks;
@@ -471,7 +455,7 @@ pub fn run(a: &RunArgs) -> i32 {
             t.ratios.len()
         );
     }
-    let result = RunResult {
+    let result = output::RunResult {
         env,
         summary,
         runs: all_runs,

@@ -27,6 +27,44 @@ pub const PINGPONG_RATIO: f64 = 1.5;
 /// stream/*/engine must be at least this many times the fastest multi-producer peer.
 pub const STREAM_RATIO: f64 = 1.0;
 
+/// `kind` of a target that judges a ratio against its threshold.
+pub const KIND_RATIO: &str = "ratio";
+/// `kind` of a one-producer bound: its ratio is reported, never judged.
+pub const KIND_BOUND: &str = "bound";
+/// `kind` of an absolute target (allocations): judged on every run's figure.
+pub const KIND_ABSOLUTE: &str = "absolute";
+/// `direction` of a target whose ratio must be at least its threshold.
+pub const AT_LEAST: &str = "at_least";
+/// `direction` of a target whose ratio must be at most its threshold.
+pub const AT_MOST: &str = "at_most";
+
+/// Reading a target record back (`summary.json`'s `targets`), for [`crate::report`] and
+/// [`crate::compare`].
+impl TargetRecord {
+    /// Whether a higher ratio is better (`direction` is [`AT_LEAST`]).
+    pub fn higher_is_better(&self) -> bool {
+        self.direction == AT_LEAST
+    }
+
+    /// Whether this is a one-producer bound (reported, never a regression).
+    pub fn is_bound(&self) -> bool {
+        self.kind == KIND_BOUND
+    }
+
+    /// Whether this is an absolute target (allocations).
+    pub fn is_absolute(&self) -> bool {
+        self.kind == KIND_ABSOLUTE
+    }
+}
+
+/// The targets present in both `a` and `b`, paired by name, in `a`'s order.
+pub fn in_both<'a>(a: &'a Summary, b: &'a Summary) -> Vec<(&'a TargetRecord, &'a TargetRecord)> {
+    a.targets
+        .iter()
+        .filter_map(|ta| Some((ta, b.targets.iter().find(|t| t.target == ta.target)?)))
+        .collect()
+}
+
 /// Verdict labels.
 pub const MET: &str = "MET";
 /// See [`MET`].
@@ -77,7 +115,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
     let mut d = vec![
         Def {
             target: format!("route/dispatch >= {ROUTE_RATIO}x route/crossbeam-channel (the same loop through a channel)"),
-            kind: "ratio",
+            kind: KIND_RATIO,
             engine: "route/dispatch".into(),
             baselines: vec!["route/crossbeam-channel".into()],
             metric: "throughput",
@@ -87,7 +125,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
         },
         Def {
             target: format!("pingpong/engine one-way p50 <= {PINGPONG_RATIO}x calibration/cacheline-pingpong p50"),
-            kind: "ratio",
+            kind: KIND_RATIO,
             engine: "pingpong/engine".into(),
             baselines: vec!["calibration/cacheline-pingpong".into()],
             metric: "latency_one_way",
@@ -116,7 +154,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
             target: format!(
                 "{prefix}/engine >= {STREAM_RATIO}x the fastest multi-producer peer of each round"
             ),
-            kind: "ratio",
+            kind: KIND_RATIO,
             engine: format!("{prefix}/engine"),
             baselines: peers,
             metric: "throughput",
@@ -130,7 +168,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
                 if s.get(&id, "throughput").is_some() {
                     d.push(Def {
                         target: format!("{prefix}/engine vs {id} (one-producer bound, no target)"),
-                        kind: "bound",
+                        kind: KIND_BOUND,
                         engine: format!("{prefix}/engine"),
                         baselines: vec![id],
                         metric: "throughput",
@@ -145,7 +183,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
     for path in ["route", "send", "channel"] {
         d.push(Def {
             target: format!("alloc/{path}: 0 allocations per event in every run"),
-            kind: "absolute",
+            kind: KIND_ABSOLUTE,
             engine: format!("alloc/{path}"),
             baselines: Vec::new(),
             metric: "allocs_per_event",
@@ -189,7 +227,7 @@ fn evaluate(s: &Summary, d: Def) -> TargetRecord {
         engine: d.engine.clone(),
         baselines: d.baselines.clone(),
         metric: d.metric.into(),
-        direction: if d.at_least { "at_least" } else { "at_most" }.into(),
+        direction: if d.at_least { AT_LEAST } else { AT_MOST }.into(),
         threshold: d.threshold,
         ratios: Vec::new(),
         fastest: Vec::new(),
@@ -204,7 +242,7 @@ fn evaluate(s: &Summary, d: Def) -> TargetRecord {
             return t;
         }
     };
-    if d.kind == "absolute" {
+    if d.kind == KIND_ABSOLUTE {
         t.ratios = engine.values.iter().flatten().copied().collect();
         t.median = (!t.ratios.is_empty()).then(|| stats::median(&t.ratios));
         // No interval: the verdict rests on the worst run, not on a median.

@@ -15,11 +15,12 @@
 //! / `read_chunk` (its batch API).
 
 use super::{
-    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
-    STALL_TIMEOUT,
+    bare_latency_figures, put, sample_clock, slot, take, timed_window, Ev, Family, Outcome, RunCtx,
+    Scenario, Shared, Slot, Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
+use crate::record::Better;
 use crate::stats::new_hist;
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
@@ -62,6 +63,11 @@ pub fn register(v: &mut Vec<Scenario>) {
             move |ctx| rtrb_burst(ctx, b),
         ));
     }
+}
+
+/// Bursts of the bare probe (after the timed window, before the paused phase).
+pub fn bare_bursts(ctx: &RunCtx) -> u64 {
+    ctx.mode.pick(1_000, 20_000, 100_000)
 }
 
 /// Bursts of the paused phase.
@@ -107,6 +113,8 @@ pub struct Driven {
     pub hot: Histogram<u64>,
     /// Per-event latency, 1 ms pause before each burst.
     pub paused: Histogram<u64>,
+    /// The bare probe: bursts and seconds.
+    pub bare: Option<(u64, f64)>,
     /// Events sent.
     pub sent: u64,
     /// Why it stopped early, if it did.
@@ -130,8 +138,9 @@ pub fn drive(
     let mut seq = 0u64;
     let mut bursts = 0u64;
     let mut failure = None;
-    let mut one = |seq: &mut u64, h: Option<&mut Histogram<u64>>| -> Result<(), String> {
-        let t0 = now_ns();
+    // One burst; its time in ns when `timed` (0 otherwise: no clock read).
+    let mut one = |seq: &mut u64, timed: bool| -> Result<u64, String> {
+        let t0 = if timed { now_ns() } else { 0 };
         if !send(*seq) {
             return Err("the consumer is gone".into());
         }
@@ -152,28 +161,49 @@ pub fn drive(
                 }
             }
         }
-        let dt = now_ns() - t0;
-        if let Some(h) = h {
-            h.saturating_record((dt / b as u64).max(1));
-        }
-        Ok(())
+        Ok(if timed { now_ns() - t0 } else { 0 })
     };
+    let per_event = |dt: u64| (dt / b as u64).max(1);
     while !shared.stopped() {
-        let rec = shared.measuring();
-        if let Err(e) = one(&mut seq, rec.then_some(&mut hot)) {
-            shared.fail(e.clone());
-            failure = Some(e);
-            break;
+        // One burst in LATENCY_SAMPLE_EVERY is timed and recorded.
+        let timed = sample_clock(bursts) != 0;
+        match one(&mut seq, timed) {
+            Ok(dt) => {
+                if timed && shared.measuring() {
+                    hot.saturating_record(per_event(dt));
+                }
+            }
+            Err(e) => {
+                shared.fail(e.clone());
+                failure = Some(e);
+                break;
+            }
         }
         bursts += 1;
-        shared.publish(bursts, true);
+        shared.publish(bursts, false);
+    }
+    let mut bare = None;
+    if failure.is_none() {
+        // The bare probe: the same bursts, timed as a whole (no clock read per burst, no
+        // histogram, no stop check, no publishing).
+        let n = bare_bursts(ctx);
+        let t0 = now_ns();
+        match (0..n).try_for_each(|_| one(&mut seq, false).map(drop)) {
+            Ok(()) => bare = Some((n, (now_ns() - t0) as f64 / 1e9)),
+            Err(e) => failure = Some(e),
+        }
     }
     if failure.is_none() {
         for _ in 0..paused_bursts(ctx) {
             std::thread::sleep(PAUSE);
-            if let Err(e) = one(&mut seq, Some(&mut paused)) {
-                failure = Some(e);
-                break;
+            match one(&mut seq, true) {
+                Ok(dt) => {
+                    paused.saturating_record(per_event(dt));
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
     }
@@ -181,9 +211,26 @@ pub fn drive(
         placement: probe.finish(),
         hot,
         paused,
+        bare,
         sent: seq,
         failure,
     }
+}
+
+/// Spawns the producer of a burst scenario on slot 1 (the consumer is on slot 0): [`drive`]
+/// with `send`. `send` owns the sending handle, so the handle is dropped when `drive` returns
+/// (a disruptor then shuts down and joins its processor; a channel's receiver sees the end).
+pub fn spawn_producer(
+    ctx: &RunCtx,
+    shared: &Arc<Shared>,
+    sink: &Sink,
+    b: usize,
+    send: impl FnMut(u64) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<Driven> {
+    let (shared, sink) = (shared.clone(), sink.clone());
+    let (ctx, core) = (ctx.clone(), ctx.map.core_for(1));
+    let shared_core = ctx.share_core(0, 1);
+    std::thread::spawn(move || drive(&ctx, &shared, core, b, &sink, shared_core, send))
 }
 
 /// Records a burst scenario's figures and checks.
@@ -198,8 +245,22 @@ pub fn finish(
     out.param("capacity", BURST_CAPACITY as u64);
     out.param("pause_ms", PAUSE.as_millis() as u64);
     out.placed(d.placement);
-    if let Err(e) = w {
-        out.fail(e);
+    out.param("latency_sampled_every", LATENCY_SAMPLE_EVERY);
+    match w {
+        Ok(w) if w.events > 0 => {
+            // The timed window's mean per event (bursts published every PUBLISH_EVERY) against
+            // the bare probe's.
+            let timed = w.secs * 1e9 / (w.events * b as u64) as f64;
+            match d.bare.filter(|&(n, secs)| n > 0 && secs > 0.0) {
+                Some((n, secs)) => {
+                    let bare = secs * 1e9 / (n * b as u64) as f64;
+                    bare_latency_figures(out, "latency_per_event", timed, bare);
+                }
+                None => out.value("latency_per_event_mean", "ns", timed, Better::Lower),
+            }
+        }
+        Ok(_) => {}
+        Err(e) => out.fail(e),
     }
     if let Some(f) = d.failure {
         out.fail(f);
@@ -245,16 +306,9 @@ fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
             (probe.finish(), c.next, c.bad)
         })
     };
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let sc = ctx.share_core(0, 1);
-        std::thread::spawn(move || {
-            drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
-            })
-        })
-    };
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     let c = consumer.join().expect("consumer panicked");
@@ -295,24 +349,14 @@ fn disruptor(ctx: &RunCtx, b: usize) -> Outcome {
             init,
         )
         .build();
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let sc = ctx.share_core(0, 1);
-        std::thread::spawn(move || {
-            let d = drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                disruptor::Producer::batch_publish(&mut p, b, |iter| {
-                    for (i, e) in iter.enumerate() {
-                        *e = ev(first + i as u64);
-                    }
-                });
-                true
-            });
-            // Shuts the disruptor down and joins its processor.
-            drop(p);
-            d
-        })
-    };
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        disruptor::Producer::batch_publish(&mut p, b, |iter| {
+            for (i, e) in iter.enumerate() {
+                *e = ev(first + i as u64);
+            }
+        });
+        true
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     finish(&mut out, b, w, d, take(&res));
@@ -353,27 +397,19 @@ fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
             (probe.finish(), c.next, c.bad)
         })
     };
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let mut spin = Spin::new(ctx, sc);
-        std::thread::spawn(move || {
-            let d = drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                // The whole burst as one chunk (b <= capacity); wait for room as a user would.
-                loop {
-                    match tx.write_chunk_uninit(b) {
-                        Ok(chunk) => {
-                            chunk.fill_from_iter((first..first + b as u64).map(ev));
-                            return true;
-                        }
-                        Err(_) => spin.step(),
-                    }
+    let mut spin = Spin::new(ctx, sc);
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        // The whole burst as one chunk (b <= capacity); wait for room as a user would.
+        loop {
+            match tx.write_chunk_uninit(b) {
+                Ok(chunk) => {
+                    chunk.fill_from_iter((first..first + b as u64).map(ev));
+                    return true;
                 }
-            });
-            drop(tx);
-            d
-        })
-    };
+                Err(_) => spin.step(),
+            }
+        }
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     let c = consumer.join().expect("consumer panicked");

@@ -3,7 +3,7 @@
 //! runs a listener that checks the sequence, counts and stores the sink.
 
 use super::{build, collect_failure, shutdown, spin_or_park, wait_name, Cx, Seen};
-use crate::scenario::burst::{drive, finish, Check, Sink, BURSTS, BURST_CAPACITY};
+use crate::scenario::burst::{finish, spawn_producer, Check, Sink, BURSTS, BURST_CAPACITY};
 use crate::scenario::{put, slot, take, timed_window, Ev, Family, RunCtx, Scenario, Slot};
 use crate::scenario::{Outcome, Shared, STOP_CHECK_EVERY};
 use correlator::{DieReason, Monitor, Pattern};
@@ -71,28 +71,21 @@ fn burst(ctx: &RunCtx, b: usize) -> Outcome {
     c.start();
     let shared = Shared::new();
     let (input, main) = (c.input(), c.main());
-    let producer = {
-        let (shared, sink) = (shared.clone(), sink.clone());
-        let (ctx2, core) = (ctx.clone(), ctx.map.core_for(1));
-        let sc = ctx.share_core(0, 1);
-        std::thread::spawn(move || {
-            drive(&ctx2, &shared, core, b, &sink, sc, |first| {
-                (first..first + b as u64).all(|s| {
-                    input
-                        .send_to(
-                            main,
-                            Ev {
-                                kind: 0,
-                                seq: s,
-                                t_ns: 0,
-                                aux: 0,
-                            },
-                        )
-                        .is_ok()
-                })
-            })
+    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+        (first..first + b as u64).all(|s| {
+            input
+                .send_to(
+                    main,
+                    Ev {
+                        kind: 0,
+                        seq: s,
+                        t_ns: 0,
+                        aux: 0,
+                    },
+                )
+                .is_ok()
         })
-    };
+    });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
     let _ = shutdown(&c, &mut out);

@@ -81,7 +81,6 @@ struct Sink {
     sh: Arc<Shared>,
     seen: Arc<Seen>,
     fifo: FifoCheck,
-    n: u64,
     work_ns: u64,
     out: Slot<FifoCheck>,
 }
@@ -91,10 +90,12 @@ impl Monitor<Ev> for Sink {
         cx.on_all(
             Pattern::kind(0),
             |m: &mut Sink, _cx: &mut Cx<'_, Sink>, e: &Ev| {
+                // The same per-event work as every peer's receiver (`peers::Book`): the
+                // sequence check counts, and the count is published every PUBLISH_EVERY events.
                 m.fifo.take(e.seq);
-                m.n += 1;
-                m.sh.publish(m.n, false);
-                if m.n % STOP_CHECK_EVERY == 1 {
+                let n = m.fifo.total;
+                m.sh.publish(n, false);
+                if n % STOP_CHECK_EVERY == 1 {
                     m.seen.mark();
                 }
                 if m.work_ns > 0 {
@@ -156,7 +157,6 @@ fn flood(
         sh: sh.clone(),
         seen: seen.clone(),
         fifo: FifoCheck::new(senders),
-        n: 0,
         work_ns,
         out: res.clone(),
     };

@@ -7,8 +7,8 @@ use crate::pin::Probe;
 use crate::record::Better;
 use crate::scenario::baseline::sender_slot;
 use crate::scenario::{
-    put, slot, take, timed_window, wait_for, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot,
-    STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    put, sample_clock, slot, take, timed_window, wait_for, Ev, Family, Outcome, RunCtx, Scenario,
+    Shared, Slot, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::stats::new_hist;
 use correlator::{ContextOptions, ContextRef, DieReason, Monitor, Pattern, WaitStrategy};
@@ -72,12 +72,12 @@ impl Monitor<Ev> for PingA {
         cx.on_all(
             Pattern::kind(0),
             |m: &mut PingA, cx: &mut Cx<'_, PingA>, e: &Ev| {
-                let t1 = now_ns();
+                let t1 = sample_clock(m.i);
                 if e.seq != m.i {
                     m.sh.fail(format!("pong {} came back as seq {}", m.i, e.seq));
                     return;
                 }
-                if m.sh.measuring() {
+                if e.t_ns != 0 && m.sh.measuring() {
                     m.hist.saturating_record(((t1 - e.t_ns) / 2).max(1));
                 }
                 m.i += 1;
@@ -94,7 +94,7 @@ impl Monitor<Ev> for PingA {
                 let ping = Ev {
                     kind: 0,
                     seq: m.i,
-                    t_ns: now_ns(),
+                    t_ns: sample_clock(m.i),
                     aux: 0,
                 };
                 if let Err(err) = cx.send_to(m.b, ping) {
@@ -207,6 +207,7 @@ fn pingpong(ctx: &RunCtx, wanted: WaitStrategy) -> Outcome {
         format!("B answered {pings} pings, A received {pongs} pongs")
     });
     out.param("round_trips", pongs);
+    out.param("latency_sampled_every", LATENCY_SAMPLE_EVERY);
     match take(&hist_out) {
         Some(h) => out.latency("latency_one_way", &h),
         None => out.fail("A did not hand over its histogram"),
