@@ -112,67 +112,105 @@ struct Arrivals {
     wake: tokio::sync::Notify,
 }
 
-impl Arrivals {
-    fn arrived(&self) {
-        self.count.fetch_add(1, Ordering::Release);
-        self.wake.notify_one();
-    }
-}
-
-/// Publishes `events` probes on `subject`, at most `window` ahead of the arrivals.
-async fn publish_windowed(
-    client: async_nats::Client,
+/// Publishes `events` probes on `subject` from `publisher`, at most `window` ahead of the
+/// arrivals `tally` counts; returns once all are flushed.
+fn publish_windowed(
+    publisher: &Connector,
     subject: String,
     events: u64,
     window: u64,
-    origin: Instant,
-    arrivals: Arc<Arrivals>,
+    tally: &Tally,
 ) -> Result<(), ConnectorError> {
-    let codec = JsonCodec::<Probe>::new();
-    for seq in 0..events {
-        while seq >= arrivals.count.load(Ordering::Acquire) + window {
-            let notified = arrivals.wake.notified();
-            if seq < arrivals.count.load(Ordering::Acquire) + window {
-                break;
+    let client = publisher.client().clone();
+    let (origin, arrivals) = (tally.origin, tally.arrivals.clone());
+    let nats = |e: &dyn std::fmt::Display| ConnectorError::Nats(e.to_string());
+    publisher.block_on(async move {
+        let codec = JsonCodec::<Probe>::new();
+        for seq in 0..events {
+            while seq >= arrivals.count.load(Ordering::Acquire) + window {
+                let notified = arrivals.wake.notified();
+                if seq < arrivals.count.load(Ordering::Acquire) + window {
+                    break;
+                }
+                // Bounded, so that a lost notification cannot stall the run.
+                let _ = tokio::time::timeout(Duration::from_millis(5), notified).await;
             }
-            // Bounded, so that a lost notification cannot stall the run.
-            let _ = tokio::time::timeout(Duration::from_millis(5), notified).await;
+            let probe = Probe {
+                seq,
+                sent_ns: origin.elapsed().as_nanos() as u64,
+            };
+            let payload = crate::Codec::encode(&codec, &probe).map_err(|e| nats(&e))?;
+            client
+                .publish(subject.clone(), payload.into())
+                .await
+                .map_err(|e| nats(&e))?;
         }
-        let probe = Probe {
-            seq,
-            sent_ns: origin.elapsed().as_nanos() as u64,
+        client.flush().await.map_err(|e| nats(&e))
+    })
+}
+
+/// The receiving side's record: latencies and arrivals (which pace the publisher).
+struct Tally {
+    hist: Histogram<u64>,
+    received: u64,
+    events: u64,
+    origin: Instant,
+    /// When the last arrival came, since `origin`.
+    last: Duration,
+    arrivals: Arc<Arrivals>,
+}
+
+impl Tally {
+    fn new(events: u64) -> Self {
+        let hist = match Histogram::new(3) {
+            Ok(h) => h,
+            Err(_) => unreachable!("3 significant figures are valid"),
         };
-        let payload = crate::Codec::encode(&codec, &probe)
-            .map_err(|e| ConnectorError::Nats(e.to_string()))?;
-        client
-            .publish(subject.clone(), payload.into())
-            .await
-            .map_err(|e| ConnectorError::Nats(e.to_string()))?;
+        Self {
+            hist,
+            received: 0,
+            events,
+            origin: Instant::now(),
+            last: Duration::ZERO,
+            arrivals: Arc::new(Arrivals::default()),
+        }
     }
-    client
-        .flush()
-        .await
-        .map_err(|e| ConnectorError::Nats(e.to_string()))
-}
 
-fn record(hist: &mut Histogram<u64>, origin: Instant, probe: &Probe) {
-    let now = origin.elapsed().as_nanos() as u64;
-    let _ = hist.record(now.saturating_sub(probe.sent_ns).max(1));
-}
-
-fn figures(hist: &Histogram<u64>, events: u64, elapsed: Duration) -> PathFigures {
-    PathFigures {
-        events,
-        events_per_sec: events as f64 / elapsed.as_secs_f64(),
-        p50_us: hist.value_at_quantile(0.5) as f64 / 1e3,
-        p99_us: hist.value_at_quantile(0.99) as f64 / 1e3,
+    /// A receiving tally on the same clock and window as this one.
+    fn share(&self) -> Self {
+        Self {
+            hist: self.hist.clone(),
+            received: 0,
+            events: self.events,
+            origin: self.origin,
+            last: Duration::ZERO,
+            arrivals: self.arrivals.clone(),
+        }
     }
-}
 
-fn new_hist() -> Histogram<u64> {
-    match Histogram::new(3) {
-        Ok(h) => h,
-        Err(_) => unreachable!("3 significant figures are valid"),
+    fn complete(&self) -> bool {
+        self.received >= self.events
+    }
+
+    /// One arrival (`None`: one that could not be read, counted but not timed).
+    fn arrived(&mut self, probe: Option<&Probe>) {
+        self.last = self.origin.elapsed();
+        if let Some(p) = probe {
+            let now = self.last.as_nanos() as u64;
+            let _ = self.hist.record(now.saturating_sub(p.sent_ns).max(1));
+        }
+        self.received += 1;
+        self.arrivals.count.fetch_add(1, Ordering::Release);
+        self.arrivals.wake.notify_one();
+    }
+
+    fn figures(&self) -> PathFigures {
+        PathFigures {
+            events: self.received,
+            events_per_sec: self.received as f64 / self.last.as_secs_f64().max(1e-9),
+            p50_us: self.hist.value_at_quantile(0.5) as f64 / 1e3,
+            p99_us: self.hist.value_at_quantile(0.99) as f64 / 1e3,
+        }
     }
 }
 
@@ -184,43 +222,28 @@ fn raw_path(
 ) -> Result<PathFigures, ConnectorError> {
     let subscriber = Connector::connect(url, ConnectorOptions::default())?;
     let subject = "bench.raw".to_string();
+    let client = subscriber.client();
     let mut sub = subscriber
-        .block_on(subscriber.client().subscribe(subject.clone()))
+        .block_on(client.subscribe(subject.clone()))
         .map_err(|e| ConnectorError::Nats(e.to_string()))?;
     subscriber
-        .block_on(subscriber.client().flush())
+        .block_on(client.flush())
         .map_err(|e| ConnectorError::Nats(e.to_string()))?;
-    let arrivals = Arc::new(Arrivals::default());
-    let origin = Instant::now();
-    let received = {
-        let arrivals = arrivals.clone();
-        subscriber.handle_spawn(async move {
-            let codec = JsonCodec::<Probe>::new();
-            let mut hist = new_hist();
-            let mut n = 0;
-            while n < events {
-                let Some(msg) = sub.next().await else { break };
-                if let Ok(p) = crate::Codec::decode(&codec, &msg.payload) {
-                    record(&mut hist, origin, &p);
-                }
-                n += 1;
-                arrivals.arrived();
-            }
-            (hist, n, origin.elapsed())
-        })
-    };
-    publisher.block_on(publish_windowed(
-        publisher.client().clone(),
-        subject,
-        events,
-        window,
-        origin,
-        arrivals,
-    ))?;
-    let (hist, n, elapsed) = subscriber
+    let tally = Tally::new(events);
+    let mut receiving = tally.share();
+    let received = subscriber.handle_spawn(async move {
+        let codec = JsonCodec::<Probe>::new();
+        while !receiving.complete() {
+            let Some(msg) = sub.next().await else { break };
+            receiving.arrived(crate::Codec::decode(&codec, &msg.payload).ok().as_ref());
+        }
+        receiving
+    });
+    publish_windowed(publisher, subject, events, window, &tally)?;
+    let receiving = subscriber
         .block_on(received)
         .map_err(|e| ConnectorError::Runtime(e.to_string()))?;
-    Ok(figures(&hist, n, elapsed))
+    Ok(receiving.figures())
 }
 
 fn engine_path(
@@ -245,36 +268,22 @@ fn engine_path(
     connector
         .block_on(connector.client().flush())
         .map_err(|e| ConnectorError::Nats(e.to_string()))?;
-    let arrivals = Arc::new(Arrivals::default());
-    let origin = Instant::now();
-    let receiver = {
-        let arrivals = arrivals.clone();
-        std::thread::spawn(move || {
-            let mut hist = new_hist();
-            let mut n = 0;
-            while n < events {
-                match rx.recv_timeout(Duration::from_secs(30)) {
-                    Ok(p) => record(&mut hist, origin, &p),
-                    Err(_) => break,
-                }
-                n += 1;
-                arrivals.arrived();
+    let tally = Tally::new(events);
+    let mut receiving = tally.share();
+    let receiver = std::thread::spawn(move || {
+        while !receiving.complete() {
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(p) => receiving.arrived(Some(&p)),
+                Err(_) => break,
             }
-            (hist, n, origin.elapsed())
-        })
-    };
-    publisher.block_on(publish_windowed(
-        publisher.client().clone(),
-        subject,
-        events,
-        window,
-        origin,
-        arrivals,
-    ))?;
-    let (hist, n, elapsed) = receiver
+        }
+        receiving
+    });
+    publish_windowed(publisher, subject, events, window, &tally)?;
+    let receiving = receiver
         .join()
         .map_err(|_| ConnectorError::Runtime("the receiver thread panicked".into()))?;
     ingress.stop();
     correlator.shutdown()?;
-    Ok(figures(&hist, n, elapsed))
+    Ok(receiving.figures())
 }

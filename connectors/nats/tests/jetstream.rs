@@ -6,7 +6,8 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use correlator_nats::{JetStreamSource, JsonCodec};
+use correlator::Correlator;
+use correlator_nats::{Connector, Ingress, JetStreamSource, JsonCodec, LocalServer};
 use futures_util::StreamExt;
 use support::*;
 
@@ -16,17 +17,27 @@ fn source() -> JetStreamSource {
     JetStreamSource::new(STREAM, "c").batch(32)
 }
 
-#[test]
-fn acks_only_after_the_engine_processed_the_batch() {
+/// A real server whose stream `T` holds the events `seqs` on `t.a`, and a connector to it.
+fn stream_with(seqs: std::ops::RangeInclusive<u64>) -> (LocalServer, Connector) {
     let server = server();
     let nats = connect(&server);
     nats.ensure_stream(STREAM, &["t.>"]).unwrap();
-    publish_js(&nats, "t.a", 1..=5);
+    publish_js(&nats, "t.a", seqs);
+    (server, nats)
+}
+
+/// `source` into `c`'s main context through a new input handle.
+fn consume(nats: &Connector, source: JetStreamSource, c: &Correlator<Ev>) -> Ingress {
+    nats.consume(source, Arc::new(JsonCodec::new()), c.input(), c.main())
+        .unwrap()
+}
+
+#[test]
+fn acks_only_after_the_engine_processed_the_batch() {
+    let (_server, nats) = stream_with(1..=5);
     let gate = Gate::default();
     let (c, seen) = engine(Some(gate.clone()));
-    let ingress = nats
-        .consume(source(), Arc::new(JsonCodec::new()), c.input(), c.main())
-        .unwrap();
+    let ingress = consume(&nats, source(), &c);
     // All five are delivered to the engine, which holds the first one: nothing is acknowledged.
     wait_until("delivery", || nats.status().delivered == 5);
     // Watched for half a second (an acknowledgement sent too early shows up in that time).
@@ -49,10 +60,7 @@ fn acks_only_after_the_engine_processed_the_batch() {
 // gets the unacknowledged ones first and in order, at once (not after `ack_wait`, 30 s here).
 #[test]
 fn restart_resumes_at_the_ack_floor_in_order() {
-    let server = server();
-    let nats = connect(&server);
-    nats.ensure_stream(STREAM, &["t.>"]).unwrap();
-    publish_js(&nats, "t.a", 1..=3);
+    let (server, nats) = stream_with(1..=3);
     let gate = Gate::default();
     let (dead, _) = engine(Some(gate.clone()));
     {
@@ -72,9 +80,7 @@ fn restart_resumes_at_the_ack_floor_in_order() {
     assert_eq!(ack_state(&nats, STREAM, "c-g1"), (0, 3));
     publish_js(&nats, "t.a", 4..=6);
     let (c, seen) = engine(None);
-    let ingress = nats
-        .consume(source(), Arc::new(JsonCodec::new()), c.input(), c.main())
-        .unwrap();
+    let ingress = consume(&nats, source(), &c);
     wait_until("all six", || snapshot(&seen).len() >= 6);
     assert_eq!(snapshot(&seen), [1, 2, 3, 4, 5, 6]);
     wait_until("the acknowledgement", || {
@@ -89,16 +95,11 @@ fn restart_resumes_at_the_ack_floor_in_order() {
 /// Runs the redelivery scenario: the engine holds the first event past `ack_wait`, so the
 /// server delivers the batch again before it is acknowledged. Returns what the engine saw.
 fn redelivery(dedup: bool) -> (Vec<u64>, u64) {
-    let server = server();
-    let nats = connect(&server);
-    nats.ensure_stream(STREAM, &["t.>"]).unwrap();
-    publish_js(&nats, "t.a", 1..=4);
+    let (_server, nats) = stream_with(1..=4);
     let gate = Gate::default();
     let (c, seen) = engine(Some(gate.clone()));
     let source = source().ack_wait(Duration::from_secs(1)).dedup(dedup);
-    let ingress = nats
-        .consume(source, Arc::new(JsonCodec::new()), c.input(), c.main())
-        .unwrap();
+    let ingress = consume(&nats, source, &c);
     wait_until("the redelivery", || nats.status().received >= 8);
     gate.open();
     wait_until("the acknowledgement", || {
@@ -136,12 +137,10 @@ fn undecodable_message_is_counted_and_dead_lettered_never_a_crash() {
         .unwrap();
     nats.block_on(nats.client().flush()).unwrap();
     publish_js(&nats, "t.a", [1]);
-    publish_raw(&nats, "t.bad", b"{not json");
+    publish_raw(&nats, "t.bad", b"{not json".to_vec());
     publish_js(&nats, "t.a", [2]);
     let (c, seen) = engine(None);
-    let ingress = nats
-        .consume(source(), Arc::new(JsonCodec::new()), c.input(), c.main())
-        .unwrap();
+    let ingress = consume(&nats, source(), &c);
     let letter = nats
         .block_on(async { tokio_timeout(dead.next()).await })
         .expect("a dead letter within 30 s")
@@ -176,14 +175,9 @@ async fn tokio_timeout<F: std::future::Future>(f: F) -> Option<F::Output> {
 
 #[test]
 fn lost_connection_reconnects_shows_in_status_and_loses_nothing() {
-    let mut server = server();
-    let nats = connect(&server);
-    nats.ensure_stream(STREAM, &["t.>"]).unwrap();
-    publish_js(&nats, "t.a", 1..=5);
+    let (mut server, nats) = stream_with(1..=5);
     let (c, seen) = engine(None);
-    let ingress = nats
-        .consume(source(), Arc::new(JsonCodec::new()), c.input(), c.main())
-        .unwrap();
+    let ingress = consume(&nats, source(), &c);
     wait_until("the first five", || snapshot(&seen).len() == 5);
     wait_until("their acknowledgement", || nats.status().acknowledged == 5);
     server.stop().unwrap();

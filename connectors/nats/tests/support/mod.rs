@@ -108,21 +108,13 @@ pub fn engine(gate: Option<Gate>) -> (Correlator<Ev>, Arc<Mutex<Vec<u64>>>) {
 
 /// Publishes events `seqs` to `subject` through JetStream, each acknowledged by the stream.
 pub fn publish_js(nats: &Connector, subject: &str, seqs: impl IntoIterator<Item = u64>) {
-    let js = nats.jetstream().clone();
     for seq in seqs {
-        let payload = serde_json::to_vec(&Ev { seq }).unwrap();
-        nats.block_on(async {
-            js.publish(subject.to_string(), payload.into())
-                .await
-                .unwrap()
-                .await
-                .unwrap()
-        });
+        publish_raw(nats, subject, serde_json::to_vec(&Ev { seq }).unwrap());
     }
 }
 
-/// Publishes a raw payload through JetStream.
-pub fn publish_raw(nats: &Connector, subject: &str, payload: &'static [u8]) {
+/// Publishes a raw payload through JetStream, acknowledged by the stream.
+pub fn publish_raw(nats: &Connector, subject: &str, payload: Vec<u8>) {
     let js = nats.jetstream().clone();
     nats.block_on(async {
         js.publish(subject.to_string(), payload.into())
