@@ -60,10 +60,12 @@ fn publish(url: &str, first: u64, per_key: u64) {
     assert!(status.success(), "the publisher failed");
 }
 
-/// `(key, seq)` per line, in the order the process wrote them.
+/// `(key, seq)` per line, in the order the process wrote them (a line still being written, with
+/// no newline yet, is left for the next read).
 fn read_log(path: &Path) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
+    text.split_inclusive('\n')
+        .filter_map(|l| l.strip_suffix('\n'))
         .map(|l| {
             let (k, s) = l.split_once(' ').expect("a whole `KEY SEQ` line");
             (k.to_string(), s.parse().expect("a sequence number"))
