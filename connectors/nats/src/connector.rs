@@ -357,6 +357,11 @@ impl Connector {
     ///
     /// Bad payloads go to the dead-letter subject (flushed before the batch is acknowledged).
     ///
+    /// Start the correlator before (or right after) this call: before `start()` nothing drains
+    /// the inbox, and once it is full the engine refuses the ingress's blocking send
+    /// (`FullBeforeStart`); the ingress then stops, counts the error in
+    /// [`status`](Self::status), and acknowledges nothing more.
+    ///
     /// # Errors
     /// [`ConnectorError::JetStream`] when the stream is missing or the consumer cannot be
     /// created; [`ConnectorError::Invalid`] for a zero batch.
