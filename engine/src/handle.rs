@@ -8,10 +8,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::channel::Channel;
-use crate::deliver::{Links, NoPlaces, Wait};
-use crate::error::{SendError, SendErrorKind};
+use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
+use crate::entry::Entry;
+use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
+use crate::monitor::{load_instance, Monitor};
 use crate::sync::Ordering;
 use crate::time::Time;
 
@@ -160,6 +162,63 @@ impl<E: Event> InputHandle<E> {
         links
             .try_send_channel(channel, event, Some(deadline))
             .map(|d| d.total())
+    }
+}
+
+impl<E: Event> InputHandle<E> {
+    /// Loads a monitor with its first instance in `ctx`, through this handle: the load is an inbox
+    /// entry of this sender (R2.3, R2.4), so it is processed after every event this handle put into
+    /// `ctx`'s inbox before it and before every event it puts there after it. Since `ctx` processes
+    /// each entry to completion, routes included, before it takes the next (R2.2), the monitor's
+    /// [`on_load`](Monitor::on_load) runs once everything this handle sent to `ctx` earlier has been
+    /// processed: a connector loads a small monitor that signals "done" from `on_load` and dies to
+    /// learn that a batch it sent is processed. Waits for room like [`send_to`](Self::send_to).
+    ///
+    /// # Errors
+    /// As [`Correlator::load_in`](crate::Correlator::load_in): [`Error::ShutDown`] once shutdown
+    /// began, [`Error::UnknownContext`], [`Error::ContextStopped`], [`Error::FullBeforeStart`]. The
+    /// monitor is dropped (its `on_load` never runs).
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::mpsc;
+    /// use correlator::{Correlator, Event, Monitor, Scope};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Ev;
+    /// impl Event for Ev {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    ///
+    /// /// Says "everything sent before me is processed", then ends.
+    /// struct Receipt(mpsc::Sender<()>);
+    /// impl Monitor<Ev> for Receipt {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let _ = self.0.send(());
+    ///         cx.die();
+    ///     }
+    /// }
+    ///
+    /// let c = Correlator::<Ev>::builder().build()?;
+    /// let input = c.input();
+    /// c.start();
+    /// input.send_to(c.main(), Ev)?;
+    /// let (tx, rx) = mpsc::channel();
+    /// input.load_in(c.main(), Receipt(tx))?;
+    /// rx.recv()?; // the event sent above has been processed
+    /// c.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
+        self.links
+            .borrow_mut()
+            .push_entry(
+                ctx,
+                Entry::Spawn(Box::new(load_instance(monitor))),
+                Wait::Block,
+            )
+            .map_err(|kind| kind_to_error(kind, ctx))
     }
 }
 
