@@ -172,6 +172,7 @@ pub(crate) struct ContextStats {
     pub(crate) instances: AtomicU64,
     pub(crate) blocked_ns: AtomicU64,
     pub(crate) handler_panics: AtomicU64,
+    pub(crate) late_events: AtomicU64,
     /// Inbox entries fully processed (used by the shutdown scan). Written only by the context's
     /// thread.
     pub(crate) done: AtomicU64,
@@ -352,6 +353,7 @@ pub(crate) struct Core<E: Event> {
     /// and set to 0 when the route stack is drained.
     in_flight: usize,
     fx: Effects<E>,
+    event_clock: crate::event_time::EventClock,
 }
 
 /// Route-stack entries a context keeps room for between inbox entries (R3.4): a deeper storm's memory
@@ -402,6 +404,7 @@ impl<E: Event> Core<E> {
             unpublished: false,
             ending: false,
             in_flight: 0,
+            event_clock: crate::event_time::EventClock::new(&correlator.config),
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -521,6 +524,8 @@ impl<E: Event> Core<E> {
         s.received.store(l.received, Ordering::Relaxed);
         s.blocked_ns.store(l.blocked_ns, Ordering::Relaxed);
         s.handler_panics.store(l.handler_panics, Ordering::Relaxed);
+        s.late_events
+            .store(self.event_clock.late(), Ordering::Relaxed);
         s.max_route_depth
             .store(self.fx.routes.max_depth() as u64, Ordering::Relaxed);
         s.listeners.store(self.table.live as u64, Ordering::Relaxed);
@@ -532,6 +537,15 @@ impl<E: Event> Core<E> {
     fn process(&mut self, entry: Entry<E>) {
         match entry {
             Entry::Event(e) => {
+                if self.event_clock.on() {
+                    let fx = &mut self.fx;
+                    if let Some(t) = self
+                        .event_clock
+                        .advance_for(&e, fx.now, &mut fx.stats, fx.me)
+                    {
+                        self.advance_time(t);
+                    }
+                }
                 // The stack is empty between entries (R2.2): no batch to seal.
                 self.fx.routes.push_root(e);
                 self.drain_routes();
@@ -1401,6 +1415,10 @@ impl<E: Event> Core<E> {
                 };
                 let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
                 self.step_timers = out.timers;
+                if let Some(inst) = self.instances[instance as usize].as_ref() {
+                    let monitor = inst.state.monitor_name();
+                    self.event_clock.check_bounds(l.defs(), monitor, self.fx.me);
+                }
                 if let Some(why) = l.never_matches() {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }

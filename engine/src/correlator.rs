@@ -63,6 +63,8 @@ pub(crate) struct Config {
     pub(crate) status_interval: Option<Duration>,
     /// Clock ticks per second; `None` when the user drives time (`external_time`).
     pub(crate) tick_rate: Option<u32>,
+    /// Whether inbox events move their context's clock to their own time (`event_time`).
+    pub(crate) event_time: bool,
     /// Processed inbox entries a context gives back at once (`release_batch`).
     pub(crate) release_batch: usize,
 }
@@ -247,6 +249,7 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 max_contexts: DEFAULT_MAX_CONTEXTS,
                 status_interval: None,
                 tick_rate: Some(DEFAULT_TICK_RATE),
+                event_time: false,
                 release_batch: DEFAULT_RELEASE_BATCH,
             },
             max_channels: DEFAULT_MAX_CHANNELS,
@@ -326,6 +329,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// catch up in order (R7.2).
     pub fn tick_rate(mut self, per_second: u32) -> Self {
         self.config.tick_rate = Some(per_second);
+        self.config.event_time = false;
         self
     }
 
@@ -335,6 +339,38 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// run then processes the same entries in the same order.
     pub fn external_time(mut self) -> Self {
         self.config.tick_rate = None;
+        self.config.event_time = false;
+        self
+    }
+
+    /// Event time: no clock thread; each context advances its logical clock to the timestamp of
+    /// every event it takes from its inbox ([`Event::time`]) before dispatching it, firing first
+    /// every timer due at or before that time, in time order, each at its own due time (R7.1,
+    /// R7.2). The output then depends only on the events and their stamps, never on the wall
+    /// clock: a recorded stream replayed fast or slowly gives the same matches.
+    ///
+    /// Per context the clock never goes back: an event stamped before its context's clock is
+    /// processed at the clock's time and counted in
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events); an event without a time
+    /// keeps the clock where it is; routed events are dispatched at the time of the inbox entry
+    /// they come from. [`InputHandle::send_time`](crate::InputHandle::send_time) still moves the
+    /// clocks forward, to fire what is pending at the end of a stream. Of `tick_rate`,
+    /// `external_time` and `event_time`, the last one called wins.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, Time};
+    /// # #[derive(Clone, Debug)] struct Stamped(u64);
+    /// # impl Event for Stamped {
+    /// #     type Kind = ();
+    /// #     fn kind(&self) {}
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_millis(self.0)) }
+    /// # }
+    /// let c = Correlator::<Stamped>::builder().event_time().build()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn event_time(mut self) -> Self {
+        self.config.tick_rate = None;
+        self.config.event_time = true;
         self
     }
 
@@ -775,6 +811,7 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
                 blocked_ns: s.blocked_ns.load(Ordering::Relaxed),
                 overruns: c.inbox.overruns(),
                 handler_panics: s.handler_panics.load(Ordering::Relaxed),
+                late_events: s.late_events.load(Ordering::Relaxed),
                 stopped: c.stopped.load(Ordering::Acquire),
             }
         })

@@ -536,6 +536,11 @@ impl<E: Event> ExprListener<E> {
         leaves(&self.defs)
     }
 
+    /// The flattened expression.
+    pub(crate) fn defs(&self) -> &[Def<E>] {
+        &self.defs
+    }
+
     /// See [`never_matches`].
     pub(crate) fn never_matches(&self) -> Option<&'static str> {
         never_matches(&self.defs)

@@ -64,6 +64,7 @@ mod correlator;
 mod deliver;
 mod error;
 mod event;
+mod event_time;
 pub mod expr;
 mod handle;
 pub mod inbox;

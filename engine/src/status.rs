@@ -44,6 +44,9 @@ pub struct ContextStatus {
     pub overruns: u64,
     /// Handler and `on_die` panics caught.
     pub handler_panics: u64,
+    /// Events stamped before the context's clock under
+    /// [`event_time`](crate::CorrelatorBuilder::event_time), processed at the clock's time.
+    pub late_events: u64,
     /// Whether its thread has exited.
     pub stopped: bool,
 }
@@ -72,6 +75,8 @@ pub struct Totals {
     pub overruns: u64,
     /// Sum of [`ContextStatus::handler_panics`].
     pub handler_panics: u64,
+    /// Sum of [`ContextStatus::late_events`].
+    pub late_events: u64,
     /// Channel sends that nobody received (R4.5).
     pub dropped: u64,
 }
@@ -107,6 +112,7 @@ impl Status {
             t.blocked_ns += c.blocked_ns;
             t.overruns += c.overruns;
             t.handler_panics += c.handler_panics;
+            t.late_events += c.late_events;
         }
         t
     }
