@@ -327,6 +327,21 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// (default [`DEFAULT_TICK_RATE`] = 10). Logical time counts from `start()`. A tick that finds an
     /// inbox full is skipped for that context: the next one carries the later time, and timers
     /// catch up in order (R7.2).
+    ///
+    /// **Resolution.** An event is evaluated at the time of the last tick its context took, and a
+    /// timer fires at the first tick at or after its due time: `wait(d)` and `within(d)` are
+    /// counted in whole tick periods. At the default 10 per second, `within(50ms)` means "before
+    /// the next tick": a cancel 65 ms after its trade can match, and whether it does depends on
+    /// when they arrived. Registering a `wait` or `within` shorter than the period logs a warning
+    /// (once per monitor and context). For bounds measured on the events themselves, at any
+    /// replay speed, use [`event_time`](Self::event_time).
+    ///
+    /// **Cost** (measured by the harness, `ticks/cost`, on a 2-core VM with the default wait
+    /// strategy and no input): every tick is one inbox entry per context, and each wakes a parked
+    /// context, which spins and yields a little before it parks again: about 50 µs of CPU per
+    /// tick and context. Idle process CPU, 1 context: 0.06 % of a core at 10 ticks/s, 0.6 % at
+    /// 100, 4.3 % at 1,000; with 4 contexts 0.27 %, 2.5 % and 18.5 %; without a clock thread
+    /// 0.001 %. Inbox entries: `rate × contexts` per second.
     pub fn tick_rate(mut self, per_second: u32) -> Self {
         self.config.tick_rate = Some(per_second);
         self.config.event_time = false;

@@ -144,7 +144,11 @@ impl<E: Event> Pattern<E> {
         Expr::from(self).or(other)
     }
 
-    /// This template, within `d` of the moment it starts being looked for (see [`Expr::within`]).
+    /// This template, within `d` of the moment it starts being looked for: an event taken while
+    /// the context's logical clock is before `start + d` (exclusive), on the clock the correlator
+    /// runs ([which one](crate::Time#which-clock): whole ticks by default, so a `d` shorter than
+    /// the tick period means "before the next tick"; the events' own stamps under
+    /// [`event_time`](crate::CorrelatorBuilder::event_time)). See [`Expr::within`].
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr::from(self).within(d)
     }

@@ -27,6 +27,7 @@ pub mod engine;
 #[path = "engine_absent.rs"]
 pub mod engine;
 pub mod peers;
+pub mod ticks;
 
 use crate::pin::{CoreMap, Placement};
 use crate::record::{Better, Measure};
@@ -327,6 +328,7 @@ pub fn catalogue(cores: usize) -> Vec<Scenario> {
     engine::register_idle(&mut v);
     engine::register_backpressure(&mut v);
     engine::register_alloc(&mut v);
+    ticks::register(&mut v);
     if std::env::var_os(SELFTEST_ENV).is_some() {
         baseline::register_selftest(&mut v);
     }
