@@ -2,6 +2,8 @@
 //! warning for bounds shorter than the tick period. Every scenario runs in a thread of its own
 //! with a generous bound on its result, so a hang fails the test instead of stalling the suite.
 
+mod common;
+
 #[allow(dead_code)]
 #[path = "../examples/cancel_within.rs"]
 mod cancel_within;
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use correlator::{
     at, not, wait, ContextOptions, Correlator, CorrelatorBuilder, Event, Match, Monitor, Pattern,
-    Scope, Time,
+    Scope, Status, Time,
 };
 
 /// A test event: a kind, an optional stamp in milliseconds, a label; `"boom"` panics in `time()`.
@@ -116,39 +118,63 @@ fn bounded<T: Send + 'static>(scenario: impl FnOnce() -> T + Send + 'static) -> 
         .expect("the scenario panicked or did not finish within two minutes")
 }
 
+/// What the feeder puts into `main`'s inbox: an event, or a clock move (`send_time`, in ms).
+enum Feed {
+    Ev(Stamped),
+    Time(u64),
+}
+
+/// Loads a [`Script`] running `load` into `main` of an event-time correlator, feeds it `feed` in
+/// order, shuts down, and returns the log and the final status. Bounded (see [`bounded`]).
+fn replay(
+    load: impl FnOnce(&mut Cx<'_>) + Send + 'static,
+    feed: Vec<Feed>,
+) -> (Vec<String>, Status) {
+    bounded(move || {
+        let c = event_time();
+        let log = Log::default();
+        c.load(Script::new(&log, load)).unwrap();
+        let input = c.input();
+        c.start();
+        for f in feed {
+            match f {
+                Feed::Ev(e) => input.send_to(c.main(), e).unwrap(),
+                Feed::Time(ms) => input.send_time_to(c.main(), Time::from_millis(ms)).unwrap(),
+            }
+        }
+        let status = c.shutdown().unwrap();
+        (log.take(), status)
+    })
+}
+
+/// The events of `events`, fed in order.
+fn events<const N: usize>(events: [Stamped; N]) -> Vec<Feed> {
+    events.into_iter().map(Feed::Ev).collect()
+}
+
 // R7.1: under event time a context moves its clock to each inbox event's stamp before dispatching
 // it; an unstamped event keeps the clock, and a routed event runs at the time of its inbox entry.
 #[test]
 fn r7_1_event_time_moves_the_clock_to_each_event_before_dispatch() {
-    let lines = bounded(|| {
-        let c = event_time();
-        let log = Log::default();
-        c.load(Script::new(&log, |cx| {
-            log_kind(cx, 2);
-            cx.on_all(
-                Pattern::kind(1),
-                |m: &mut Script, cx: &mut Cx<'_>, e: &Stamped| {
-                    m.log.push(format!("{}@{}", e.label, cx.now()));
-                    // Its stamp is ignored: routed events belong to the entry being processed.
-                    cx.route(at_ms(2, 999, "routed"));
-                },
-            );
-        }))
-        .unwrap();
-        let input = c.input();
-        c.start();
-        for e in [
-            at_ms(1, 10, "a"),
-            at_ms(1, 20, "b"),
-            unstamped(1, "c"),
-            at_ms(1, 30, "d"),
-        ] {
-            input.send_to(c.main(), e).unwrap();
-        }
-        let status = c.shutdown().unwrap();
-        assert_eq!(status.totals.late_events, 0);
-        log.take()
-    });
+    let load = |cx: &mut Cx<'_>| {
+        log_kind(cx, 2);
+        cx.on_all(
+            Pattern::kind(1),
+            |m: &mut Script, cx: &mut Cx<'_>, e: &Stamped| {
+                m.log.push(format!("{}@{}", e.label, cx.now()));
+                // Its stamp is ignored: routed events belong to the entry being processed.
+                cx.route(at_ms(2, 999, "routed"));
+            },
+        );
+    };
+    let feed = events([
+        at_ms(1, 10, "a"),
+        at_ms(1, 20, "b"),
+        unstamped(1, "c"),
+        at_ms(1, 30, "d"),
+    ]);
+    let (lines, status) = replay(load, feed);
+    assert_eq!(status.totals.late_events, 0);
     assert_eq!(
         lines,
         [
@@ -169,34 +195,24 @@ fn r7_1_event_time_moves_the_clock_to_each_event_before_dispatch() {
 // fires before the event too.
 #[test]
 fn r7_2_event_time_fires_due_timers_first_in_time_order_at_their_own_times() {
-    let lines = bounded(|| {
-        let c = event_time();
-        let log = Log::default();
-        c.load(Script::new(&log, |cx| {
-            log_kind(cx, 1);
-            cx.when_all(
-                wait(Duration::from_millis(10)),
-                |m: &mut Script, cx: &mut Cx<'_>, _: &Match<Stamped>| {
-                    m.log.push(format!("wait@{}", cx.now()))
+    let load = |cx: &mut Cx<'_>| {
+        log_kind(cx, 1);
+        cx.when_all(
+            wait(Duration::from_millis(10)),
+            |m: &mut Script, cx: &mut Cx<'_>, _: &Match<Stamped>| {
+                m.log.push(format!("wait@{}", cx.now()))
+            },
+        );
+        for (ms, label) in [(25, "at25"), (40, "at40")] {
+            cx.when(
+                at(Time::from_millis(ms)),
+                move |m: &mut Script, cx: &mut Cx<'_>, _: &Match<Stamped>| {
+                    m.log.push(format!("{label}@{}", cx.now()))
                 },
             );
-            for (ms, label) in [(25, "at25"), (40, "at40")] {
-                cx.when(
-                    at(Time::from_millis(ms)),
-                    move |m: &mut Script, cx: &mut Cx<'_>, _: &Match<Stamped>| {
-                        m.log.push(format!("{label}@{}", cx.now()))
-                    },
-                );
-            }
-        }))
-        .unwrap();
-        let input = c.input();
-        c.start();
-        input.send_to(c.main(), at_ms(1, 35, "e35")).unwrap();
-        input.send_to(c.main(), at_ms(1, 40, "e40")).unwrap();
-        c.shutdown().unwrap();
-        log.take()
-    });
+        }
+    };
+    let (lines, _) = replay(load, events([at_ms(1, 35, "e35"), at_ms(1, 40, "e40")]));
     assert_eq!(
         lines,
         [
@@ -230,25 +246,15 @@ fn trade_then_cancel(cx: &mut Cx<'_>) {
 // after the trade matches; one exactly 50 ms or 65 ms after does not.
 #[test]
 fn r7_2_event_time_within_is_exclusive_on_the_stamps() {
-    let lines = bounded(|| {
-        let c = event_time();
-        let log = Log::default();
-        c.load(Script::new(&log, trade_then_cancel)).unwrap();
-        let input = c.input();
-        c.start();
-        for e in [
-            at_ms(1, 0, "t1"),
-            at_ms(2, 49, "c49"),
-            at_ms(1, 100, "t2"),
-            at_ms(2, 150, "c50"),
-            at_ms(1, 200, "t3"),
-            at_ms(2, 265, "c65"),
-        ] {
-            input.send_to(c.main(), e).unwrap();
-        }
-        c.shutdown().unwrap();
-        log.take()
-    });
+    let feed = events([
+        at_ms(1, 0, "t1"),
+        at_ms(2, 49, "c49"),
+        at_ms(1, 100, "t2"),
+        at_ms(2, 150, "c50"),
+        at_ms(1, 200, "t3"),
+        at_ms(2, 265, "c65"),
+    ]);
+    let (lines, _) = replay(trade_then_cancel, feed);
     assert_eq!(lines, ["hit c49@0.049s"]);
 }
 
@@ -256,25 +262,14 @@ fn r7_2_event_time_within_is_exclusive_on_the_stamps() {
 // clock's time and counted in the status; one stamped at the clock's time is not late.
 #[test]
 fn r7_1_event_time_late_event_is_processed_at_the_clock_and_counted() {
-    let (lines, main_late, total_late) = bounded(|| {
-        let c = event_time();
-        let log = Log::default();
-        c.load(Script::new(&log, |cx| log_kind(cx, 1))).unwrap();
-        let input = c.input();
-        c.start();
-        for e in [
-            at_ms(1, 100, "on-time"),
-            at_ms(1, 50, "late"),
-            at_ms(1, 100, "same-time"),
-            at_ms(1, 99, "late-again"),
-            at_ms(1, 120, "later"),
-        ] {
-            input.send_to(c.main(), e).unwrap();
-        }
-        let status = c.shutdown().unwrap();
-        let main_late = status.context(c.main()).unwrap().late_events;
-        (log.take(), main_late, status.totals.late_events)
-    });
+    let feed = events([
+        at_ms(1, 100, "on-time"),
+        at_ms(1, 50, "late"),
+        at_ms(1, 100, "same-time"),
+        at_ms(1, 99, "late-again"),
+        at_ms(1, 120, "later"),
+    ]);
+    let (lines, status) = replay(|cx| log_kind(cx, 1), feed);
     assert_eq!(
         lines,
         [
@@ -285,7 +280,11 @@ fn r7_1_event_time_late_event_is_processed_at_the_clock_and_counted() {
             "later@0.120s"
         ]
     );
-    assert_eq!((main_late, total_late), (2, 2));
+    // `main` is the first context.
+    assert_eq!(
+        (status.contexts[0].late_events, status.totals.late_events),
+        (2, 2)
+    );
 }
 
 // R7.1: clocks are per context: an event is late only with respect to its own context's clock.
@@ -323,27 +322,17 @@ fn wait_for_lines(log: &Log, n: usize) {
 // end of a stream ("no cancel within 50 ms" here).
 #[test]
 fn r7_1_event_time_send_time_still_moves_the_clock() {
-    let lines = bounded(|| {
-        let c = event_time();
-        let log = Log::default();
-        c.load(Script::new(&log, |cx| {
-            cx.on_all(Pattern::kind(1), |_, cx: &mut Cx<'_>, _: &Stamped| {
-                cx.when(
-                    not(Pattern::kind(2)).within(Duration::from_millis(50)),
-                    |m: &mut Script, cx: &mut Cx<'_>, _: &Match<Stamped>| {
-                        m.log.push(format!("quiet@{}", cx.now()))
-                    },
-                );
-            });
-        }))
-        .unwrap();
-        let input = c.input();
-        c.start();
-        input.send_to(c.main(), at_ms(1, 10, "t")).unwrap();
-        input.send_time(Time::from_millis(1_000)).unwrap();
-        c.shutdown().unwrap();
-        log.take()
-    });
+    let load = |cx: &mut Cx<'_>| {
+        cx.on_all(Pattern::kind(1), |_, cx: &mut Cx<'_>, _: &Stamped| {
+            cx.when(
+                not(Pattern::kind(2)).within(Duration::from_millis(50)),
+                |m: &mut Script, cx: &mut Cx<'_>, _: &Match<Stamped>| {
+                    m.log.push(format!("quiet@{}", cx.now()))
+                },
+            );
+        });
+    };
+    let (lines, _) = replay(load, vec![Feed::Ev(at_ms(1, 10, "t")), Feed::Time(1_000)]);
     assert_eq!(lines, ["quiet@0.060s"]);
 }
 
@@ -376,20 +365,10 @@ fn r7_1_event_time_has_no_clock_thread() {
 // contained and counted, and the context carries on.
 #[test]
 fn r7_1_event_time_a_panicking_time_is_contained() {
-    let (lines, panics) = bounded(|| {
-        let c = event_time();
-        let log = Log::default();
-        c.load(Script::new(&log, |cx| log_kind(cx, 1))).unwrap();
-        let input = c.input();
-        c.start();
-        input.send_to(c.main(), at_ms(1, 10, "a")).unwrap();
-        input.send_to(c.main(), at_ms(1, 20, "boom")).unwrap();
-        input.send_to(c.main(), at_ms(1, 30, "b")).unwrap();
-        let status = c.shutdown().unwrap();
-        (log.take(), status.totals.handler_panics)
-    });
+    let feed = events([at_ms(1, 10, "a"), at_ms(1, 20, "boom"), at_ms(1, 30, "b")]);
+    let (lines, status) = replay(|cx| log_kind(cx, 1), feed);
     assert_eq!(lines, ["a@0.010s", "boom@0.010s", "b@0.030s"]);
-    assert_eq!(panics, 1);
+    assert_eq!(status.totals.handler_panics, 1);
 }
 
 // R7.1, R7.2: the example's output depends only on the stamps: 20 runs unpaced and 20 paced on
@@ -414,34 +393,12 @@ fn r7_1_event_time_example_output_is_identical_over_20_runs_at_two_speeds() {
     }
 }
 
-/// Everything `tracing` logs, from every thread, in this test binary.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Installs the capturing subscriber once; returns the lines logged so far that mention `needle`.
 fn logged_lines(needle: &str) -> Vec<String> {
-    static CAPTURED: OnceLock<Captured> = OnceLock::new();
-    let captured = CAPTURED.get_or_init(|| {
-        let out = Captured::default();
-        let writer = out.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("one subscriber per binary");
-        out
-    });
-    let text = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    static CAPTURED: OnceLock<common::Captured> = OnceLock::new();
+    let text = CAPTURED
+        .get_or_init(common::Captured::install_global)
+        .text();
     text.lines()
         .filter(|l| l.contains(needle))
         .map(String::from)
