@@ -5,6 +5,8 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 
+use crate::time::Time;
+
 /// An event the correlator carries: a plain Rust value with a *kind* that listeners are indexed by
 /// (SPEC R6.9).
 ///
@@ -47,6 +49,40 @@ pub trait Event: Clone + Send + 'static {
     /// index, so many listeners on distinct keys cost the same per event as one (R6.9). Default:
     /// no key.
     fn key(&self) -> Option<u64> {
+        None
+    }
+
+    /// The event's own timestamp, if it has one (a trade's exchange time, a sensor reading's
+    /// sample time), on the same scale as the context clocks: [`Time`] counts from an origin the
+    /// stream chooses (the first event's time, midnight, the Unix epoch). Default: none.
+    ///
+    /// It matters only for a correlator built with
+    /// [`event_time`](crate::CorrelatorBuilder::event_time): there a context advances its logical
+    /// clock to the stamp of each event it takes from its inbox before dispatching it, firing the
+    /// timers due at or before that stamp first, in time order (SPEC R7.1, R7.2). An event without
+    /// a stamp keeps the clock where it is; an event stamped before its context's clock (*late*)
+    /// is processed at the clock's time and counted in
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events). Under ticks or external
+    /// time it is never called.
+    ///
+    /// Called once per inbox event under event time: keep it cheap (read a field).
+    ///
+    /// ```
+    /// use correlator::{Event, Time};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Trade { at_ms: u64, qty: u32 }
+    ///
+    /// impl Event for Trade {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    ///     fn time(&self) -> Option<Time> {
+    ///         Some(Time::from_millis(self.at_ms))
+    ///     }
+    /// }
+    /// assert_eq!(Trade { at_ms: 49, qty: 5 }.time(), Some(Time::from_millis(49)));
+    /// ```
+    fn time(&self) -> Option<Time> {
         None
     }
 }

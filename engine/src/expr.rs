@@ -124,6 +124,13 @@ impl<E: Event> From<Pattern<E>> for Expr<E> {
 
 /// A timer primary: fires `d` after the expression (or the part of it) starts being evaluated.
 ///
+/// Inclusive: with `start` the context's logical time when it starts, it fires as soon as the
+/// clock reaches `start + d` (its handler sees the clock at exactly `start + d`), so under event
+/// time it fires before an event stamped `start + d`. The clock is the context's logical clock
+/// ([which one](crate::Time#which-clock)): in the default tick mode it fires at the first tick at or
+/// after `start + d`, so a `d` shorter than the tick period (100 ms by default) cannot be honoured
+/// and registering it logs a warning.
+///
 /// `wait(Duration::ZERO)` fires at the next clock tick (so `when_all(wait(Duration::ZERO))` fires
 /// once per tick); a `d` that puts the trigger time beyond the end of logical time
 /// (`u64::MAX` ns, e.g. `Duration::MAX`) never fires. See the [module docs](crate::expr).
@@ -178,8 +185,23 @@ impl<E: Event> Expr<E> {
     }
 
     /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
-    /// the bound. A bound beyond the end of logical time (`u64::MAX` ns, e.g. `Duration::MAX`)
-    /// never expires; `within(Duration::ZERO)` expires at the next clock tick.
+    /// the bound.
+    ///
+    /// **The bound is exclusive**: with `start` the context's logical time when it starts, an event
+    /// taken while the clock is before `start + d` counts; once the clock reaches `start + d` it
+    /// has failed (and `not(x).within(d)` has matched), so an event at exactly `start + d` is too
+    /// late.
+    ///
+    /// **The clock** is the context's logical clock, never the wall clock
+    /// ([which one](crate::Time#which-clock)). In the default tick mode (10 ticks per second) an
+    /// event is evaluated at the time of the last tick its context took and the bound expires at
+    /// the first tick at or after `start + d`: `d` is counted in whole ticks, so `within(50ms)`
+    /// means "before the next tick", and registering a bound shorter than the tick period logs a
+    /// warning. Under [`event_time`](crate::CorrelatorBuilder::event_time) it is measured on the
+    /// events' own stamps, the same at any replay speed.
+    ///
+    /// A bound beyond the end of logical time (`u64::MAX` ns, e.g. `Duration::MAX`) never expires;
+    /// `within(Duration::ZERO)` expires at the next clock tick.
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr {
             root: Node::Within(Box::new(self.root), d),
@@ -539,6 +561,11 @@ impl<E: Event> ExprListener<E> {
         leaves(&self.defs)
     }
 
+    /// The flattened expression.
+    pub(crate) fn defs(&self) -> &[Def<E>] {
+        &self.defs
+    }
+
     /// See [`never_matches`].
     pub(crate) fn never_matches(&self) -> Option<&'static str> {
         never_matches(&self.defs)
@@ -619,7 +646,11 @@ impl<E: Event> Pattern<E> {
         Expr::from(self).or(other)
     }
 
-    /// This template, within `d` of the moment it starts being looked for (see [`Expr::within`]).
+    /// This template, within `d` of the moment it starts being looked for: an event taken while
+    /// the context's logical clock is before `start + d` (exclusive), on the clock the correlator
+    /// runs ([which one](crate::Time#which-clock): whole ticks by default, so a `d` shorter than
+    /// the tick period means "before the next tick"; the events' own stamps under
+    /// [`event_time`](crate::CorrelatorBuilder::event_time)). See [`Expr::within`].
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr::from(self).within(d)
     }

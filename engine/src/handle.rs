@@ -224,7 +224,9 @@ impl<E: Event> InputHandle<E> {
 
 impl<E: Event> InputHandle<E> {
     /// Advances the logical clock of every context to `t` (R7.1), for correlators built with
-    /// [`external_time`](crate::CorrelatorBuilder::external_time). The tick travels through each
+    /// [`external_time`](crate::CorrelatorBuilder::external_time) (or, under
+    /// [`event_time`](crate::CorrelatorBuilder::event_time), to fire what is pending at the end
+    /// of a stream). The tick travels through each
     /// inbox like an event, so it keeps its order with this handle's other sends; it waits for room.
     /// Returns how many contexts took it.
     ///

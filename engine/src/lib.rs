@@ -84,6 +84,7 @@ mod deliver;
 mod entry;
 mod error;
 mod event;
+mod event_time;
 pub mod expr;
 mod handle;
 mod id;

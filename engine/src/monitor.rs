@@ -284,7 +284,8 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         self.register(mode, Spec::Template(pattern, erase_handler(handler)))
     }
 
-    /// The context's logical time: the time of the last clock tick it took (R7.1). It does not
+    /// The context's logical time: the time of the last clock tick it took (R7.1), or under
+    /// [`event_time`](crate::CorrelatorBuilder::event_time) the latest stamp it reached. It does not
     /// change while one inbox entry is processed, so it is also the time at which the current event
     /// was taken; during a timer's handler it is the timer's trigger time.
     pub fn now(&self) -> Time {

@@ -30,6 +30,8 @@ pub(crate) struct Config {
     pub(crate) status_interval: Option<Duration>,
     /// Clock ticks per second; `None` when the user drives time (`external_time`).
     pub(crate) tick_rate: Option<u32>,
+    /// Whether inbox events move their context's clock to their own time (`event_time`).
+    pub(crate) event_time: bool,
     /// Processed inbox entries a context gives back at once (`release_batch`).
     pub(crate) release_batch: usize,
 }

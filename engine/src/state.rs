@@ -10,10 +10,22 @@
 
 use std::any::{Any, TypeId};
 
+/// A monitor state: any sendable value, which can also name its type (for messages, through
+/// the vtable, so that a `State` stays two words and a `TypeId`).
+trait MonitorState: Any + Send {
+    fn type_name(&self) -> &'static str;
+}
+
+impl<T: Any + Send> MonitorState for T {
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+}
+
 /// A boxed monitor state and the type it was created with.
 pub(crate) struct State {
     /// Never replaced after [`State::new`]: `type_id` describes it for the state's whole life.
-    value: Box<dyn Any + Send>,
+    value: Box<dyn MonitorState>,
     type_id: TypeId,
 }
 
@@ -30,7 +42,7 @@ impl State {
     #[inline(always)]
     pub(crate) fn downcast_mut<M: Any>(&mut self) -> Option<&mut M> {
         if self.type_id == TypeId::of::<M>() {
-            let p: *mut (dyn Any + Send) = &mut *self.value;
+            let p: *mut dyn MonitorState = &mut *self.value;
             // SAFETY: `type_id` was recorded by `new` from the type of the value it boxed, and
             // `value` is private and never replaced, so the box holds an `M`; the pointer comes
             // from a live `&mut`, so it is valid, aligned and unique for the returned borrow of
@@ -39,6 +51,12 @@ impl State {
         } else {
             None
         }
+    }
+
+    /// The type name of the monitor the state belongs to (for log messages).
+    pub(crate) fn monitor_name(&self) -> &'static str {
+        // Through the box: `Box<dyn MonitorState>` is itself a `MonitorState`.
+        (*self.value).type_name()
     }
 }
 
@@ -61,5 +79,9 @@ mod tests {
             Some("monitor!")
         );
         assert!(t.downcast_mut::<u64>().is_none());
+        assert_eq!(
+            (s.monitor_name(), t.monitor_name()),
+            ("u64", "alloc::string::String")
+        );
     }
 }

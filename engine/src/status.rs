@@ -119,6 +119,9 @@ status_counters! {
         sent,
         /// Inbox entries taken.
         received,
+        /// Events stamped before the context's clock under
+        /// [`event_time`](crate::CorrelatorBuilder::event_time), processed at the clock's time.
+        late_events,
         /// Live listeners.
         listeners,
         /// Live monitor instances.
@@ -134,7 +137,8 @@ status_counters! {
         /// Events lost or cut short by a panic of the event type's own code: an event's `kind()`
         /// or `key()` (or its kind's `Hash`/`Eq`) panicked while it was dispatched, so it was
         /// dropped (what its listeners had routed is still processed), or its `Drop` panicked
-        /// (after it was processed). Contained: the context carries on (R6.8).
+        /// (after it was processed), or, under event time, its `time()` panicked (it was
+        /// processed at the context's clock). Contained: the context carries on (R6.8).
         events_dropped_by_panic,
     }
     published, per context {

@@ -1,12 +1,10 @@
 //! Logical time (SPEC §7).
 //!
-//! Each context has its own logical clock. It advances only when a clock *tick* is taken from the
-//! context's inbox, so ticks keep their order with the other entries (R7.1), and everything a
-//! handler does is evaluated against it, never against wall time (R7.2). Ticks come from the
-//! correlator's clock thread (at the builder's `tick_rate`, default 10 per second, time counted from
-//! `start()`), or, with `external_time()`, only from the user through
-//! [`InputHandle::send_time`](crate::InputHandle::send_time), which makes runs replayable and tests
-//! deterministic.
+//! Each context has its own logical clock. It advances only when an inbox entry moves it (a clock
+//! *tick*, or under event time a stamped event), so it keeps its order with the other entries
+//! (R7.1), and everything a handler does is evaluated against it, never against wall time (R7.2).
+//! Which entries move it is the builder's choice: see [`Time`]'s "Which clock" and
+//! `event_time.rs`.
 //!
 //! Owns logical time. A leaf: imports nothing from the engine.
 
@@ -15,6 +13,20 @@ use std::ops::{Add, Sub};
 use std::time::Duration;
 
 /// A point in a context's logical time: nanoseconds since the clock's origin.
+///
+/// # Which clock
+/// Each context keeps its own logical clock (R7.1); `wait`, `at` and `within` are measured on it,
+/// never on the wall clock (R7.2). What moves it is chosen on the builder:
+///
+/// | mode | moved by | an event is evaluated at | `within(50ms)` means |
+/// |---|---|---|---|
+/// | ticks ([`tick_rate`](crate::CorrelatorBuilder::tick_rate), the default, 10 per second) | the clock thread's ticks, time counted from `start()` | the time of the last tick its context took | "before the next tick" when shorter than a tick (a warning is logged) |
+/// | [`external_time`](crate::CorrelatorBuilder::external_time) | [`InputHandle::send_time`](crate::InputHandle::send_time) | the last time sent | 50 ms of the times you send |
+/// | [`event_time`](crate::CorrelatorBuilder::event_time) | each inbox event's own stamp ([`Event::time`](crate::Event::time)), and `send_time` | its own stamp (or the clock, if it has none or is late) | 50 ms of event time, at any replay speed |
+///
+/// In every mode the clock never goes back, timers fire in due-time order, each with the clock at
+/// its own due time, and a `within(d)` started at `s` is exclusive: an event at exactly `s + d`
+/// is too late.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Time(u64);
 

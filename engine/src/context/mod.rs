@@ -63,6 +63,7 @@ use crate::deliver::{GiveBack, Links, OwnInbox};
 use crate::entry::{DieReason, Effects, Entry};
 use crate::error::Error;
 use crate::event::Event;
+use crate::event_time::EventClock;
 use crate::expr::Match;
 use crate::id::ContextRef;
 use crate::inbox::{Consumer, Inbox};
@@ -132,6 +133,8 @@ pub(crate) struct Context<E: Event> {
     /// current slot holds an event (not for a `completed` marker). Written once per entry taken,
     /// and set to 0 when the route stack is drained.
     in_flight: usize,
+    /// Event time and tick-mode warnings (see `event_time.rs`).
+    event_clock: EventClock,
     fx: Effects<E>,
 }
 
@@ -170,6 +173,7 @@ impl<E: Event> Context<E> {
         let me = shared.reference();
         let places = consumer.held_places(correlator.config.effective_release_batch());
         let own = OwnInbox::new(shared.clone(), places);
+        let event_clock = EventClock::new(&correlator.config);
         let links = Links::new(correlator, Some(me), own);
         Self {
             shared,
@@ -192,6 +196,7 @@ impl<E: Event> Context<E> {
             unpublished: false,
             ending: false,
             in_flight: 0,
+            event_clock,
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -280,6 +285,12 @@ impl<E: Event> Context<E> {
     fn run_entry(&mut self, entry: Entry<E>) {
         match entry {
             Entry::Event(e) => {
+                if self.event_clock.on() {
+                    let fx = &mut self.fx;
+                    if let Some(t) = self.event_clock.advance_for(&e, fx.now, &mut fx.stats, fx.me) {
+                        self.advance_time(t);
+                    }
+                }
                 // The stack is empty between entries (R2.2): no batch to seal.
                 self.fx.routes.push_root(e);
                 self.drain_routes();

@@ -30,6 +30,7 @@ pub mod engine;
 pub mod engine;
 pub mod kit;
 pub mod peers;
+pub mod ticks;
 
 pub use kit::*;
 
@@ -130,6 +131,7 @@ pub const FAMILIES: &[Register] = &[
     |v, _| engine::register_idle(v),
     |v, _| engine::register_backpressure(v),
     |v, _| engine::register_alloc(v),
+    |v, _| ticks::register(v),
     |v, _| {
         if std::env::var_os(SELFTEST_ENV).is_some() {
             baseline::register_selftest(v);
