@@ -139,8 +139,9 @@ pub(crate) type Handler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &E) + Se
 pub(crate) type Init<E> = Box<dyn FnOnce(&mut State, &mut Effects<E>) + Send>;
 /// A `when`/`when_all` handler with its monitor type erased.
 pub(crate) type MatchHandler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &Match<E>) + Send>;
-/// An `on_die` hook with its monitor type erased.
-pub(crate) type OnDie<E> = fn(&mut State, &DieReason, &mut Effects<E>);
+/// An `on_die` hook with its monitor type erased; called once. Boxed so that the pool's per-key
+/// instances can carry what tells their dispatcher they ended (a plain hook is a zero-sized box).
+pub(crate) type OnDie<E> = Box<dyn FnMut(&mut State, &DieReason, &mut Effects<E>) + Send>;
 
 /// A monitor instance to create in a context.
 pub(crate) struct NewInstance<E: Event> {
@@ -360,7 +361,7 @@ pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
 /// Levels of nested spawns whose frames a context keeps room for (see [`Core::apply_ops`]).
 const OP_FRAMES_RETAINED: usize = 64;
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -1541,7 +1542,7 @@ impl<E: Event> Core<E> {
         // `on_die` runs with the instance already detached: what it registers is dropped, what it
         // routes and sends is delivered.
         self.fx.current = id;
-        let on_die = inst.on_die;
+        let on_die = &mut inst.on_die;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let r = &reason;

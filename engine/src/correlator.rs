@@ -500,6 +500,12 @@ impl<E: Event> Correlator<E> {
         create_context(&self.shared, options, false)
     }
 
+    /// How many more contexts `max_contexts` allows now (for `create_pool`'s check).
+    pub(crate) fn context_room(&self) -> usize {
+        let existing = sync::read_lock(&self.shared.contexts).len();
+        self.shared.config.max_contexts.saturating_sub(existing)
+    }
+
     /// The name a context was created with.
     pub fn context_name(&self, ctx: ContextRef) -> Option<String> {
         if ctx.correlator() != self.shared.tag {

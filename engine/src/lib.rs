@@ -15,7 +15,8 @@
 //!   routing order;
 //! * `context`: the loop that drains the route stack completely before taking the next inbox entry;
 //! * `listener`: the listener index by event kind; `monitor`: instances, [`Scope`], [`Monitor`];
-//! * `channel`: subscriptions and outputs; `deliver`: the single push path every send uses.
+//! * `channel`: subscriptions and outputs; `deliver`: the single push path every send uses;
+//! * `pool`: partitioned contexts ([`Pool`]), one monitor instance per key across them.
 //!
 //! # Example
 //! ```
@@ -70,6 +71,7 @@ pub mod inbox;
 mod listener;
 mod monitor;
 mod pattern;
+mod pool;
 pub mod route;
 mod state;
 mod status;
@@ -101,6 +103,7 @@ pub use expr::{at, not, wait, Expr, Match};
 pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRecvError};
 pub use monitor::{DieReason, ListenerHandle, Monitor, Scope};
 pub use pattern::Pattern;
+pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
 pub use status::{ContextStatus, Status, Totals};
 pub use time::Time;
 
