@@ -26,6 +26,7 @@ pub mod engine;
 #[cfg(not(feature = "engine"))]
 #[path = "engine_absent.rs"]
 pub mod engine;
+pub mod partitioned;
 pub mod peers;
 
 use crate::pin::{CoreMap, Placement};
@@ -323,6 +324,7 @@ pub fn catalogue(cores: usize) -> Vec<Scenario> {
     for k in pipeline_lengths(cores) {
         engine::register_pipeline(&mut v, k);
     }
+    partitioned::register(&mut v, cores);
     engine::register_openloop(&mut v);
     engine::register_idle(&mut v);
     engine::register_backpressure(&mut v);
