@@ -5,6 +5,7 @@
 //! differential property against the single-context model of one instance per key.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -635,4 +636,132 @@ fn r9_1_live_keys_fall_when_instances_die() {
         assert_eq!(pool.status(&c).live_keys, 0);
         assert_eq!(factory.reports().len(), 10);
     });
+}
+
+/// Counts the allocations of the threads that opted in (a sender, and the member threads once a
+/// handler there armed them), so that tests running in parallel do not disturb the count.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct Counting;
+
+    pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+    thread_local! {
+        static COUNTED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Counts the calling thread's allocations from now on.
+    pub fn count_this_thread() {
+        COUNTED.with(|c| c.set(true));
+    }
+
+    fn note() {
+        if COUNTED.try_with(Cell::get).unwrap_or(false) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // SAFETY: every call is forwarded unchanged to `System`; counting touches no allocation.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            note();
+            // SAFETY: the caller's contract is passed on unchanged.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: as above.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            note();
+            // SAFETY: as above.
+            unsafe { System.realloc(ptr, layout, size) }
+        }
+    }
+}
+
+#[global_allocator]
+static COUNTING: counting::Counting = counting::Counting;
+
+/// The value that arms a member thread's allocation count.
+const ARM: u64 = u64::MAX;
+
+/// A per-key instance that only counts (and arms its thread's allocation count on [`ARM`]).
+struct Quiet {
+    key: u64,
+    n: u64,
+}
+
+impl Monitor<Ev> for Quiet {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        cx.on_all(
+            Pattern::kind(Kind::In).key(self.key),
+            |m: &mut Quiet, _cx: &mut Scope<'_, Ev, Quiet>, e: &Ev| {
+                if e.val == ARM {
+                    counting::count_this_thread();
+                }
+                m.n += 1;
+            },
+        );
+    }
+}
+
+// "Once the engine is warm, nothing on the per-event path allocates" (SPEC, how the rules map
+// to the code), for the pool's path: `PoolInput::send`, the dispatcher's lookup of a known key,
+// and the key's instance. After a warm-up that creates every key's instance, 20,000 more events
+// cost the sender and the member threads no allocation.
+#[test]
+fn warm_pool_path_allocates_nothing_per_event() {
+    const KEYS: u64 = 32;
+    let allocations = bounded(|| {
+        let c = Correlator::<Ev>::builder()
+            .inbox_capacity(256)
+            .external_time()
+            .build()
+            .unwrap();
+        let pool = c.create_pool(ContextOptions::new("quiet"), 2).unwrap();
+        pool.load_per_key(&c, [Kind::In], |key, _first: &Ev| Quiet { key, n: 1 })
+            .unwrap();
+        let input = pool.input(&c).unwrap();
+        c.start();
+        let received = |c: &Correlator<Ev>| -> u64 {
+            pool.status(c)
+                .members
+                .iter()
+                .map(|m| m.context.received)
+                .sum()
+        };
+        let mut sent = 0;
+        for round in 0..100 {
+            for k in 0..KEYS {
+                input.send(input_ev(k, 0, round)).unwrap();
+                sent += 1;
+            }
+        }
+        for k in 0..KEYS {
+            input.send(keyed(k, 0, 100, ARM)).unwrap();
+            sent += 1;
+        }
+        wait_until("the warm-up processed", || received(&c) >= sent);
+        let sender = std::thread::spawn(move || {
+            counting::count_this_thread();
+            let before = counting::ALLOCATIONS.load(Ordering::Relaxed);
+            for round in 101..726 {
+                for k in 0..KEYS {
+                    input.send(input_ev(k, 0, round)).unwrap();
+                }
+            }
+            (before, input)
+        });
+        let (before, _input) = sender.join().unwrap();
+        sent += 625 * KEYS;
+        wait_until("the measured events processed", || received(&c) >= sent);
+        let after = counting::ALLOCATIONS.load(Ordering::Relaxed);
+        c.shutdown().unwrap();
+        after - before
+    });
+    assert_eq!(allocations, 0, "allocations on the warm pool path");
 }
