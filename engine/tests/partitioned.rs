@@ -839,3 +839,40 @@ fn r6_4_event_an_instance_dies_on_is_not_its_successors_first() {
         .collect();
     assert_eq!(log, want);
 }
+
+// R1.2, R1.3: a pool can be created after `start()`; its members are pinned per the plan
+// (context `i` to the plan's core for `i`), or to the options' core when they name one, and
+// the pool works like one created before the start.
+#[test]
+fn r1_3_pool_members_pinned_per_plan_and_created_after_start() {
+    let (cores, factory) = bounded(|| {
+        let c = Correlator::<Ev>::builder()
+            .pinning(correlator::PinningPlan::cores(vec![0]))
+            .external_time()
+            .build()
+            .unwrap();
+        let out = c.channel("out").unwrap();
+        c.start();
+        let pool = c.create_pool(ContextOptions::new("late"), 2).unwrap();
+        let factory = Factory::new(out, 0);
+        let f = factory.clone();
+        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| f.make(key, first))
+            .unwrap();
+        let input = pool.input(&c).unwrap();
+        for k in 0..6 {
+            input.send(input_ev(k, 0, 0)).unwrap();
+            input.send(input_ev(k, 0, 1)).unwrap();
+        }
+        let s = c.shutdown().unwrap();
+        let cores: Vec<Option<usize>> = pool
+            .members()
+            .iter()
+            .map(|&m| s.context(m).unwrap().core)
+            .collect();
+        (cores, factory)
+    });
+    assert_eq!(cores, [Some(0), Some(0)], "members pinned per the plan");
+    let reports = factory.reports();
+    assert_eq!(reports.len(), 6);
+    assert!(reports.iter().all(|r| r.count == 2 && r.breaks == 0));
+}
