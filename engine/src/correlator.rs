@@ -23,7 +23,8 @@
 //! [`Error::ShutdownFromContext`]: it would wait for itself.
 //!
 //! The facade, on top of everything: owns the builder, the shutdown sequence and the status
-//! snapshot's assembly; imported by nothing but `lib.rs`. May import every other module.
+//! snapshot's assembly; imported by nothing but `lib.rs` and `pool` (built on the public facade). May import every
+//! other module but `pool`.
 
 use std::time::{Duration, Instant};
 
@@ -391,6 +392,12 @@ impl<E: Event> Correlator<E> {
     /// [`Error::ShutDown`].
     pub fn create_context(&self, options: ContextOptions) -> Result<ContextRef, Error> {
         create_context(&self.shared, options, false)
+    }
+
+    /// How many more contexts `max_contexts` allows now (for `create_pool`'s check).
+    pub(crate) fn context_room(&self) -> usize {
+        let existing = sync::read_lock(&self.shared.contexts).len();
+        self.shared.config.max_contexts.saturating_sub(existing)
     }
 
     /// The name a context was created with.

@@ -56,7 +56,7 @@ pub(crate) type Init<E> = Box<dyn FnOnce(&mut State, &mut Effects<E>) + Send>;
 /// A `when`/`when_all` handler with its monitor type erased.
 pub(crate) type MatchHandler<E> = Box<dyn FnMut(&mut State, &mut Effects<E>, &Match<E>) + Send>;
 /// An `on_die` hook with its monitor type erased.
-pub(crate) type OnDie<E> = fn(&mut State, &DieReason, &mut Effects<E>);
+pub(crate) type OnDie<E> = Box<dyn FnMut(&mut State, &DieReason, &mut Effects<E>) + Send>;
 
 /// A monitor instance to create in a context.
 pub(crate) struct NewInstance<E: Event> {

@@ -71,6 +71,17 @@ pub enum Error {
     /// running in this context: shutdown waits for every context to finish, this one included, so
     /// it could never return.
     ShutdownFromContext(ContextRef),
+    /// [`Correlator::create_pool`](crate::Correlator::create_pool) was asked for no partition, or
+    /// for more than `max_contexts` still allows.
+    InvalidPoolSize {
+        /// The partitions asked for.
+        requested: usize,
+        /// How many more contexts the correlator allows now.
+        max: usize,
+    },
+    /// [`Pool::load_per_key`](crate::Pool::load_per_key) was given no event kind: its dispatchers
+    /// would listen to nothing and no key would ever get an instance.
+    NoKinds,
 }
 
 impl fmt::Display for Error {
@@ -132,6 +143,16 @@ impl fmt::Display for Error {
                  context to finish, so call it from a thread of your own (a handler can signal \
                  that thread, for example through an output channel)"
             ),
+            Error::InvalidPoolSize { requested, max } => write!(
+                f,
+                "a pool of {requested} partitions is invalid; choose between 1 and {max} (the \
+                 contexts `max_contexts` still allows), or raise `max_contexts` on the builder"
+            ),
+            Error::NoKinds => write!(
+                f,
+                "load_per_key needs at least one event kind to dispatch; name the kinds whose \
+                 events create and feed the per-key instances"
+            ),
         }
     }
 }
@@ -154,6 +175,9 @@ pub enum SendErrorKind {
     UnknownContext,
     /// The inbox is full and the correlator was never started: a blocking send could not end.
     FullBeforeStart,
+    /// A [`PoolInput`](crate::PoolInput) was given an event whose [`Event::key`](crate::Event::key)
+    /// is `None`: no partition owns it.
+    NoKey,
 }
 
 /// A refused send. It owns the event, so nothing is lost: take it back with
@@ -237,6 +261,11 @@ impl<E> fmt::Display for SendError<E> {
                 f,
                 "send{to} refused: the inbox is full and the correlator is not started, so a \
                  blocking send could never end; call `start()` first or raise `inbox_capacity`"
+            ),
+            SendErrorKind::NoKey => write!(
+                f,
+                "send{to} refused: the event has no key (`Event::key()` returned `None`), so no \
+                 pool partition owns it; give it a key, or send it to a context with `send_to`"
             ),
         }
     }

@@ -31,7 +31,8 @@
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
 //! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`OutputReceiver`] |
-//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file |
+//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
+//! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
 //!
 //! `inbox` and `route` are private; the `internals` feature exposes them (and the wait-graph helpers)
 //! to the loom models and the micro-benchmarks.
@@ -91,6 +92,7 @@ mod id;
 mod listener;
 mod monitor;
 mod pattern;
+mod pool;
 mod registry;
 mod state;
 mod status;
@@ -146,6 +148,7 @@ pub use id::ContextRef;
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
 pub use monitor::{ListenerHandle, Monitor, Scope};
 pub use pattern::Pattern;
+pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
 pub use status::{ContextStatus, Status, Totals};
 pub use time::Time;
 

@@ -142,7 +142,7 @@ fn on_die_hook<E: Event, M: Monitor<E>>(
 pub(crate) fn load_instance<E: Event, M: Monitor<E>>(monitor: M) -> NewInstance<E> {
     NewInstance {
         state: State::new(monitor),
-        on_die: on_die_hook::<E, M>,
+        on_die: Box::new(on_die_hook::<E, M>),
         init: Box::new(|state: &mut State, fx: &mut Effects<E>| {
             if let Some(m) = state.downcast_mut::<M>() {
                 m.on_load(&mut Scope::new(fx));
@@ -159,7 +159,7 @@ where
 {
     NewInstance {
         state: State::new(state),
-        on_die: on_die_hook::<E, M>,
+        on_die: Box::new(on_die_hook::<E, M>),
         init: Box::new(move |state: &mut State, fx: &mut Effects<E>| {
             if let Some(m) = state.downcast_mut::<M>() {
                 init(m, &mut Scope::new(fx));
@@ -366,6 +366,12 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Ends this instance once the handler returns (R6.8).
     pub fn die(&mut self) {
         self.fx.ops.push(Op::Die);
+    }
+
+    /// Creates `new`, an instance of any monitor, in this context when this handler returns, as
+    /// [`spawn`](Self::spawn) does (R6.2): the pool's per-key factory (`crate::pool`).
+    pub(crate) fn spawn_new(&mut self, new: NewInstance<E>) {
+        self.fx.ops.push(Op::Spawn(new));
     }
 }
 

@@ -433,7 +433,7 @@ impl<E: Event> Context<E> {
         // `on_die` runs with the instance already detached: what it registers is dropped, what it
         // routes and sends is delivered.
         self.fx.current = id;
-        let on_die = inst.on_die;
+        let on_die = &mut inst.on_die;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let r = &reason;

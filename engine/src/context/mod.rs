@@ -154,7 +154,7 @@ pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
 /// Levels of nested spawns whose frames a context keeps room for (see [`Context::apply_ops`]).
 const OP_FRAMES_RETAINED: usize = 64;
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {

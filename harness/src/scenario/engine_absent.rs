@@ -4,7 +4,7 @@
 
 use super::{Family, Outcome, Scenario};
 
-fn absent(id: String, threads: usize) -> Scenario {
+pub(crate) fn absent(id: String, threads: usize) -> Scenario {
     Scenario::new(
         id,
         "engine scenario (harness built without the `engine` feature)",

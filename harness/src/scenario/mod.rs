@@ -29,6 +29,7 @@ pub mod engine;
 #[path = "engine_absent.rs"]
 pub mod engine;
 pub mod kit;
+pub mod partitioned;
 pub mod peers;
 pub mod ticks;
 
@@ -131,6 +132,7 @@ pub const FAMILIES: &[Register] = &[
     |v, _| engine::register_idle(v),
     |v, _| engine::register_backpressure(v),
     |v, _| engine::register_alloc(v),
+    |v, cores| partitioned::register(v, cores),
     |v, _| ticks::register(v),
     |v, _| {
         if std::env::var_os(SELFTEST_ENV).is_some() {

@@ -1,0 +1,558 @@
+//! Partitioned contexts: a pool of contexts that share work by key, with one monitor instance per
+//! key (the correlator's partitioned queries, without hand-written routing).
+//!
+//! # The pieces
+//! * [`Correlator::create_pool`] creates `N` contexts in one call, the pool's *members*
+//!   (partitions), pinned per the correlator's [`PinningPlan`](crate::PinningPlan).
+//! * [`PoolInput`] sends each event to the member that owns its key: member
+//!   [`partition_of`]`(event.key(), N)`. It wraps one [`InputHandle`], so it is one sender for the
+//!   FIFO rule (R2.3): since every event of a key goes to the same inbox, the events of one key
+//!   from one `PoolInput` are processed in the order they were sent.
+//! * [`Pool::load_per_key`] loads a *dispatcher* into every member. It listens to the event kinds
+//!   the user names and keeps a map from key to that key's instance; the first event of a key
+//!   calls the user's factory and creates the key's instance in the member (see the method for
+//!   exactly what the instance sees first). An instance ends as any other does (R6.8: `die`, no
+//!   listener left, a panic, shutdown); its key is then forgotten, and the next event of that key
+//!   creates a fresh instance.
+//! * [`Pool::status`] gives each member's [`ContextStatus`] and its live key count.
+//!
+//! Members are ordinary contexts: instances in them route, send, subscribe to channels and emit to
+//! output receivers as anywhere else (SPEC §3, §4).
+//!
+//! # Cost
+//! A `PoolInput` send is one call of [`Event::key`], one [`partition_of`] (a few multiplications)
+//! and the `InputHandle` send: no lock and no allocation. A dispatcher handles an event of a known
+//! key with one hash lookup and one atomic load; creating a key's instance allocates (the
+//! instance, its end flag, perhaps a larger map), as every instance's creation does.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use crate::config::ContextOptions;
+use crate::entry::{DieReason, Effects};
+use crate::id::ContextRef;
+use crate::correlator::Correlator;
+use crate::error::{Error, SendError, SendErrorKind};
+use crate::event::Event;
+use crate::handle::InputHandle;
+use crate::monitor::{load_instance, Monitor, Scope};
+use crate::pattern::Pattern;
+use crate::state::State;
+use crate::status::ContextStatus;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+
+/// The partition (member index, `0..partitions`) that owns `key` in a pool of `partitions`
+/// members: `fmix64(key) % partitions`, where `fmix64` is the 64-bit finaliser of MurmurHash3
+/// (`k ^= k >> 33; k *= 0xff51afd7ed558ccd; k ^= k >> 33; k *= 0xc4ceb9fe1a85ec53; k ^= k >> 33`).
+///
+/// The mapping is part of the contract: it is fixed (no random seed, unlike `std`'s hasher), so
+/// a key belongs to the same member in every run and every process for a given `partitions`.
+/// The mixing spreads consecutive keys (sequence numbers, device ids) evenly. Changing the number
+/// of partitions moves most keys.
+///
+/// `partitions` of 0 is taken as 1 (a pool always has at least one member).
+///
+/// ```
+/// use correlator::partition_of;
+/// assert_eq!(partition_of(42, 1), 0);
+/// assert!(partition_of(42, 4) < 4);
+/// assert_eq!(partition_of(42, 4), partition_of(42, 4)); // stable
+/// ```
+#[inline]
+pub fn partition_of(key: u64, partitions: usize) -> usize {
+    (fmix64(key) % partitions.max(1) as u64) as usize
+}
+
+/// MurmurHash3's 64-bit finaliser: a bijection of `u64` whose every output bit depends on every
+/// input bit.
+#[inline]
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// The hasher of a dispatcher's key map. Not `fmix64` itself: every key of a member has the same
+/// `fmix64(key) % partitions`, so with a power-of-two pool its low bits would be constant and
+/// fill only part of the table. Adding the golden-ratio constant first decorrelates the two.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed; this is the generic fallback.
+        for &b in bytes {
+            self.0 = fmix64(self.0 ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        self.0 = fmix64(key.wrapping_add(0x9e37_79b9_7f4a_7c15));
+    }
+}
+
+type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+
+/// A pool of contexts (its *members*, or partitions) that share work by key, with one monitor
+/// instance per key: the correlator's partitioned queries without hand-written routing.
+///
+/// * [`Correlator::create_pool`] creates the members in one call, pinned per the plan;
+/// * [`Pool::input`] gives a [`PoolInput`], which sends each event to the member owning its key
+///   ([`partition_of`]; per-key FIFO from each sender, R2.3);
+/// * [`Pool::load_per_key`] creates, in the owning member, one instance per key from the first
+///   event of the key; instances end as any other (R6.8), and the key is then forgotten;
+/// * [`Pool::status`] gives each member's status and live key count (R9.1).
+///
+/// Members are ordinary contexts: instances in them route, send, subscribe to channels and emit
+/// to output receivers as anywhere else. Cheap to clone (the clones describe the same pool).
+#[derive(Clone, Debug)]
+pub struct Pool {
+    members: Arc<[ContextRef]>,
+    /// Live per-key instances in each member, over every factory loaded into the pool; written
+    /// only by the member's own thread (when an instance starts and ends), read by `status`.
+    live: Arc<[AtomicU64]>,
+}
+
+impl<E: Event> Correlator<E> {
+    /// Creates a pool of `partitions` contexts (its members) in one call, for work shared by key
+    /// (see [`Pool`]). Member `i` is a context named `"{name}-{i}"` with the
+    /// other settings of `options` (public flag, wait strategy); it is pinned per the
+    /// correlator's [`PinningPlan`](crate::PinningPlan) (the plan's core for its context id, in
+    /// creation order), or to `options`' core if it names one. A pool can be created before or
+    /// after [`start`](Self::start).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPoolSize`] for 0 partitions or more than `max_contexts` still allows;
+    /// as [`create_context`](Self::create_context) otherwise ([`Error::NoSuchCore`],
+    /// [`Error::ThreadSpawn`], [`Error::ShutDown`], [`Error::TooManyContexts`] if another thread
+    /// created contexts meanwhile). If a member cannot be created, the members already created
+    /// stay as idle contexts until shutdown and the error is returned.
+    ///
+    /// ```
+    /// use correlator::{ContextOptions, Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Tick;
+    /// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+    /// let c = Correlator::<Tick>::builder().build()?;
+    /// let pool = c.create_pool(ContextOptions::new("shard"), 4)?;
+    /// assert_eq!(pool.partitions(), 4);
+    /// assert_eq!(c.context_name(pool.members()[3]).as_deref(), Some("shard-3"));
+    /// assert!(c.create_pool(ContextOptions::new("none"), 0).is_err());
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn create_pool(&self, options: ContextOptions, partitions: usize) -> Result<Pool, Error> {
+        let max = self.context_room();
+        if partitions == 0 || partitions > max {
+            return Err(Error::InvalidPoolSize {
+                requested: partitions,
+                max,
+            });
+        }
+        let mut members = Vec::with_capacity(partitions);
+        for i in 0..partitions {
+            let mut member = options.clone();
+            member.name = format!("{}-{i}", options.name);
+            members.push(self.create_context(member)?);
+        }
+        Ok(Pool {
+            members: members.into(),
+            live: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+}
+
+impl Pool {
+    /// The number of members (partitions).
+    pub fn partitions(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The members in partition order: member `i` owns the keys `k` with
+    /// [`partition_of`]`(k, partitions) == i`.
+    pub fn members(&self) -> &[ContextRef] {
+        &self.members
+    }
+
+    /// The member that owns `key`.
+    pub fn member_of(&self, key: u64) -> ContextRef {
+        self.members[partition_of(key, self.members.len())]
+    }
+
+    /// Whether the pool's members are contexts of `correlator`.
+    fn check<E: Event>(&self, correlator: &Correlator<E>) -> Result<(), Error> {
+        let first = self.members[0];
+        if first.correlator() == correlator.main().correlator() {
+            Ok(())
+        } else {
+            Err(Error::UnknownContext(first))
+        }
+    }
+
+    /// A sender that puts each event into the inbox of the member owning its key (see
+    /// [`PoolInput`]).
+    ///
+    /// # Errors
+    /// [`Error::UnknownContext`] if the pool belongs to another correlator.
+    pub fn input<E: Event>(&self, correlator: &Correlator<E>) -> Result<PoolInput<E>, Error> {
+        self.check(correlator)?;
+        Ok(PoolInput {
+            input: correlator.input(),
+            members: self.members.clone(),
+        })
+    }
+
+    /// Loads a per-key monitor factory into every member: each member gets a *dispatcher*
+    /// instance listening (`on_all`) to the event kinds in `kinds`. For an event of those kinds
+    /// with a key the member owns and no live instance, the dispatcher calls
+    /// `factory(key, &event)` and creates the returned monitor as a new instance in the member,
+    /// whose [`Monitor::on_load`] runs there. So at most one instance per key and factory lives in
+    /// the whole pool at any time.
+    ///
+    /// # What the instance sees first
+    /// The event that creates an instance is handed to the **factory**, not to the instance's
+    /// listeners: `on_load` runs while that event is processed, and a listener registered then
+    /// never matches that same event (R6.5). The factory decides what the instance makes of it
+    /// (count it in the state, keep a copy for `on_load` to route or emit, ...). Every later event
+    /// of the key reaches the listeners `on_load` registered, in arrival order. Listen for the
+    /// key's events with [`Pattern::key`] (indexed: R6.9), or the instance sees every key of its
+    /// member.
+    ///
+    /// # How an instance ends
+    /// As any instance (R6.8): [`Scope::die`], no listener left, a panic, shutdown. Its key is
+    /// then forgotten: the next event of the key calls the factory again and creates a fresh
+    /// instance. The dispatcher registers its listeners before any instance of the key does,
+    /// so for each event it decides first (R6.4): the event on which an instance dies is never
+    /// also the first event of its successor.
+    ///
+    /// # Which events the dispatcher looks at
+    /// Events of `kinds` that reach a member through any path (a [`PoolInput`], a `send_to`, a
+    /// channel, a route). Events without a key and events of keys the member does not own are
+    /// ignored by the dispatcher (other listeners of the member still see them). A factory that
+    /// panics creates no instance (the panic is logged through `tracing`; the next event of the
+    /// key tries again), and the dispatcher and the other keys carry on.
+    ///
+    /// # Errors
+    /// [`Error::NoKinds`] for an empty `kinds`; [`Error::UnknownContext`] for a pool of another
+    /// correlator; as [`Correlator::load_in`] otherwise. If loading into a member fails, the
+    /// members before it keep their dispatcher.
+    ///
+    /// ```
+    /// use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Reading { sensor: u64, value: u32 }
+    /// impl Event for Reading {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    ///     fn key(&self) -> Option<u64> { Some(self.sensor) }
+    /// }
+    ///
+    /// /// Emits each sensor's running count of readings.
+    /// struct Count { sensor: u64, n: u32, out: correlator::Channel }
+    /// impl Monitor<Reading> for Count {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Reading, Self>) {
+    ///         // The first reading went to the factory (n = 1).
+    ///         cx.emit(self.out, Reading { sensor: self.sensor, value: self.n });
+    ///         let mine = Pattern::kind(()).key(self.sensor);
+    ///         cx.on_all(mine, |m: &mut Count, cx: &mut Scope<'_, Reading, Count>, _r: &Reading| {
+    ///             m.n += 1;
+    ///             cx.emit(m.out, Reading { sensor: m.sensor, value: m.n });
+    ///         });
+    ///     }
+    /// }
+    ///
+    /// let c = Correlator::<Reading>::builder().build()?;
+    /// let out = c.channel("counts")?;
+    /// let rx = c.output(out);
+    /// let pool = c.create_pool(ContextOptions::new("sensors"), 2)?;
+    /// pool.load_per_key(&c, [()], move |sensor, _first: &Reading| Count { sensor, n: 1, out })?;
+    /// let input = pool.input(&c)?;
+    /// c.start();
+    /// for sensor in [7, 8, 7, 7] {
+    ///     input.send(Reading { sensor, value: 0 })?;
+    /// }
+    /// c.shutdown()?;
+    /// let sevens: Vec<u32> = rx.iter().filter(|r| r.sensor == 7).map(|r| r.value).collect();
+    /// assert_eq!(sevens, [1, 2, 3]);
+    /// assert_eq!(pool.status(&c).live_keys, 0); // shutdown ended them
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load_per_key<E, M, F>(
+        &self,
+        correlator: &Correlator<E>,
+        kinds: impl IntoIterator<Item = E::Kind>,
+        factory: F,
+    ) -> Result<(), Error>
+    where
+        E: Event,
+        M: Monitor<E>,
+        F: Fn(u64, &E) -> M + Send + Sync + 'static,
+    {
+        self.check(correlator)?;
+        let kinds: Vec<E::Kind> = kinds.into_iter().collect();
+        if kinds.is_empty() {
+            return Err(Error::NoKinds);
+        }
+        let factory: Arc<Factory<E, M>> = Arc::new(factory);
+        for (member, &ctx) in self.members.iter().enumerate() {
+            let dispatcher = Dispatcher {
+                kinds: kinds.clone(),
+                member,
+                partitions: self.members.len(),
+                factory: factory.clone(),
+                keys: KeyMap::default(),
+                prune_at: PRUNE_MIN,
+                live: self.live.clone(),
+            };
+            correlator.load_in(ctx, dispatcher)?;
+        }
+        Ok(())
+    }
+
+    /// Each member's status and live key count (R9.1), from one [`Correlator::status`] snapshot.
+    ///
+    /// # Panics
+    /// Never; for a pool of another correlator the members' `context` figures are defaults.
+    pub fn status<E: Event>(&self, correlator: &Correlator<E>) -> PoolStatus {
+        let all = correlator.status();
+        let members: Vec<PoolMemberStatus> = self
+            .members
+            .iter()
+            .zip(self.live.iter())
+            .map(|(&ctx, live)| PoolMemberStatus {
+                context: all.context(ctx).cloned().unwrap_or_default(),
+                live_keys: live.load(Ordering::Relaxed),
+            })
+            .collect();
+        PoolStatus {
+            live_keys: members.iter().map(|m| m.live_keys).sum(),
+            members,
+        }
+    }
+}
+
+/// A pool's status: see [`Pool::status`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStatus {
+    /// One entry per member, in partition order.
+    pub members: Vec<PoolMemberStatus>,
+    /// Live per-key instances in the whole pool (the sum over the members).
+    pub live_keys: u64,
+}
+
+/// One pool member's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolMemberStatus {
+    /// The member's context counters.
+    pub context: ContextStatus,
+    /// Per-key instances alive in the member (created by any factory loaded into the pool, not
+    /// yet ended).
+    pub live_keys: u64,
+}
+
+/// Sends each event to the pool member that owns its key ([`partition_of`]); made by
+/// [`Pool::input`].
+///
+/// It is one sender for the FIFO rule (R2.3), like the [`InputHandle`] it wraps: the events of
+/// one key sent through one `PoolInput` all go to the same inbox and are processed in the order
+/// they were sent. Events of different `PoolInput`s, and of different keys, are not ordered with
+/// respect to each other. `Send` but not `Sync`: clone it for each thread (a clone is a new
+/// sender).
+///
+/// An event whose [`Event::key`] is `None` belongs to no partition: every send refuses it with
+/// [`SendErrorKind::NoKey`] and hands it back (send it to a context of your choice with
+/// [`InputHandle::send_to`] if that is what you want).
+pub struct PoolInput<E: Event> {
+    input: InputHandle<E>,
+    members: Arc<[ContextRef]>,
+}
+
+impl<E: Event> PoolInput<E> {
+    /// The member owning `event`'s key, or the event back when it has none.
+    #[inline]
+    fn owner(&self, event: E) -> Result<(ContextRef, E), SendError<E>> {
+        match event.key() {
+            Some(key) => Ok((self.members[partition_of(key, self.members.len())], event)),
+            None => Err(SendError::new(SendErrorKind::NoKey, None, event)),
+        }
+    }
+
+    /// Appends `event` to the inbox of the member owning its key, waiting for room if it is full
+    /// (as [`InputHandle::send_to`]).
+    ///
+    /// # Errors
+    /// [`SendErrorKind::NoKey`] for an event without a key; otherwise as
+    /// [`InputHandle::send_to`]. The event comes back in the error.
+    #[inline]
+    pub fn send(&self, event: E) -> Result<(), SendError<E>> {
+        let (ctx, event) = self.owner(event)?;
+        self.input.send_to(ctx, event)
+    }
+
+    /// Like [`send`](Self::send) if there is room now (as [`InputHandle::try_send_to`]).
+    ///
+    /// # Errors
+    /// `Full` (with the event) when the member's inbox is at capacity; otherwise as
+    /// [`send`](Self::send).
+    #[inline]
+    pub fn try_send(&self, event: E) -> Result<(), SendError<E>> {
+        let (ctx, event) = self.owner(event)?;
+        self.input.try_send_to(ctx, event)
+    }
+
+    /// Like [`send`](Self::send), waiting at most `timeout` for room (as
+    /// [`InputHandle::send_to_timeout`]).
+    ///
+    /// # Errors
+    /// `Timeout` (with the event) when no room appeared in time; otherwise as
+    /// [`send`](Self::send).
+    pub fn send_timeout(&self, event: E, timeout: Duration) -> Result<(), SendError<E>> {
+        let deadline = Instant::now() + timeout;
+        let (ctx, event) = self.owner(event)?;
+        self.input.send_to_timeout(
+            ctx,
+            event,
+            deadline.saturating_duration_since(Instant::now()),
+        )
+    }
+
+    /// The member that owns `key`.
+    pub fn member_of(&self, key: u64) -> ContextRef {
+        self.members[partition_of(key, self.members.len())]
+    }
+}
+
+impl<E: Event> Clone for PoolInput<E> {
+    /// A new, independent sender to the same pool.
+    fn clone(&self) -> Self {
+        Self {
+            input: self.input.clone(),
+            members: self.members.clone(),
+        }
+    }
+}
+
+/// A per-key factory, shared by the dispatchers of every member.
+type Factory<E, M> = dyn Fn(u64, &E) -> M + Send + Sync;
+
+/// Dead entries are pruned from a dispatcher's key map once it holds this many entries, and then
+/// whenever it has doubled since the last pruning (amortised O(1) per new key).
+const PRUNE_MIN: usize = 64;
+
+/// One member's dispatcher: creates the per-key instances of one factory (see
+/// [`Pool::load_per_key`]).
+struct Dispatcher<E: Event, M> {
+    kinds: Vec<E::Kind>,
+    /// This member's partition index.
+    member: usize,
+    partitions: usize,
+    factory: Arc<Factory<E, M>>,
+    /// Key -> that key's instance's end flag (set once the instance has ended). An ended entry
+    /// stays until the key's next event replaces it or a pruning removes it.
+    keys: KeyMap<Arc<AtomicBool>>,
+    /// The map size that triggers the next pruning.
+    prune_at: usize,
+    live: Arc<[AtomicU64]>,
+}
+
+impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
+    fn on_load(&mut self, cx: &mut Scope<'_, E, Self>) {
+        for &kind in &self.kinds {
+            cx.on_all(Pattern::kind(kind), Self::dispatch);
+        }
+    }
+}
+
+impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
+    /// The handler of every kind the dispatcher listens to.
+    fn dispatch(&mut self, cx: &mut Scope<'_, E, Self>, event: &E) {
+        let Some(key) = event.key() else { return };
+        if partition_of(key, self.partitions) != self.member {
+            return;
+        }
+        if let Some(ended) = self.keys.get(&key) {
+            if !ended.load(Ordering::Acquire) {
+                return; // The key's instance is alive: its own listeners take the event.
+            }
+        }
+        self.create(cx, key, event);
+    }
+
+    /// Creates the instance of `key`, its state made by the factory from `first`.
+    #[cold]
+    fn create(&mut self, cx: &mut Scope<'_, E, Self>, key: u64, first: &E) {
+        let factory = &self.factory;
+        let monitor = match panic::catch_unwind(AssertUnwindSafe(|| factory(key, first))) {
+            Ok(m) => m,
+            Err(payload) => {
+                tracing::error!(
+                    context = cx.context().id(),
+                    key,
+                    message = %crate::context::panic_message(&*payload),
+                    "a per-key factory panicked; no instance was created for the key"
+                );
+                return;
+            }
+        };
+        if self.keys.len() >= self.prune_at {
+            self.keys.retain(|_, ended| !ended.load(Ordering::Acquire));
+            self.prune_at = (self.keys.len() * 2).max(PRUNE_MIN);
+        }
+        let ended = Arc::new(AtomicBool::new(false));
+        self.keys.insert(key, ended.clone());
+        let mut new = load_instance(monitor);
+        let (live, member) = (self.live.clone(), self.member);
+        let init = new.init;
+        let started = live.clone();
+        // Counted when the instance exists: a spawn dropped at shutdown creates none.
+        new.init = Box::new(move |state: &mut State, fx: &mut Effects<E>| {
+            started[member].fetch_add(1, Ordering::Relaxed);
+            init(state, fx);
+        });
+        let mut on_die = new.on_die;
+        new.on_die = Box::new(
+            move |state: &mut State, reason: &DieReason, fx: &mut Effects<E>| {
+                // The key is forgotten however the hook ends; its panic is the engine's to report.
+                let r = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, reason, fx)));
+                if !ended.swap(true, Ordering::AcqRel) {
+                    live[member].fetch_sub(1, Ordering::Relaxed);
+                }
+                if let Err(payload) = r {
+                    panic::resume_unwind(payload);
+                }
+            },
+        );
+        cx.spawn_new(new);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The mapping is a contract (documented on `partition_of`): these values must never change.
+    #[test]
+    fn partition_of_is_fixed_and_spread() {
+        assert_eq!(fmix64(0), 0);
+        assert_eq!(fmix64(1), 0xb456_bcfc_34c2_cb2c);
+        assert_eq!(
+            (0..8).map(|k| partition_of(k, 4)).collect::<Vec<_>>(),
+            [0, 0, 3, 2, 1, 1, 3, 1]
+        );
+        assert_eq!(partition_of(7, 0), 0);
+        let mut per = [0u32; 4];
+        for k in 0..4000 {
+            per[partition_of(k, 4)] += 1;
+        }
+        assert!(per.iter().all(|&n| (900..1100).contains(&n)), "{per:?}");
+    }
+}
