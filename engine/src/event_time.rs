@@ -46,11 +46,11 @@
 
 use std::time::Duration;
 
+use crate::event::Event;
+use crate::expr::Def;
 use crate::id::ContextRef;
 use crate::registry::Config;
 use crate::status::Counters;
-use crate::event::Event;
-use crate::expr::Def;
 use crate::time::Time;
 
 /// What a context knows about the clock mode: owned by the context's thread.
@@ -76,7 +76,6 @@ impl EventClock {
             warned: Vec::new(),
         }
     }
-
 
     /// Whether the correlator runs on event time: the only test the default mode pays.
     #[inline(always)]

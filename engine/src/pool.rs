@@ -31,12 +31,12 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::config::ContextOptions;
-use crate::entry::{DieReason, Effects};
-use crate::id::ContextRef;
 use crate::correlator::Correlator;
+use crate::entry::{DieReason, Effects};
 use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::handle::InputHandle;
+use crate::id::ContextRef;
 use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
 use crate::state::State;

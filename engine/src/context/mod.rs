@@ -287,7 +287,10 @@ impl<E: Event> Context<E> {
             Entry::Event(e) => {
                 if self.event_clock.on() {
                     let fx = &mut self.fx;
-                    if let Some(t) = self.event_clock.advance_for(&e, fx.now, &mut fx.stats, fx.me) {
+                    if let Some(t) = self
+                        .event_clock
+                        .advance_for(&e, fx.now, &mut fx.stats, fx.me)
+                    {
                         self.advance_time(t);
                     }
                 }
