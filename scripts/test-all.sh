@@ -4,6 +4,7 @@
 #   (engine behaviour, differential property tests, reliability and stress tests, harness unit and
 #   end-to-end tests, loom scenarios on real threads), and the engine's again in a debug build (its
 #   debug assertions); benches in test mode; the seed example; the
+#   NATS connector against a real nats-server (installed if absent) and its two-process example; the
 #   harness smoke run; the loom models; miri on the inbox and route stack; ThreadSanitizer on the
 #   stress tests.
 # Each stage prints its duration; the script stops at the first failure.
@@ -25,6 +26,9 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 stage "format" cargo fmt --all --check
 stage "clippy (workspace, all targets)" cargo clippy --workspace --all-targets -- -D warnings
 stage "docs (warnings are errors)" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# The NATS connector's tests and the harness's nats/loopback run against a real nats-server
+# (Debian package), installed here if absent; each test starts and stops its own server.
+stage "nats-server (install if absent)" scripts/nats-server.sh install
 stage "tests (workspace: unit, integration, doc)" cargo test --workspace --release
 # The release run skips `debug_assert!`: run the engine's tests once more with them on.
 stage "engine tests with debug assertions" cargo test -p correlator
@@ -33,6 +37,7 @@ stage "seed example" bash -c '
   out=$(cargo run -q --release -p correlator --example seed_order)
   echo "$out"
   [ "$out" = "E1 R1 R3 R5 R4 R2 E2 E3 E4 En1 En2" ]'
+stage "nats example (two correlator processes, one server)" scripts/nats-example.sh 16 200
 stage "harness smoke" cargo run -q --release -p harness -- run --smoke --out target/smoke-results
 stage "loom models" scripts/loom.sh
 stage "miri (inbox, route stack, monitor state, listener table)" scripts/miri.sh

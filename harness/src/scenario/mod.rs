@@ -29,6 +29,7 @@ pub mod engine;
 #[path = "engine_absent.rs"]
 pub mod engine;
 pub mod kit;
+pub mod nats;
 pub mod partitioned;
 pub mod peers;
 pub mod ticks;
@@ -134,6 +135,7 @@ pub const FAMILIES: &[Register] = &[
     |v, _| engine::register_alloc(v),
     |v, cores| partitioned::register(v, cores),
     |v, _| ticks::register(v),
+    |v, _| nats::register(v),
     |v, _| {
         if std::env::var_os(SELFTEST_ENV).is_some() {
             baseline::register_selftest(v);
