@@ -7,7 +7,8 @@
 //! - throughput vs senders (`stream/{N}to1/*`, engine and every peer) with min..max bars over
 //!   runs;
 //! - latency vs offered load (`openloop/rate`, corrected and uncorrected p50/p99);
-//! - throughput vs pipeline length (`pipeline/{K}`).
+//! - throughput vs pipeline length (`pipeline/{K}`) and vs partitions (`partitioned/{N}`, the
+//!   scaling curve of a pool).
 //!
 //! A plot whose records are missing (filtered out) is not drawn. Lines use a fixed palette of
 //! dark, distinct colours (no pale yellow or light grey on white), and the legend is drawn in a
@@ -259,6 +260,33 @@ pub fn draw_xy(
     Ok(true)
 }
 
+/// The throughput of `{prefix}{N}` against N, medians with min..max bars over runs: one series,
+/// or none when no such record passed its checks.
+fn curve_over_n(s: &Summary, prefix: &str, name: &str) -> Vec<Series> {
+    let mut rows: Vec<(f64, f64, f64, f64)> = s
+        .records
+        .iter()
+        .filter(|r| r.metric == "throughput" && r.checks == "ok")
+        .filter_map(|r| {
+            Some((
+                r.id.strip_prefix(prefix)?.parse().ok()?,
+                r.median / 1e6,
+                r.min / 1e6,
+                r.max / 1e6,
+            ))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    vec![Series {
+        name: name.into(),
+        points: rows.iter().map(|r| (r.0, r.1)).collect(),
+        bars: rows.iter().map(|r| (r.0, r.2, r.3)).collect(),
+    }]
+}
+
 fn runs_of<'a>(runs: &'a [(String, Vec<RunRecord>)], id: &str) -> Option<&'a [RunRecord]> {
     runs.iter()
         .find(|(i, _)| i == id)
@@ -455,43 +483,34 @@ pub fn write_all(
         true,
     )?;
     emit("latency-vs-load.svg", "Latency vs offered load", ok);
-    // 4. Throughput vs pipeline length.
-    let mut rows: Vec<(f64, f64, f64, f64)> = s
-        .records
-        .iter()
-        .filter(|r| r.metric == "throughput" && r.checks == "ok")
-        .filter_map(|r| {
-            Some((
-                r.id.strip_prefix("pipeline/")?.parse().ok()?,
-                r.median / 1e6,
-                r.min / 1e6,
-                r.max / 1e6,
-            ))
-        })
-        .collect();
-    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let series = if rows.is_empty() {
-        Vec::new()
-    } else {
-        vec![Series {
-            name: "pipeline/K engine".into(),
-            points: rows.iter().map(|r| (r.0, r.1)).collect(),
-            bars: rows.iter().map(|r| (r.0, r.2, r.3)).collect(),
-        }]
-    };
-    let ok = draw_xy(
-        &dir.join("throughput-vs-pipeline.svg"),
-        "Throughput vs pipeline length (K contexts in a chain)",
-        "K (contexts)",
-        "M events/s",
-        &series,
-        false,
-    )?;
-    emit(
-        "throughput-vs-pipeline.svg",
-        "Throughput vs pipeline length",
-        ok,
-    );
+    // 4. Throughput vs pipeline length; 5. vs partitions (the scaling curve of `partitioned/{N}`).
+    for (prefix, file, title, x_label, name) in [
+        (
+            "pipeline/",
+            "throughput-vs-pipeline.svg",
+            "Throughput vs pipeline length (K contexts in a chain)",
+            "K (contexts)",
+            "pipeline/K engine",
+        ),
+        (
+            "partitioned/",
+            "throughput-vs-partitions.svg",
+            "Throughput vs partitions (N contexts, one sender each)",
+            "N (partitions)",
+            "partitioned/N engine",
+        ),
+    ] {
+        let series = curve_over_n(s, prefix, name);
+        let ok = draw_xy(
+            &dir.join(file),
+            title,
+            x_label,
+            "M events/s",
+            &series,
+            false,
+        )?;
+        emit(file, title.split(" (").next().unwrap_or(title), ok);
+    }
     Ok(written)
 }
 
