@@ -310,3 +310,66 @@ pub(crate) fn busy_work(ns: u64) {
         std::hint::spin_loop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pin::CoreMap;
+    use crate::scenario::Mode;
+
+    fn unpinned() -> RunCtx {
+        RunCtx {
+            mode: Mode::Smoke,
+            map: CoreMap {
+                cores: vec![0],
+                pinned: false,
+            },
+            run_index: 0,
+        }
+    }
+
+    #[test]
+    fn engine_run_creates_contexts_in_order_and_finishes_clean() {
+        let ctx = unpinned();
+        let mut out = Outcome::default();
+        let (run, seen) = EngineRun::new(&ctx, 64, WaitStrategy::SpinYieldPark)
+            .clock(Clock::External)
+            .contexts(["b", "c"])
+            .start(&mut out, |c, contexts, _| {
+                assert_eq!(contexts[0], c.main());
+                Ok(contexts.to_vec())
+            })
+            .expect("the run starts");
+        assert_eq!(seen.len(), 3);
+        let status = run.finish(&mut out).expect("a clean shutdown has a status");
+        let names: Vec<&str> = status.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["main", "b", "c"]);
+        assert!(out.failures.is_empty(), "{:?}", out.failures);
+    }
+
+    #[test]
+    fn engine_run_records_a_setup_failure_and_does_not_start() {
+        let ctx = unpinned();
+        let mut out = Outcome::default();
+        let started = EngineRun::new(&ctx, 64, WaitStrategy::SpinYieldPark)
+            .clock(Clock::External)
+            .start(&mut out, |_, _, _| -> Result<(), SetupError> {
+                Err("kick-off send: refused".to_string().into())
+            });
+        assert!(started.is_none());
+        assert_eq!(out.failures, ["kick-off send: refused"]);
+    }
+
+    #[test]
+    fn engine_run_finish_collects_a_measured_thread_failure() {
+        let ctx = unpinned();
+        let mut out = Outcome::default();
+        let (run, ()) = EngineRun::new(&ctx, 64, WaitStrategy::SpinYieldPark)
+            .clock(Clock::External)
+            .start(&mut out, |_, _, _| Ok(()))
+            .expect("the run starts");
+        run.sh.fail("sender 0: send_to failed");
+        assert!(run.finish(&mut out).is_some());
+        assert_eq!(out.failures, ["sender 0: send_to failed"]);
+    }
+}
