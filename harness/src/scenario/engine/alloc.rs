@@ -15,13 +15,13 @@
 //! (`deliver::Links::refresh`), and that one allocation lands in the window whenever the window
 //! spans that tick.
 
-use super::{build_with, collect_failure, shutdown, spin_or_park, wait_name, Clock, Cx, Seen};
+use super::{kick_off, spin_or_park, wait_name, Clock, Cx, EngineRun, Seen};
 use crate::alloc::{allocations, counting_installed, deallocations};
 use crate::record::Better;
 use crate::scenario::{
     put, slot, take, wait_for, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, STREAM_CAPACITY,
 };
-use correlator::{Channel, ContextOptions, ContextRef, Monitor, Pattern, WaitStrategy};
+use correlator::{Channel, ContextRef, Monitor, Pattern, WaitStrategy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,14 +166,6 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
     };
     out.param("wait_strategy", wait_name(wait));
     out.param("clock", "external_time (no clock thread)");
-    let c = match build_with(ctx, STREAM_CAPACITY, wait, Clock::External) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
-    let sh = Shared::new();
     let res = slot();
     let (seen_a, seen_b) = (Arc::new(Seen::default()), Arc::new(Seen::default()));
     let measure = Measure {
@@ -182,34 +174,26 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
         start: (0, 0),
         out: res.clone(),
     };
-    let a = c.main();
-    let loaded = match path {
-        Path::Route => c.load(Looper {
-            hop: Hop::Route,
-            listen: None,
-            measure: Some(measure),
-            sh: sh.clone(),
-            seen: seen_a.clone(),
-            events_per_step: 1,
-        }),
-        Path::Send | Path::Channel => {
-            let b = match c.create_context(ContextOptions::new("b")) {
-                Ok(b) => b,
-                Err(e) => {
-                    out.fail(format!("create_context: {e}"));
-                    return out;
-                }
+    let started = EngineRun::new(ctx, STREAM_CAPACITY, wait)
+        .clock(Clock::External)
+        .contexts(two.then_some("b"))
+        .start(&mut out, |c, contexts, sh| {
+            let a = contexts[0];
+            let Some(&b) = contexts.get(1) else {
+                return Ok(c.load(Looper {
+                    hop: Hop::Route,
+                    listen: None,
+                    measure: Some(measure),
+                    sh: sh.clone(),
+                    seen: seen_a.clone(),
+                    events_per_step: 1,
+                })?);
             };
             let (to_b, to_a, listen_a, listen_b) = if path == Path::Send {
                 (Hop::To(b), Hop::To(a), None, None)
             } else {
-                let (ca, cb) = match (c.channel("alloc-a"), c.channel("alloc-b")) {
-                    (Ok(x), Ok(y)) => (x, y),
-                    (Err(e), _) | (_, Err(e)) => {
-                        out.fail(format!("channel: {e}"));
-                        return out;
-                    }
-                };
+                let ca = c.channel("alloc-a").map_err(|e| format!("channel: {e}"))?;
+                let cb = c.channel("alloc-b").map_err(|e| format!("channel: {e}"))?;
                 (Hop::Chan(cb), Hop::Chan(ca), Some(ca), Some(cb))
             };
             c.load(Looper {
@@ -219,42 +203,38 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                 sh: sh.clone(),
                 seen: seen_a.clone(),
                 events_per_step: 2,
-            })
-            .and_then(|_| {
-                c.load_in(
-                    b,
-                    Looper {
-                        hop: to_a,
-                        listen: listen_b,
-                        measure: None,
-                        sh: sh.clone(),
-                        seen: seen_b.clone(),
-                        events_per_step: 2,
-                    },
-                )
-            })
-        }
-    };
-    if let Err(e) = loaded {
-        out.fail(format!("load: {e}"));
+            })?;
+            c.load_in(
+                b,
+                Looper {
+                    hop: to_a,
+                    listen: listen_b,
+                    measure: None,
+                    sh: sh.clone(),
+                    seen: seen_b.clone(),
+                    events_per_step: 2,
+                },
+            )?;
+            Ok(())
+        });
+    let Some((run, ())) = started else {
         return out;
-    }
-    c.start();
+    };
+    let (c, sh) = (&run.c, &run.sh);
     // Subscriptions (channel path) take effect when on_load returns; give the loads a moment
     // by sending the first event to `main` only once both instances exist.
     let ready = wait_for(Duration::from_secs(3), Duration::from_millis(1), || {
         c.status().totals.instances >= if two { 2 } else { 1 }
     });
     out.check(ready, || "the monitors did not load".into());
-    if let Err(e) = c.input().send_to(a, Ev::default()) {
-        out.fail(format!("kick-off send: {e}"));
+    if let Err(e) = kick_off(c, c.main(), Ev::default()) {
+        out.fail(e);
         return out;
     }
     let done = wait_for(ctx.mode.run_timeout() / 2, Duration::from_millis(1), || {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()
     });
-    shutdown(&c, &mut out);
-    collect_failure(&sh, &mut out);
+    run.finish(&mut out);
     out.placed(seen_a.placement("context a (main)", ctx.map.core_for(0)));
     if two {
         out.placed(seen_b.placement("context b", ctx.map.core_for(1)));

@@ -2,10 +2,10 @@
 //! the engine: an input handle on slot 1 sends each burst with `send_to`, one context on slot 0
 //! runs a listener that checks the sequence, counts and stores the sink.
 
-use super::{build, collect_failure, shutdown, spin_or_park, wait_name, Cx, Seen};
+use super::{spin_or_park, wait_name, Cx, EngineRun, Seen};
 use crate::scenario::burst::{finish, spawn_producer, Check, Sink, BURSTS, BURST_CAPACITY};
 use crate::scenario::{put, slot, take, timed_window, Ev, Family, RunCtx, Scenario, Slot};
-use crate::scenario::{Outcome, Shared, STOP_CHECK_EVERY};
+use crate::scenario::{Outcome, STOP_CHECK_EVERY};
 use correlator::{DieReason, Monitor, Pattern};
 use std::sync::Arc;
 
@@ -50,28 +50,22 @@ fn burst(ctx: &RunCtx, b: usize) -> Outcome {
     let mut out = Outcome::default();
     let wait = spin_or_park(ctx, 2);
     out.param("wait_strategy", wait_name(wait));
-    let c = match build(ctx, BURST_CAPACITY, wait) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
     let sink: Sink = Arc::default();
     let seen = Arc::new(Seen::default());
     let res = slot();
-    if let Err(e) = c.load(Consumer {
+    let consumer = Consumer {
         c: Check::new(sink.clone()),
         seen: seen.clone(),
         out: res.clone(),
-    }) {
-        out.fail(format!("load: {e}"));
+    };
+    let Some((run, ())) =
+        EngineRun::new(ctx, BURST_CAPACITY, wait).start(&mut out, |c, _, _| Ok(c.load(consumer)?))
+    else {
         return out;
-    }
-    c.start();
-    let shared = Shared::new();
+    };
+    let (c, shared) = (&run.c, &run.sh);
     let (input, main) = (c.input(), c.main());
-    let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
+    let producer = spawn_producer(ctx, shared, &sink, b, move |first| {
         (first..first + b as u64).all(|s| {
             input
                 .send_to(
@@ -86,10 +80,9 @@ fn burst(ctx: &RunCtx, b: usize) -> Outcome {
                 .is_ok()
         })
     });
-    let w = timed_window(ctx, &shared);
+    let w = timed_window(ctx, shared);
     let d = producer.join().expect("producer panicked");
-    let _ = shutdown(&c, &mut out);
-    collect_failure(&shared, &mut out);
+    run.finish(&mut out);
     let placement = seen.placement("context main (consumer)", ctx.map.core_for(0));
     let consumer = take(&res).map(|(next, bad)| (placement, next, bad));
     finish(&mut out, b, w, d, consumer);

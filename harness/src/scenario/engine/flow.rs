@@ -1,7 +1,7 @@
 //! `stream/{N}to1/engine`, `fanout/channel`, `pipeline/{K}`, `backpressure/flood`: events
 //! flowing between threads and contexts, time-bounded, checked for loss and order at the end.
 
-use super::{build, busy_work, collect_failure, shutdown, spin_or_park, wait_name, Cx, Seen};
+use super::{busy_work, spin_or_park, wait_name, Cx, EngineRun, Seen};
 use crate::clock::now_ns;
 use crate::pin::Probe;
 use crate::record::Better;
@@ -12,7 +12,7 @@ use crate::scenario::{
     STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::stats::{merge, new_hist};
-use correlator::{Channel, ContextOptions, ContextRef, DieReason, Monitor, Pattern};
+use correlator::{Channel, ContextRef, DieReason, Monitor, Pattern};
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -143,28 +143,18 @@ fn flood(
     out.param("wait_strategy", wait_name(wait));
     out.param("senders", senders as u64);
     out.param("capacity", capacity as u64);
-    let c = match build(ctx, capacity, wait) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return None;
-        }
-    };
-    let sh = Shared::new();
     let seen = Arc::new(Seen::default());
     let res = slot();
-    let sink = Sink {
-        sh: sh.clone(),
-        seen: seen.clone(),
-        fifo: FifoCheck::new(senders),
-        work_ns,
-        out: res.clone(),
-    };
-    if let Err(e) = c.load(sink) {
-        out.fail(format!("load: {e}"));
-        return None;
-    }
-    c.start();
+    let (run, ()) = EngineRun::new(ctx, capacity, wait).start(out, |c, _, sh| {
+        Ok(c.load(Sink {
+            sh: sh.clone(),
+            seen: seen.clone(),
+            fifo: FifoCheck::new(senders),
+            work_ns,
+            out: res.clone(),
+        })?)
+    })?;
+    let (c, sh) = (&run.c, &run.sh);
     let counters = sender_counters(senders);
     let main = c.main();
     let mut handles = Vec::new();
@@ -215,13 +205,12 @@ fn flood(
             }
         }));
     }
-    let w = timed_window_with(ctx, &sh, || sample(&counters));
+    let w = timed_window_with(ctx, sh, || sample(&counters));
     let reports: Vec<SenderReport> = handles
         .into_iter()
         .map(|h| h.join().expect("sender panicked"))
         .collect();
-    let status = shutdown(&c, out);
-    collect_failure(&sh, out);
+    let status = run.finish(out);
     for r in &reports {
         out.placed(r.placement.clone());
     }
@@ -399,56 +388,37 @@ fn fanout(ctx: &RunCtx, n: usize) -> Outcome {
     out.param("subscribers", n as u64);
     out.param("wait_strategy", wait_name(wait));
     out.param("capacity", STREAM_CAPACITY as u64);
-    let c = match build(ctx, STREAM_CAPACITY, wait) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
-    let ch = match c.channel("fanout") {
-        Ok(ch) => ch,
-        Err(e) => {
-            out.fail(format!("channel: {e}"));
-            return out;
-        }
-    };
-    let mut contexts = vec![c.main()];
-    for i in 1..n {
-        match c.create_context(ContextOptions::new(format!("sub{i}"))) {
-            Ok(x) => contexts.push(x),
-            Err(e) => {
-                out.fail(format!("create_context: {e}"));
-                return out;
-            }
-        }
-    }
     let counters = sender_counters(n);
     let mut results = Vec::new();
     let mut seens = Vec::new();
-    for (i, &cx) in contexts.iter().enumerate() {
-        let res = slot();
-        let seen = Arc::new(Seen::default());
-        let mon = Sub {
-            ch,
-            counter: counters.clone(),
-            index: i,
-            seen: seen.clone(),
-            r: SubResult {
-                samples: Vec::with_capacity(SKEW_CAP),
-                ..SubResult::default()
-            },
-            out: res.clone(),
-        };
-        if let Err(e) = c.load_in(cx, mon) {
-            out.fail(format!("load: {e}"));
-            return out;
-        }
-        results.push(res);
-        seens.push(seen);
-    }
-    c.start();
-    let sh = Shared::new();
+    let started = EngineRun::new(ctx, STREAM_CAPACITY, wait)
+        .contexts((1..n).map(|i| format!("sub{i}")))
+        .start(&mut out, |c, contexts, _| {
+            let ch = c.channel("fanout").map_err(|e| format!("channel: {e}"))?;
+            for (i, &cx) in contexts.iter().enumerate() {
+                let res = slot();
+                let seen = Arc::new(Seen::default());
+                let mon = Sub {
+                    ch,
+                    counter: counters.clone(),
+                    index: i,
+                    seen: seen.clone(),
+                    r: SubResult {
+                        samples: Vec::with_capacity(SKEW_CAP),
+                        ..SubResult::default()
+                    },
+                    out: res.clone(),
+                };
+                c.load_in(cx, mon)?;
+                results.push(res);
+                seens.push(seen);
+            }
+            Ok(ch)
+        });
+    let Some((run, ch)) = started else {
+        return out;
+    };
+    let (c, sh) = (&run.c, &run.sh);
     let input = c.input();
     let core = ctx.map.core_for(n);
     let sender = {
@@ -492,10 +462,9 @@ fn fanout(ctx: &RunCtx, n: usize) -> Outcome {
             (probe.finish(), i)
         })
     };
-    let w = timed_window_with(ctx, &sh, || sample(&counters).iter().sum::<u64>());
+    let w = timed_window_with(ctx, sh, || sample(&counters).iter().sum::<u64>());
     let (p, sent) = sender.join().expect("sender panicked");
-    shutdown(&c, &mut out);
-    collect_failure(&sh, &mut out);
+    run.finish(&mut out);
     out.placed(p);
     for (i, s) in seens.iter().enumerate() {
         out.placed(s.placement(&format!("context sub{i}"), ctx.map.core_for(i)));
@@ -611,52 +580,39 @@ fn pipeline(ctx: &RunCtx, k: usize) -> Outcome {
     out.param("contexts", k as u64);
     out.param("wait_strategy", wait_name(wait));
     out.param("capacity", STREAM_CAPACITY as u64);
-    let c = match build(ctx, STREAM_CAPACITY, wait) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
-    let mut stages = vec![c.main()];
-    for i in 1..k {
-        match c.create_context(ContextOptions::new(format!("stage{i}"))) {
-            Ok(x) => stages.push(x),
-            Err(e) => {
-                out.fail(format!("create_context: {e}"));
-                return out;
-            }
-        }
-    }
-    let sh = Shared::new();
     let probe_count = Arc::new(CachePadded::new(AtomicU64::new(0)));
     let res = slot();
     let warm_probes = ctx.mode.pick(10u64, 200, 2_000);
     let mut seens = Vec::new();
-    for (i, &st) in stages.iter().enumerate() {
-        let seen = Arc::new(Seen::default());
-        let mon = Stage {
-            next: stages.get(i + 1).copied(),
-            sh: sh.clone(),
-            seen: seen.clone(),
-            probe_count: probe_count.clone(),
-            warm_probes,
-            r: PipeResult {
-                n: 0,
-                bad: 0,
-                probes: 0,
-                hist: new_hist(),
-            },
-            out: res.clone(),
-            forwarded: 0,
-        };
-        if let Err(e) = c.load_in(st, mon) {
-            out.fail(format!("load: {e}"));
-            return out;
-        }
-        seens.push(seen);
-    }
-    c.start();
+    let started = EngineRun::new(ctx, STREAM_CAPACITY, wait)
+        .contexts((1..k).map(|i| format!("stage{i}")))
+        .start(&mut out, |c, stages, sh| {
+            for (i, &st) in stages.iter().enumerate() {
+                let seen = Arc::new(Seen::default());
+                let mon = Stage {
+                    next: stages.get(i + 1).copied(),
+                    sh: sh.clone(),
+                    seen: seen.clone(),
+                    probe_count: probe_count.clone(),
+                    warm_probes,
+                    r: PipeResult {
+                        n: 0,
+                        bad: 0,
+                        probes: 0,
+                        hist: new_hist(),
+                    },
+                    out: res.clone(),
+                    forwarded: 0,
+                };
+                c.load_in(st, mon)?;
+                seens.push(seen);
+            }
+            Ok(())
+        });
+    let Some((run, ())) = started else {
+        return out;
+    };
+    let (c, sh) = (&run.c, &run.sh);
     let input = c.input();
     let first = c.main();
     let core = ctx.map.core_for(k);
@@ -710,10 +666,9 @@ fn pipeline(ctx: &RunCtx, k: usize) -> Outcome {
             (probe.finish(), i, j)
         })
     };
-    let w = timed_window(ctx, &sh);
+    let w = timed_window(ctx, sh);
     let (p, sent, probes) = sender.join().expect("sender panicked");
-    shutdown(&c, &mut out);
-    collect_failure(&sh, &mut out);
+    run.finish(&mut out);
     out.placed(p);
     for (i, s) in seens.iter().enumerate() {
         out.placed(s.placement(&format!("context stage{i}"), ctx.map.core_for(i)));

@@ -1,7 +1,7 @@
 //! `pingpong/engine`, `pingpong/engine-park`, `openloop/rate`, `idle/wakeup`: latency through
 //! the engine, every sample in an HdrHistogram owned by the thread that records it.
 
-use super::{build, collect_failure, shutdown, spin_or_park, wait_name, Cx, Seen};
+use super::{kick_off, spin_or_park, wait_name, Cx, EngineRun, Seen};
 use crate::clock::{now_ns, thread_cpu_ns, wait_until_ns};
 use crate::pin::Probe;
 use crate::record::Better;
@@ -11,7 +11,7 @@ use crate::scenario::{
     Shared, Slot, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::stats::new_hist;
-use correlator::{ContextOptions, ContextRef, DieReason, Monitor, Pattern, WaitStrategy};
+use correlator::{ContextRef, DieReason, Monitor, Pattern, WaitStrategy};
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,59 +140,51 @@ fn pingpong(ctx: &RunCtx, wanted: WaitStrategy) -> Outcome {
     };
     out.param("wait_strategy", wait_name(wait));
     out.param("capacity", STREAM_CAPACITY as u64);
-    let c = match build(ctx, STREAM_CAPACITY, wait) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
-    let b = match c.create_context(ContextOptions::new("b")) {
-        Ok(b) => b,
-        Err(e) => {
-            out.fail(format!("create_context: {e}"));
-            return out;
-        }
-    };
-    let sh = Shared::new();
     let (seen_a, seen_b) = (Arc::new(Seen::default()), Arc::new(Seen::default()));
     let answered = Arc::new(CachePadded::new(AtomicU64::new(0)));
     let hist_out = slot();
-    let a_mon = PingA {
-        sh: sh.clone(),
-        seen: seen_a.clone(),
-        b,
-        i: 0,
-        hist: new_hist(),
-        out: hist_out.clone(),
-    };
-    let b_mon = PingB {
-        a: c.main(),
-        seen: seen_b.clone(),
-        answered: answered.clone(),
-        sh: sh.clone(),
-    };
-    if let Err(e) = c.load(a_mon).and_then(|_| c.load_in(b, b_mon)) {
-        out.fail(format!("load: {e}"));
+    let started = EngineRun::new(ctx, STREAM_CAPACITY, wait)
+        .contexts(["b"])
+        .start(&mut out, |c, contexts, sh| {
+            let (a, b) = (contexts[0], contexts[1]);
+            c.load(PingA {
+                sh: sh.clone(),
+                seen: seen_a.clone(),
+                b,
+                i: 0,
+                hist: new_hist(),
+                out: hist_out.clone(),
+            })?;
+            c.load_in(
+                b,
+                PingB {
+                    a,
+                    seen: seen_b.clone(),
+                    answered: answered.clone(),
+                    sh: sh.clone(),
+                },
+            )?;
+            Ok(b)
+        });
+    let Some((run, b)) = started else {
         return out;
-    }
-    c.start();
+    };
+    let sh = &run.sh;
     let first = Ev {
         kind: 0,
         seq: 0,
         t_ns: now_ns(),
         aux: 0,
     };
-    if let Err(e) = c.input().send_to(b, first) {
-        out.fail(format!("kick-off send: {e}"));
+    if let Err(e) = kick_off(&run.c, b, first) {
+        out.fail(e);
         return out;
     }
-    let w = timed_window(ctx, &sh);
+    let w = timed_window(ctx, sh);
     let ended = wait_for(STALL_TIMEOUT, Duration::from_millis(1), || {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()
     });
-    shutdown(&c, &mut out);
-    collect_failure(&sh, &mut out);
+    run.finish(&mut out);
     out.placed(seen_a.placement("context a (main)", ctx.map.core_for(0)));
     out.placed(seen_b.placement("context b", ctx.map.core_for(1)));
     out.check(ended, || {
@@ -303,41 +295,34 @@ fn openloop(ctx: &RunCtx) -> Outcome {
     let wait = spin_or_park(ctx, 2);
     out.param("wait_strategy", wait_name(wait));
     out.param("capacity", STREAM_CAPACITY as u64);
-    let c = match build(ctx, STREAM_CAPACITY, wait) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
-    let sh = Shared::new();
     let seen = Arc::new(Seen::default());
     // One counter per load level, and one for the flood (drain detection).
     let level_counts = crate::scenario::baseline::sender_counters(LOADS.len() + 1);
     let res = slot();
     let warm_ns = (ctx.mode.window().as_nanos() / 10) as u64;
-    let mon = Open {
-        sh: sh.clone(),
-        seen: seen.clone(),
-        warm_ns,
-        level_first: vec![0; LOADS.len()],
-        level_counts: level_counts.clone(),
-        flood_hist: new_hist(),
-        r: OpenResult {
-            flood: 0,
-            flood_bad: 0,
-            corrected: LOADS.iter().map(|_| new_hist()).collect(),
-            uncorrected: LOADS.iter().map(|_| new_hist()).collect(),
-            counts: vec![0; LOADS.len()],
-            bad: vec![0; LOADS.len()],
-        },
-        out: res.clone(),
-    };
-    if let Err(e) = c.load(mon) {
-        out.fail(format!("load: {e}"));
+    let started = EngineRun::new(ctx, STREAM_CAPACITY, wait).start(&mut out, |c, _, sh| {
+        Ok(c.load(Open {
+            sh: sh.clone(),
+            seen: seen.clone(),
+            warm_ns,
+            level_first: vec![0; LOADS.len()],
+            level_counts: level_counts.clone(),
+            flood_hist: new_hist(),
+            r: OpenResult {
+                flood: 0,
+                flood_bad: 0,
+                corrected: LOADS.iter().map(|_| new_hist()).collect(),
+                uncorrected: LOADS.iter().map(|_| new_hist()).collect(),
+                counts: vec![0; LOADS.len()],
+                bad: vec![0; LOADS.len()],
+            },
+            out: res.clone(),
+        })?)
+    });
+    let Some((run, ())) = started else {
         return out;
-    }
-    c.start();
+    };
+    let (c, sh) = (&run.c, &run.sh);
     let (rate_tx, rate_rx) = std::sync::mpsc::channel::<f64>();
     let input = c.input();
     let main = c.main();
@@ -407,7 +392,7 @@ fn openloop(ctx: &RunCtx) -> Outcome {
             (probe.finish(), flood_sent, levels)
         })
     };
-    let w = timed_window(ctx, &sh);
+    let w = timed_window(ctx, sh);
     let max_rate = match &w {
         Ok(w) => w.events as f64 / w.secs,
         Err(_) => 0.0,
@@ -418,8 +403,7 @@ fn openloop(ctx: &RunCtx) -> Outcome {
     drop(rate_tx);
     let (p, flood_sent, levels) = sender.join().expect("sender panicked");
     out.placed(p);
-    shutdown(&c, &mut out);
-    collect_failure(&sh, &mut out);
+    run.finish(&mut out);
     out.placed(seen.placement("context main (receiver)", ctx.map.core_for(0)));
     if let Err(e) = w {
         out.fail(e);
@@ -529,35 +513,28 @@ fn idle(ctx: &RunCtx) -> Outcome {
     out.param("wakeups", wakeups);
     for wait in STRATEGIES {
         let name = wait_name(wait);
-        let c = match build(ctx, STREAM_CAPACITY, wait) {
-            Ok(c) => c,
-            Err(e) => {
-                out.fail(e);
-                return out;
-            }
-        };
-        let sh = Shared::new();
         let seen = Arc::new(Seen::default());
         let res = slot();
-        let mon = Wake {
-            sh: sh.clone(),
-            seen: seen.clone(),
-            prev_cpu: 0,
-            prev_wall: 0,
-            r: WakeResult {
-                hist: new_hist(),
-                idle_cpu_ns: 0,
-                idle_wall_ns: 0,
-                n: 0,
-                bad: 0,
-            },
-            out: res.clone(),
-        };
-        if let Err(e) = c.load(mon) {
-            out.fail(format!("load: {e}"));
+        let started = EngineRun::new(ctx, STREAM_CAPACITY, wait).start(&mut out, |c, _, sh| {
+            Ok(c.load(Wake {
+                sh: sh.clone(),
+                seen: seen.clone(),
+                prev_cpu: 0,
+                prev_wall: 0,
+                r: WakeResult {
+                    hist: new_hist(),
+                    idle_cpu_ns: 0,
+                    idle_wall_ns: 0,
+                    n: 0,
+                    bad: 0,
+                },
+                out: res.clone(),
+            })?)
+        });
+        let Some((run, ())) = started else {
             return out;
-        }
-        c.start();
+        };
+        let (c, sh) = (&run.c, &run.sh);
         let input = c.input();
         let main = c.main();
         let core = ctx.map.core_for(sender_slot(ctx, 0));
@@ -596,8 +573,7 @@ fn idle(ctx: &RunCtx) -> Outcome {
         wait_for(STALL_TIMEOUT, Duration::from_micros(100), || {
             sh.count.load(Ordering::Acquire) >= wakeups
         });
-        shutdown(&c, &mut out);
-        collect_failure(&sh, &mut out);
+        run.finish(&mut out);
         out.placed(p);
         out.placed(seen.placement(&format!("context main ({name})"), ctx.map.core_for(0)));
         let Some(r) = take(&res) else {

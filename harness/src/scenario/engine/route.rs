@@ -6,7 +6,7 @@
 //! full SPEC R3.2 order: every node carries its pre-order position, and depth-first processing
 //! with siblings in routing order is exactly pre-order.
 
-use super::{build, collect_failure, shutdown, Cx, Seen, KEYED_KIND};
+use super::{kick_off, Cx, EngineRun, Seen, KEYED_KIND};
 use crate::record::Better;
 use crate::scenario::{
     stream_figures, timed_window, wait_for, Ev, Family, Outcome, RunCtx, Scenario, Shared,
@@ -235,35 +235,25 @@ fn run_chain<M: Monitor<Ev>>(
     monitor: impl FnOnce(Arc<Shared>, Arc<Seen>) -> M,
     first: Ev,
 ) -> Option<(crate::scenario::Window, u64)> {
-    let c = match build(ctx, DEFAULT_INBOX_CAPACITY, WaitStrategy::BusySpin) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return None;
-        }
-    };
-    let sh = Shared::new();
     let seen = Arc::new(Seen::default());
-    if let Err(e) = c.load(monitor(sh.clone(), seen.clone())) {
-        out.fail(format!("load: {e}"));
-        return None;
-    }
-    // Queued before start, after the monitor's instance: the first event of the chain.
-    if let Err(e) = c.input().send_to(c.main(), first) {
-        out.fail(format!("kick-off send: {e}"));
-        return None;
-    }
-    c.start();
+    let (run, ()) = EngineRun::new(ctx, DEFAULT_INBOX_CAPACITY, WaitStrategy::BusySpin).start(
+        out,
+        |c, _, sh| {
+            c.load(monitor(sh.clone(), seen.clone()))?;
+            // Queued before start, after the monitor's instance: the first event of the chain.
+            Ok(kick_off(c, c.main(), first)?)
+        },
+    )?;
+    let (c, sh) = (&run.c, &run.sh);
     // Loading thousands of listeners takes a while: the warm-up starts once the chain runs.
     wait_for(STALL_TIMEOUT, Duration::from_millis(1), || {
         sh.count.load(Ordering::Acquire) > 0 || sh.failure().is_some()
     });
-    let w = timed_window(ctx, &sh);
+    let w = timed_window(ctx, sh);
     let ended = wait_for(STALL_TIMEOUT, Duration::from_millis(1), || {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()
     });
-    let status = shutdown(&c, out);
-    collect_failure(&sh, out);
+    let status = run.finish(out);
     out.placed(seen.placement(role, ctx.map.core_for(0)));
     if !ended {
         out.fail("the chain did not stop within the stall timeout after the stop flag");
@@ -367,39 +357,31 @@ fn tree(ctx: &RunCtx) -> Outcome {
     out.param("depth", TREE_DEPTH);
     out.param("fanout", TREE_FANOUT);
     out.param("events_per_tree", sizes[0]);
-    let c = match build(ctx, DEFAULT_INBOX_CAPACITY, WaitStrategy::BusySpin) {
-        Ok(c) => c,
-        Err(e) => {
-            out.fail(e);
-            return out;
-        }
-    };
-    let sh = Shared::new();
     let seen = Arc::new(Seen::default());
-    let loaded = c.load(Tree {
-        sh: sh.clone(),
-        seen: seen.clone(),
-        sizes,
-        fanout: TREE_FANOUT,
-        pos: 0,
-        total: 0,
-        trees: 0,
-    });
-    if let Err(e) = loaded {
-        out.fail(format!("load: {e}"));
+    let started = EngineRun::new(ctx, DEFAULT_INBOX_CAPACITY, WaitStrategy::BusySpin).start(
+        &mut out,
+        |c, _, sh| {
+            c.load(Tree {
+                sh: sh.clone(),
+                seen: seen.clone(),
+                sizes,
+                fanout: TREE_FANOUT,
+                pos: 0,
+                total: 0,
+                trees: 0,
+            })?;
+            Ok(kick_off(c, c.main(), Ev::default())?)
+        },
+    );
+    let Some((run, ())) = started else {
         return out;
-    }
-    if let Err(e) = c.input().send_to(c.main(), Ev::default()) {
-        out.fail(format!("kick-off send: {e}"));
-        return out;
-    }
-    c.start();
-    let w = timed_window(ctx, &sh);
+    };
+    let (c, sh) = (&run.c, &run.sh);
+    let w = timed_window(ctx, sh);
     let ended = wait_for(STALL_TIMEOUT, Duration::from_millis(1), || {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()
     });
-    let status = shutdown(&c, &mut out);
-    collect_failure(&sh, &mut out);
+    let status = run.finish(&mut out);
     out.placed(seen.placement("context main", ctx.map.core_for(0)));
     out.check(ended, || {
         "the storm did not stop after the stop flag".into()
