@@ -62,9 +62,7 @@ mod imp {
     use super::{RunCtx, KEYS_PER_PARTITION};
     use crate::pin::Probe;
     use crate::scenario::baseline::{sample, sender_counters};
-    use crate::scenario::engine::{
-        build_with, collect_failure, shutdown, wait_name, Clock, Cx, Seen, KEYED_KIND,
-    };
+    use crate::scenario::engine::{wait_name, Clock, Cx, EngineRun, Seen, KEYED_KIND};
     use crate::scenario::{
         stream_figures, timed_window_with, Ev, Outcome, Shared, Window, PUBLISH_EVERY,
         STOP_CHECK_EVERY, STREAM_CAPACITY,
@@ -156,21 +154,6 @@ mod imp {
         out.param("keys_per_partition", KEYS_PER_PARTITION);
         out.param("capacity", STREAM_CAPACITY as u64);
         out.param("wait_strategy", wait_name(wait));
-        let c = match build_with(ctx, STREAM_CAPACITY, wait, Clock::External) {
-            Ok(c) => c,
-            Err(e) => {
-                out.fail(e);
-                return out;
-            }
-        };
-        let pool = match c.create_pool(ContextOptions::new("part"), n) {
-            Ok(p) => p,
-            Err(e) => {
-                out.fail(format!("create_pool: {e}"));
-                return out;
-            }
-        };
-        let sh = Shared::new();
         let members: Vec<Arc<Member>> = (0..n)
             .map(|_| {
                 Arc::new(Member {
@@ -180,35 +163,38 @@ mod imp {
             })
             .collect();
         let reports: Arc<Mutex<Vec<KeyReport>>> = Arc::default();
-        let factory = {
-            let (members, sh, reports) = (members.clone(), sh.clone(), reports.clone());
-            move |key: u64, first: &Ev| {
-                let p = partition_of(key, members.len());
-                let mut m = KeyCount {
-                    key,
-                    next: 0,
-                    taken: 0,
-                    breaks: 0,
-                    member: members[p].clone(),
-                    stall: (p == 0).then(|| sh.clone()),
-                    reports: reports.clone(),
+        let started = EngineRun::new(ctx, STREAM_CAPACITY, wait)
+            .clock(Clock::External)
+            .start(&mut out, |c, _, sh| {
+                let pool = c
+                    .create_pool(ContextOptions::new("part"), n)
+                    .map_err(|e| format!("create_pool: {e}"))?;
+                let factory = {
+                    let (members, sh, reports) = (members.clone(), sh.clone(), reports.clone());
+                    move |key: u64, first: &Ev| {
+                        let p = partition_of(key, members.len());
+                        let mut m = KeyCount {
+                            key,
+                            next: 0,
+                            taken: 0,
+                            breaks: 0,
+                            member: members[p].clone(),
+                            stall: (p == 0).then(|| sh.clone()),
+                            reports: reports.clone(),
+                        };
+                        m.take(first.seq);
+                        m
+                    }
                 };
-                m.take(first.seq);
-                m
-            }
-        };
-        if let Err(e) = pool.load_per_key(&c, [KEYED_KIND], factory) {
-            out.fail(format!("load_per_key: {e}"));
+                pool.load_per_key(c, [KEYED_KIND], factory)
+                    .map_err(|e| format!("load_per_key: {e}"))?;
+                let input = pool.input(c).map_err(|e| format!("pool input: {e}"))?;
+                Ok((pool, input))
+            });
+        let Some((run, (pool, input))) = started else {
             return out;
-        }
-        let input = match pool.input(&c) {
-            Ok(i) => i,
-            Err(e) => {
-                out.fail(format!("pool input: {e}"));
-                return out;
-            }
         };
-        c.start();
+        let (c, sh) = (&run.c, run.sh.clone());
         let keys = keys_of(n);
         let counters = sender_counters(n);
         let mut handles = Vec::new();
@@ -253,9 +239,8 @@ mod imp {
             .into_iter()
             .map(|h| h.join().expect("sender panicked"))
             .collect();
-        let live = pool.status(&c).live_keys;
-        let status = shutdown(&c, &mut out);
-        collect_failure(&sh, &mut out);
+        let live = pool.status(c).live_keys;
+        let status = run.finish(&mut out);
         for (placement, _, _) in &sent {
             out.placed(placement.clone());
         }

@@ -185,7 +185,7 @@ pub(crate) fn kick_off(c: &Correlator<Ev>, to: ContextRef, first: Ev) -> Result<
 
 /// Builds a correlator whose context `i` is pinned to the plan's slot `i` (when the plan pins),
 /// with the given inbox capacity, wait strategy and clock; [`EngineRun`] for a whole scenario.
-pub(crate) fn build_with(
+fn build_with(
     ctx: &RunCtx,
     capacity: usize,
     wait: WaitStrategy,
@@ -276,7 +276,7 @@ fn pin_notes(status: &Status, out: &mut Outcome) {
 }
 
 /// Shuts the correlator down (processing everything accepted) and returns its final status.
-pub(crate) fn shutdown(c: &Correlator<Ev>, out: &mut Outcome) -> Option<Status> {
+fn shutdown(c: &Correlator<Ev>, out: &mut Outcome) -> Option<Status> {
     match c.shutdown() {
         Ok(s) => {
             pin_notes(&s, out);
@@ -296,7 +296,7 @@ pub(crate) fn shutdown(c: &Correlator<Ev>, out: &mut Outcome) -> Option<Status> 
 }
 
 /// Moves a failure recorded by a measured thread into the outcome.
-pub(crate) fn collect_failure(sh: &Shared, out: &mut Outcome) {
+fn collect_failure(sh: &Shared, out: &mut Outcome) {
     if let Some(f) = sh.failure() {
         out.fail(f);
     }
