@@ -5,10 +5,11 @@
 //! runs its scenario in a child process (this test binary, filtered to that test), so that an
 //! abort fails the test instead of killing the test binary.
 
+mod common;
+use common::bounded;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -149,16 +150,6 @@ fn in_child_process(name: &str, scenario: impl FnOnce()) {
     );
     // The figures the scenario printed (shown with `--nocapture`).
     print!("{stdout}");
-}
-
-/// Runs `f` on a thread and waits up to 60 s for its result, failing the test instead of hanging.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the scenario finished within 60 s")
 }
 
 /// A thread-safe list of what happened, in order.

@@ -4,8 +4,8 @@
 //! The R8.2 test installs a process-wide `tracing` subscriber that panics on one marked message, so
 //! this file holds only scenarios that log nothing else it could disturb.
 
-use std::sync::mpsc;
-use std::time::Duration;
+mod common;
+use common::bounded;
 
 use correlator::{Correlator, Event, Monitor, Pattern, Scope, SendErrorKind};
 
@@ -44,16 +44,6 @@ impl Monitor<Fragile> for Listen {
             },
         );
     }
-}
-
-/// Runs `f` in a thread and returns its result, failing the test after 60 s instead of hanging.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the scenario finished within 60 s")
 }
 
 // R6.8, R9.1: a panic of the event type's own code (here `kind()`) drops that event and counts in

@@ -171,3 +171,13 @@ impl std::io::Write for Captured {
         Ok(())
     }
 }
+
+/// Runs `f` in a thread and returns its result, failing the test after 60 s instead of hanging.
+pub fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the scenario finished within 60 s")
+}

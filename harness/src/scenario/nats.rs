@@ -9,36 +9,30 @@
 //! figure and says why in a note: it is skipped, not failed, because the server is an external
 //! component the machine may not have (the test command installs it, a bare lab machine may not).
 
-use super::{Family, Scenario};
-
-/// Events in flight at once on both paths.
-const WINDOW: u64 = 256;
+use super::Scenario;
 
 /// Registers `nats/loopback`.
 pub fn register(v: &mut Vec<Scenario>) {
-    #[cfg(feature = "engine")]
-    let run = measure::run;
     #[cfg(not(feature = "engine"))]
-    let run = |_: &super::RunCtx| {
-        let mut o = super::Outcome::default();
-        o.fail("the harness was built without the `engine` feature: no engine was measured");
-        o
-    };
+    v.push(super::engine::absent("nats/loopback".into(), 1));
+    #[cfg(feature = "engine")]
     v.push(Scenario::new(
         "nats/loopback",
         "events/s and latency through a local nats-server: connector + engine vs raw async-nats pub/sub",
         1,
-        Family::Engine,
-        run,
+        super::Family::Engine,
+        measure::run,
     ));
 }
 
 #[cfg(feature = "engine")]
 mod measure {
     use super::super::{Outcome, RunCtx};
-    use super::WINDOW;
     use crate::record::Better;
     use correlator_nats::bench::{loopback_local, LoopbackOutcome, PathFigures};
+
+    /// Events in flight at once on both paths.
+    const WINDOW: u64 = 256;
 
     pub(super) fn run(ctx: &RunCtx) -> Outcome {
         let mut out = Outcome::default();
