@@ -41,7 +41,9 @@ use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
 use crate::state::State;
 use crate::status::ContextStatus;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+// Plain std atomics: the pool is built on the public facade, not part of a loom-modelled protocol.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The partition (member index, `0..partitions`) that owns `key` in a pool of `partitions`
 /// members: `fmix64(key) % partitions`, where `fmix64` is the 64-bit finaliser of MurmurHash3
