@@ -105,6 +105,10 @@ pub fn loopback(url: &str, events: u64, window: u64) -> Result<LoopbackFigures, 
     Ok(LoopbackFigures { engine, raw })
 }
 
+/// How long a path may go without an arrival before the run fails (a lost event would otherwise
+/// stall the closed loop for good).
+const STALL: Duration = Duration::from_secs(10);
+
 /// Counts arrivals so the publisher can keep `window` in flight.
 #[derive(Default)]
 struct Arrivals {
@@ -127,10 +131,21 @@ fn publish_windowed(
     publisher.block_on(async move {
         let codec = JsonCodec::<Probe>::new();
         for seq in 0..events {
+            let (mut seen, mut since) = (arrivals.count.load(Ordering::Acquire), Instant::now());
             while seq >= arrivals.count.load(Ordering::Acquire) + window {
                 let notified = arrivals.wake.notified();
-                if seq < arrivals.count.load(Ordering::Acquire) + window {
+                let now_seen = arrivals.count.load(Ordering::Acquire);
+                if seq < now_seen + window {
                     break;
+                }
+                if now_seen != seen {
+                    (seen, since) = (now_seen, Instant::now());
+                } else if since.elapsed() > STALL {
+                    // Core NATS delivers at most once: a lost event would close the window for
+                    // good. Fail the run with what arrived instead of hanging it.
+                    return Err(ConnectorError::Runtime(format!(
+                        "loopback stalled: {now_seen} of {seq} published events arrived, none for {STALL:?}"
+                    )));
                 }
                 // Bounded, so that a lost notification cannot stall the run.
                 let _ = tokio::time::timeout(Duration::from_millis(5), notified).await;
@@ -234,7 +249,9 @@ fn raw_path(
     let received = subscriber.handle_spawn(async move {
         let codec = JsonCodec::<Probe>::new();
         while !receiving.complete() {
-            let Some(msg) = sub.next().await else { break };
+            let Ok(Some(msg)) = tokio::time::timeout(STALL, sub.next()).await else {
+                break;
+            };
             receiving.arrived(crate::Codec::decode(&codec, &msg.payload).ok().as_ref());
         }
         receiving
@@ -272,7 +289,7 @@ fn engine_path(
     let mut receiving = tally.share();
     let receiver = std::thread::spawn(move || {
         while !receiving.complete() {
-            match rx.recv_timeout(Duration::from_secs(30)) {
+            match rx.recv_timeout(STALL) {
                 Ok(p) => receiving.arrived(Some(&p)),
                 Err(_) => break,
             }
