@@ -115,6 +115,11 @@ pub(crate) use imp::*;
 // threads that are no context's). It lets the engine tell that a call comes from inside a handler
 // (`Correlator::shutdown`, an input handle about to wait), with no lock.
 
+/// A weak reference, a shared reference and a lock for registries that are part of no modelled
+/// protocol (the list of a correlator's outputs, which shutdown walks): `std`'s under loom too,
+/// since loom's `Arc` has no `Weak`.
+pub(crate) use std::sync::{Arc as StdArc, Mutex as StdMutex, Weak as StdWeak};
+
 /// Locks `m`, recovering the data if a panicking thread poisoned it: every structure guarded by a
 /// mutex in the engine stays consistent at every await point, so poison carries no information.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,6 +127,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     }
+}
+
+/// [`lock`] for a `std` mutex (see [`StdMutex`]).
+pub(crate) fn lock_std<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A new correlator's tag, unique in this process (it starts at 1 and wraps only after 2^32
