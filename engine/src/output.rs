@@ -26,7 +26,8 @@
 //!   sets `RECEIVER_SLEEPS`, re-checks the ring and sleeps. A producer pushes, then reads `state`
 //!   (`SeqCst`): the ring's tail update and the flag are both in the single `SeqCst` order, so
 //!   either the re-check sees the event or the producer sees the flag, clears it and wakes the
-//!   waiter it takes from the list.
+//!   waiter it takes from the list. (Loom regards `SeqCst` accesses as `AcqRel`; the shim's
+//!   `seq_cst_order` gives its models the same order with a fence, and is nothing here.)
 //! - A `Block` producer finding the ring full adds its thread to the room list, sets
 //!   `ROOM_WAITERS`, re-checks for room and parks. The receiver, after every take, reads `state`:
 //!   if producers wait, it clears the flag and unparks every thread of the list. A producer that
@@ -287,6 +288,7 @@ impl<A> OutputQueue<A> {
     /// announcement (module docs).
     #[inline(always)]
     fn wake_receiver(&self) {
+        sync::seq_cst_order();
         if self.state.load(Ordering::SeqCst) & RECEIVER_SLEEPS != 0 {
             self.wake_receiver_slow();
         }
@@ -355,6 +357,7 @@ impl<A> OutputQueue<A> {
         // cleared the flag, so it finds us.
         sync::lock(&self.waiters).room.push(sync::current());
         let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
+        sync::seq_cst_order();
         // Re-check after announcing: room made before the receiver read the flag is visible now
         // (the ring's head update and our announcement are in one `SeqCst` order). Our list entry
         // then costs only a spurious unpark.
@@ -387,11 +390,13 @@ impl<A> OutputQueue<A> {
     pub fn take(&self) -> Option<A> {
         if let Some(a) = self.ring.pop() {
             // Pairs with a waiting producer's announcement (module docs).
+            sync::seq_cst_order();
             if self.state.load(Ordering::SeqCst) & ROOM_WAITERS != 0 {
                 self.wake_room_waiters();
             }
             return Some(a);
         }
+        sync::seq_cst_order();
         if self.state.load(Ordering::SeqCst) & OVERFLOW != 0 {
             return self.take_overflow();
         }
@@ -423,6 +428,7 @@ impl<A> OutputQueue<A> {
     fn announce_sleep(&self, waiter: Waiter) -> bool {
         sync::lock(&self.waiters).receiver = Some(waiter);
         let state = self.state.fetch_or(RECEIVER_SLEEPS, Ordering::SeqCst);
+        sync::seq_cst_order();
         // Re-check after announcing: an event pushed before a producer could see the flag is
         // visible here; one pushed after it makes that producer wake us.
         if state & (OVERFLOW | CLOSED) != 0 || !self.ring.is_empty() {

@@ -44,6 +44,13 @@ mod imp {
         std::hint::spin_loop();
     }
 
+    /// Orders a `SeqCst` operation on one location before a `SeqCst` load of another, for loom
+    /// (see the loom side): a no-op here, where the C++20 model already puts every `SeqCst`
+    /// operation in one total order, so a `SeqCst` load after a `SeqCst` read-modify-write needs
+    /// no fence (and on x86 the read-modify-write is a full barrier).
+    #[inline(always)]
+    pub(crate) fn seq_cst_order() {}
+
     /// `std::cell::UnsafeCell` behind loom's closure-based API.
     #[derive(Debug)]
     pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
@@ -99,6 +106,15 @@ mod imp {
     /// loom has no timed park; a timed park may return spuriously, so yielding is a faithful model.
     pub(crate) fn park_timeout(_: std::time::Duration) {
         loom::thread::yield_now();
+    }
+
+    /// Loom regards `SeqCst` loads and stores as `AcqRel` (its README, "Unsupported features"):
+    /// a `SeqCst` load may then miss a `SeqCst` read-modify-write of another thread that precedes
+    /// it in the real total order, a false alarm for the Dekker-style handshakes of the outputs
+    /// (push, then read the receiver's flag; set the flag, then re-check the ring). Loom does
+    /// support `fence(SeqCst)`, which gives the model the order the real program has.
+    pub(crate) fn seq_cst_order() {
+        loom::sync::atomic::fence(Ordering::SeqCst);
     }
 
     /// Under loom a spin step must yield, or the model would never schedule the thread it waits for.
