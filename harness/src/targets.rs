@@ -180,7 +180,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
             }
         }
     }
-    for path in ["route", "send", "channel"] {
+    for path in ["route", "send", "channel", "output"] {
         d.push(Def {
             target: format!("alloc/{path}: 0 allocations per event in every run"),
             kind: KIND_ABSOLUTE,

@@ -56,9 +56,9 @@ pub fn register_idle(v: &mut Vec<Scenario>) {
 pub fn register_backpressure(v: &mut Vec<Scenario>) {
     v.push(absent("backpressure/flood".into(), 3));
 }
-/// `alloc/{route,send,channel}`.
+/// `alloc/{route,send,channel,output}`.
 pub fn register_alloc(v: &mut Vec<Scenario>) {
-    for p in ["route", "send", "channel"] {
+    for p in ["route", "send", "channel", "output"] {
         v.push(absent(format!("alloc/{p}"), 2));
     }
 }

@@ -204,6 +204,7 @@ mod tests {
             "alloc/route",
             "alloc/send",
             "alloc/channel",
+            "alloc/output",
         ] {
             assert!(ids.contains(&want), "missing {want}");
         }

@@ -1,8 +1,10 @@
-//! `alloc/route`, `alloc/send`, `alloc/channel`: allocations per event on the three hot paths,
-//! counted by the global [`crate::alloc::CountingAlloc`] around a steady-state window.
+//! `alloc/route`, `alloc/send`, `alloc/channel`, `alloc/output`: allocations per event on the
+//! hot paths, counted by the global [`crate::alloc::CountingAlloc`] around a steady-state window.
 //!
 //! Each scenario is a self-perpetuating loop (a routed chain; a `send_to` ping-pong between two
-//! contexts; the same ping-pong over two channels, one subscriber each). After `WARM` events the
+//! contexts; the same ping-pong over two channels, one subscriber each; a routed chain that also
+//! emits every event to a channel's output, read by a thread of the harness: the output's push,
+//! the receiver's take and both sides' sleeps and wake-ups). After `WARM` events the
 //! measuring handler reads the process-wide allocation counter, after `WARM + M` more it reads it
 //! again and stops the loop. Every thread's allocations count, so an allocation the path causes
 //! anywhere (a sender, a receiver, a wake-up) is charged to it; the harness's own main thread
@@ -49,6 +51,13 @@ pub fn register_alloc(v: &mut Vec<Scenario>) {
         Family::Engine,
         |ctx| run(ctx, Path::Channel),
     ));
+    v.push(Scenario::new(
+        "alloc/output",
+        "allocations per emitted event in a steady-state routed chain emitting to an output read by another thread",
+        2,
+        Family::Engine,
+        |ctx| run(ctx, Path::Output),
+    ));
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +65,7 @@ enum Path {
     Route,
     Send,
     Channel,
+    Output,
 }
 
 /// Events before the window opens.
@@ -78,6 +88,8 @@ enum Hop {
     To(ContextRef),
     /// Send it to this channel.
     Chan(Channel),
+    /// Route it, and emit it to this channel's output.
+    RouteEmit(Channel),
 }
 
 struct Looper {
@@ -143,6 +155,13 @@ impl Monitor<Ev> for Looper {
                             m.sh.fail(format!("channel send reached {k} receivers, expected 1"));
                         }
                     }
+                    Hop::RouteEmit(ch) => {
+                        cx.route(next);
+                        let k = cx.emit(ch, next);
+                        if k != 1 {
+                            m.sh.fail(format!("emit reached {k} outputs, expected 1"));
+                        }
+                    }
                 }
             },
         );
@@ -158,7 +177,7 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
     let window = ctx.mode.pick(20_000u64, 500_000, 5_000_000);
     out.param("warmup_events", WARM);
     out.param("window_steps", window);
-    let two = path != Path::Route;
+    let two = matches!(path, Path::Send | Path::Channel);
     let wait = if two {
         spin_or_park(ctx, 2)
     } else {
@@ -179,15 +198,33 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
         .contexts(two.then_some("b"))
         .start(&mut out, |c, contexts, sh| {
             let a = contexts[0];
+            if path == Path::Output {
+                let ch = c
+                    .channel("alloc-out")
+                    .map_err(|e| format!("channel: {e}"))?;
+                // The default output: bounded, `Block`; the reader drains it until shutdown.
+                let rx = c.output(ch);
+                let reader = std::thread::spawn(move || rx.iter().count() as u64);
+                c.load(Looper {
+                    hop: Hop::RouteEmit(ch),
+                    listen: None,
+                    measure: Some(measure),
+                    sh: sh.clone(),
+                    seen: seen_a.clone(),
+                    events_per_step: 1,
+                })?;
+                return Ok(Some(reader));
+            }
             let Some(&b) = contexts.get(1) else {
-                return Ok(c.load(Looper {
+                c.load(Looper {
                     hop: Hop::Route,
                     listen: None,
                     measure: Some(measure),
                     sh: sh.clone(),
                     seen: seen_a.clone(),
                     events_per_step: 1,
-                })?);
+                })?;
+                return Ok(None);
             };
             let (to_b, to_a, listen_a, listen_b) = if path == Path::Send {
                 (Hop::To(b), Hop::To(a), None, None)
@@ -215,9 +252,9 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                     events_per_step: 2,
                 },
             )?;
-            Ok(())
+            Ok(None)
         });
-    let Some((run, ())) = started else {
+    let Some((run, reader)) = started else {
         return out;
     };
     let (c, sh) = (&run.c, &run.sh);
@@ -235,6 +272,13 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()
     });
     run.finish(&mut out);
+    if let Some(reader) = reader {
+        // The output's stream ended at shutdown: the reader has taken every emitted event.
+        match reader.join() {
+            Ok(n) => out.param("output_events_read", n),
+            Err(_) => out.fail("the output reader panicked"),
+        }
+    }
     out.placed(seen_a.placement("context a (main)", ctx.map.core_for(0)));
     if two {
         out.placed(seen_b.placement("context b", ctx.map.core_for(1)));
