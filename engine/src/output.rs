@@ -200,10 +200,23 @@ impl Waiter {
 
 /// The waiter lists: touched only by a side that is about to sleep or that saw a flag saying
 /// someone sleeps.
-#[derive(Default)]
 struct Waiters {
     receiver: Option<Waiter>,
     room: Vec<Thread>,
+}
+
+/// Producers that can wait for room at once before the room list grows (it grows once, to the
+/// most that ever waited, and keeps that memory): made with the output, so that the first wait
+/// does not allocate in the steady state (`alloc/output` in the harness saw that one).
+const ROOM_WAITERS_RESERVED: usize = 8;
+
+impl Waiters {
+    fn new() -> Self {
+        Self {
+            receiver: None,
+            room: Vec::with_capacity(ROOM_WAITERS_RESERVED),
+        }
+    }
 }
 
 /// One output: a bounded ring, its policy, its waiters and its drop count (see the module docs).
@@ -238,7 +251,7 @@ impl<A> OutputQueue<A> {
             policy: options.policy,
             state: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
-            waiters: Mutex::new(Waiters::default()),
+            waiters: Mutex::new(Waiters::new()),
             overflow: Mutex::new(VecDeque::new()),
         }
     }
