@@ -3,7 +3,10 @@
 //! # Shutdown (R8.1)
 //! 1. External input closes: every inbox refuses input handles from now on (one atomic flag in each
 //!    inbox's tail word, so a handle's reservation is either before it, and counted, or refused).
-//! 2. If the correlator was never started, it starts, so that everything accepted is processed.
+//! 2. No output makes anyone wait any more: a full output with the `Block` policy takes what is
+//!    still emitted beyond its bound (see the `output` module), so that a receiver read only after
+//!    `shutdown` returns cannot hang it. If the correlator was never started, it starts, so that
+//!    everything accepted is processed.
 //! 3. Quiescence is detected by scanning every context twice: if both scans find every inbox count at
 //!    zero and every context's "entries done" counter unchanged, no context processed anything in
 //!    between, and since a context releases an entry's inbox place only after it (and all it routed)
@@ -607,6 +610,11 @@ impl<E: Event> Correlator<E> {
     /// (routes, inboxes, cross-context sends in flight), ends every instance with
     /// [`DieReason::Shutdown`](crate::DieReason::Shutdown), and joins every thread it started.
     /// Returns the final status.
+    ///
+    /// Outputs never make a context wait during shutdown: from its start, a full output with the
+    /// [`Block`](crate::Overflow::Block) policy takes what is still emitted beyond its bound, so
+    /// an output read only after `shutdown` returns gets everything, in order, and cannot hang
+    /// it. The output streams end once read.
     ///
     /// It always ends: while the instances end, `on_die` hooks may route, emit and send to output
     /// receivers (everything they emit is delivered before the output streams end), but creating
