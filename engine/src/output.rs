@@ -33,6 +33,9 @@
 //!   if producers wait, it clears the flag and unparks every thread of the list. A producer that
 //!   registered after the list was taken set the flag after the take, so its re-check sees the room.
 //!
+//! Both handshakes, the async waker's and the ends' wake-ups are model-checked with loom
+//! (`loom-tests/tests/model_outputs.rs`).
+//!
 //! # Ends (R8.1)
 //! - *Receiver dropped*: producers stop waiting and discard what they would push; a channel
 //!   forgets the output at its next send.
