@@ -31,14 +31,13 @@ use std::time::{Duration, Instant};
 use crate::channel::{Channel, Channels};
 use crate::config::{ContextOptions, PinningPlan, WaitStrategy};
 use crate::context::create_context;
-use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
-use crate::entry::Entry;
+use crate::deliver::{Links, NoPlaces, Wait};
 use crate::error::Error;
 use crate::event::Event;
 use crate::handle::{InputHandle, OutputReceiver};
 use crate::id::ContextRef;
 use crate::inbox::MAX_CAPACITY;
-use crate::monitor::{load_instance, Monitor};
+use crate::monitor::Monitor;
 use crate::registry::{Config, Shared, WaitGraph};
 use crate::status::{ContextStatus, Status};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
@@ -425,14 +424,8 @@ impl<E: Event> Correlator<E> {
     /// [`Error::ShutDown`], [`Error::UnknownContext`], [`Error::ContextStopped`],
     /// [`Error::FullBeforeStart`].
     pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
-        let mut links = Links::new(self.shared.clone(), None, NoPlaces);
-        links
-            .push_entry(
-                ctx,
-                Entry::Spawn(Box::new(load_instance(monitor))),
-                Wait::Block,
-            )
-            .map_err(|kind| kind_to_error(kind, ctx))
+        // One path for loads: a fresh input handle is a sender of its own, as before.
+        self.input().load_in(ctx, monitor)
     }
 
     /// The channel called `name` (created on first use); `""` is [`Channel::DEFAULT`].
