@@ -193,6 +193,7 @@ impl<'a, T> Reservation<'a, T> {
     }
 
     /// The inbox this reservation is for.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn inbox(&self) -> &'a Inbox<T> {
         self.inbox
     }
@@ -380,6 +381,7 @@ impl<T> Inbox<T> {
     /// # Panics
     /// If the slots cannot be allocated (a test helper: the engine uses
     /// [`try_with_capacity`](Self::try_with_capacity)).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn with_capacity(capacity: usize) -> (sync::Arc<Self>, Consumer<T>) {
         match Self::try_with_capacity(capacity) {
             Ok(pair) => pair,
@@ -441,6 +443,7 @@ impl<T> Inbox<T> {
     }
 
     /// The nominal capacity.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -510,6 +513,7 @@ impl<T> Inbox<T> {
     }
 
     /// Entries currently held in the overflow.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn overflow_len(&self) -> usize {
         self.overflow_len.load(Ordering::Relaxed)
     }
@@ -810,6 +814,7 @@ impl<T> Inbox<T> {
     }
 
     /// Whether [`close`](Self::close) was called.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_closed(&self) -> bool {
         self.tail.word.load(Ordering::Acquire) & CLOSED != 0
     }
@@ -960,6 +965,7 @@ impl<T> Consumer<T> {
 
     /// Marks every entry taken so far as processed and frees their places at once (what a
     /// [`HeldPlaces`] of batch 1 does); returns whether there was any.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn release_taken(&mut self) -> bool {
         self.inbox.mark_done();
         self.inbox.give_back_done()
