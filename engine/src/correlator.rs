@@ -184,6 +184,9 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// tick and context. Idle process CPU, 1 context: 0.06 % of a core at 10 ticks/s, 0.6 % at
     /// 100, 4.3 % at 1,000; with 4 contexts 0.27 %, 2.5 % and 18.5 %; without a clock thread
     /// 0.001 %. Inbox entries: `rate × contexts` per second.
+    ///
+    /// Of `tick_rate`, [`external_time`](Self::external_time) and
+    /// [`event_time`](Self::event_time), the last one called wins (R7.1).
     pub fn tick_rate(mut self, per_second: u32) -> Self {
         self.config.tick_rate = Some(per_second);
         self.config.event_time = false;
@@ -194,6 +197,9 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// [`InputHandle::send_time`](crate::InputHandle::send_time) and
     /// [`send_time_to`](crate::InputHandle::send_time_to). This is what replays and tests use: every
     /// run then processes the same entries in the same order.
+    ///
+    /// Of [`tick_rate`](Self::tick_rate), `external_time` and [`event_time`](Self::event_time),
+    /// the last one called wins (R7.1).
     pub fn external_time(mut self) -> Self {
         self.config.tick_rate = None;
         self.config.event_time = false;
@@ -650,5 +656,59 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
         totals,
         started: shared.started.load(Ordering::Acquire),
         shut_down: shared.shut_down.load(Ordering::Acquire),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct Ev;
+    impl Event for Ev {
+        type Kind = ();
+        fn kind(&self) {}
+    }
+
+    /// The clock a builder's settings select: what `Correlator::start` and the contexts read.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Clock {
+        Ticks(u32),
+        External,
+        EventTime,
+    }
+
+    fn clock(b: &CorrelatorBuilder<Ev>) -> Clock {
+        match (b.config.tick_rate, b.config.event_time) {
+            (Some(rate), false) => Clock::Ticks(rate),
+            (None, false) => Clock::External,
+            (None, true) => Clock::EventTime,
+            (Some(_), true) => panic!("a clock thread and event time at once: {:?}", b.config),
+        }
+    }
+
+    type Setting = fn(CorrelatorBuilder<Ev>) -> CorrelatorBuilder<Ev>;
+
+    // R7.1 (Decisions, "Event time"): of `tick_rate`, `external_time` and `event_time`, whichever
+    // is called last decides the clock, whatever was called before it, in every order.
+    #[test]
+    fn r7_1_the_last_clock_setting_called_wins() {
+        let settings: [(Setting, Clock); 3] = [
+            (|b| b.tick_rate(25), Clock::Ticks(25)),
+            (|b| b.external_time(), Clock::External),
+            (|b| b.event_time(), Clock::EventTime),
+        ];
+        assert_eq!(
+            clock(&Correlator::<Ev>::builder()),
+            Clock::Ticks(DEFAULT_TICK_RATE)
+        );
+        for (first, _) in &settings {
+            for (second, _) in &settings {
+                for (last, expect) in &settings {
+                    let b = last(second(first(Correlator::builder())));
+                    assert_eq!(&clock(&b), expect);
+                }
+            }
+        }
     }
 }
