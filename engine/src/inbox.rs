@@ -161,9 +161,25 @@ const WAKE: u64 = 1 << 63;
 /// The state of a [`Reservation`] without its inbox: what a sender keeps while it reserves places in
 /// several inboxes at once (all-or-nothing sends), in a reused buffer whose element type cannot
 /// borrow. Not `Clone`; [`Inbox::resume`] turns it back into the reservation.
+///
+/// Unlike a reservation it cannot give its place back when dropped (it does not know its inbox),
+/// and the consumer would wait for that place forever: dropping one that was not resumed is a
+/// bug, which a debug assertion reports (not while the thread unwinds, where a second panic would
+/// abort).
 #[derive(Debug)]
 #[must_use = "a detached reservation holds a place until resumed and committed or cancelled"]
 pub(crate) struct Detached(u64);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        debug_assert!(
+            std::thread::panicking(),
+            "a detached inbox reservation ({:?}) was dropped without being resumed: its place is \
+             never committed or cancelled, and the consumer waits for it forever",
+            place_of(self.0)
+        );
+    }
+}
 
 impl<'a, T> Reservation<'a, T> {
     #[inline]
@@ -641,6 +657,8 @@ impl<T> Inbox<T> {
     /// `detached` came from a reservation of this inbox (not of another one).
     #[inline]
     pub(crate) unsafe fn resume(&self, detached: Detached) -> Reservation<'_, T> {
+        // The place passes back to a reservation, which commits or cancels it: no assertion.
+        let detached = std::mem::ManuallyDrop::new(detached);
         Reservation {
             inbox: self,
             bits: detached.0,
