@@ -523,14 +523,12 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         let mut on_die = new.on_die;
         new.on_die = Box::new(
             move |state: &mut State, reason: &DieReason, fx: &mut Effects<E>| {
-                // The key is forgotten however the hook ends; its panic is the engine's to report.
-                let r = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, reason, fx)));
+                // The key is forgotten before the user's hook runs, so however the hook ends
+                // (its panic is the engine's to contain and report, R6.8) no stale key is left.
                 if !ended.swap(true, Ordering::AcqRel) {
                     live[member].fetch_sub(1, Ordering::Relaxed);
                 }
-                if let Err(payload) = r {
-                    panic::resume_unwind(payload);
-                }
+                on_die(state, reason, fx);
             },
         );
         cx.spawn_new(new);

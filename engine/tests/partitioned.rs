@@ -842,6 +842,76 @@ fn r6_4_event_an_instance_dies_on_is_not_its_successors_first() {
     assert_eq!(log, want);
 }
 
+/// A per-key instance that dies on the value 0 and whose `on_die` hook then panics.
+struct PanickyDie {
+    key: u64,
+}
+
+impl Monitor<Ev> for PanickyDie {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let mine = Pattern::kind(Kind::In).key(self.key);
+        cx.on_all(
+            mine,
+            |_: &mut PanickyDie, cx: &mut Scope<'_, Ev, PanickyDie>, e: &Ev| {
+                if e.val == 0 {
+                    cx.die();
+                }
+            },
+        );
+    }
+
+    fn on_die(&mut self, _reason: &DieReason, _cx: &mut Scope<'_, Ev, Self>) {
+        panic!("injected on_die panic for key {}", self.key);
+    }
+}
+
+// R6.8 (an instance ends when it calls `die`; its `on_die` runs; the context carries on) with
+// the pool's "an ended instance's key is forgotten": an `on_die` hook that panics still leaves
+// its key forgotten (the next event of the key calls the factory and creates a fresh instance)
+// and its live count gone, and the panic is contained and counted.
+#[test]
+fn r6_8_key_forgotten_when_its_on_die_panics() {
+    let (calls, live_after_die, live_end, panics) = bounded(|| {
+        let c = Correlator::<Ev>::builder().external_time().build().unwrap();
+        let pool = c.create_pool(ContextOptions::new("die"), 2).unwrap();
+        let calls: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+        let seen = calls.clone();
+        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| {
+            seen.lock().unwrap().push((key, first.val));
+            PanickyDie { key }
+        })
+        .unwrap();
+        let input = pool.input(&c).unwrap();
+        c.start();
+        let processed = |n: u64| {
+            let s = pool.status(&c);
+            s.members.iter().map(|m| m.context.received).sum::<u64>() >= n
+                && s.members.iter().all(|m| m.context.inbox_len == 0)
+        };
+        // Key 5 is created by 1 and dies on 0, whose `on_die` panics; key 6 lives on.
+        for (i, &(k, v)) in [(5, 1), (6, 1), (5, 0)].iter().enumerate() {
+            input.send(keyed(k, 0, i as u64, v)).unwrap();
+        }
+        wait_until("the death processed", || processed(3));
+        let live_after_die = pool.status(&c).live_keys;
+        input.send(keyed(5, 0, 3, 2)).unwrap();
+        wait_until("the next event of the key processed", || processed(4));
+        let live_end = pool.status(&c).live_keys;
+        let panics = c.status().totals.handler_panics;
+        c.shutdown().unwrap();
+        let calls = calls.lock().unwrap().clone();
+        (calls, live_after_die, live_end, panics)
+    });
+    assert_eq!(live_after_die, 1, "the dead key still counted live");
+    assert_eq!(
+        calls,
+        [(5, 1), (6, 1), (5, 2)],
+        "the next event of the key whose on_die panicked created no fresh instance"
+    );
+    assert_eq!(live_end, 2);
+    assert!(panics >= 1, "the on_die panic was not counted");
+}
+
 // R1.2, R1.3: a pool can be created after `start()`; its members are pinned per the plan
 // (context `i` to the plan's core for `i`), or to the options' core when they name one, and
 // the pool works like one created before the start.
