@@ -460,6 +460,12 @@ struct Dispatcher<E: Event, M> {
     factory: Arc<Factory<E, M>>,
     /// Key -> that key's instance's end flag (set once the instance has ended). An ended entry
     /// stays until the key's next event replaces it or a pruning removes it.
+    ///
+    /// Every access is `Relaxed`: the flag has one writer, the instance's `on_die` wrapper, and
+    /// its only readers are this dispatcher; both run on the member's own thread (the instance
+    /// is a local spawn of the dispatcher, and an instance never leaves its context, R6.8), so
+    /// program order already gives every read the latest write, and nothing else is published
+    /// through the flag. It is an atomic only because the wrapper must be `Send`.
     keys: KeyMap<Arc<AtomicBool>>,
     /// The map size that triggers the next pruning.
     prune_at: usize,
@@ -482,7 +488,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
             return;
         }
         if let Some(ended) = self.keys.get(&key) {
-            if !ended.load(Ordering::Acquire) {
+            if !ended.load(Ordering::Relaxed) {
                 return; // The key's instance is alive: its own listeners take the event.
             }
         }
@@ -506,7 +512,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
             }
         };
         if self.keys.len() >= self.prune_at {
-            self.keys.retain(|_, ended| !ended.load(Ordering::Acquire));
+            self.keys.retain(|_, ended| !ended.load(Ordering::Relaxed));
             self.prune_at = (self.keys.len() * 2).max(PRUNE_MIN);
         }
         let ended = Arc::new(AtomicBool::new(false));
@@ -525,7 +531,8 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
             move |state: &mut State, reason: &DieReason, fx: &mut Effects<E>| {
                 // The key is forgotten before the user's hook runs, so however the hook ends
                 // (its panic is the engine's to contain and report, R6.8) no stale key is left.
-                if !ended.swap(true, Ordering::AcqRel) {
+                // Relaxed: see `Dispatcher::keys`.
+                if !ended.swap(true, Ordering::Relaxed) {
                     live[member].fetch_sub(1, Ordering::Relaxed);
                 }
                 on_die(state, reason, fx);
