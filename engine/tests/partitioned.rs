@@ -4,9 +4,11 @@
 //! channels and outputs from members (R4.2, R4.3), status (R9.1), typed errors (R8.2); and a
 //! differential property against the single-context model of one instance per key.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use correlator::{
@@ -15,7 +17,8 @@ use correlator::{
 };
 use proptest::prelude::*;
 
-/// Every wait in these tests is bounded by this: a hang fails the test instead of blocking it.
+/// Every poll in these tests is bounded by this (and every scenario by `common::bounded`): a
+/// hang fails the test instead of blocking it.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,22 +58,6 @@ fn keyed(key: u64, sender: u64, seq: u64, val: u64) -> Ev {
         sender,
         seq,
         val,
-    }
-}
-
-/// Runs `f` on a thread of its own and returns its result, failing the test if it takes longer
-/// than [`TIMEOUT`] (a hang) or panics.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(TIMEOUT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the scenario did not end within {TIMEOUT:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the scenario panicked"),
     }
 }
 
@@ -235,7 +222,7 @@ fn r2_3_per_key_order_under_concurrent_senders() {
     const SENDERS: u64 = 4;
     const KEYS: u64 = 24;
     const PER_KEY: u64 = 300;
-    let factory = bounded(|| {
+    let factory = common::bounded(|| {
         let (c, pool, factory) = pool_with(3, 0);
         let input = pool.input(&c).unwrap();
         c.start();
@@ -274,7 +261,7 @@ fn input_ev(key: u64, sender: u64, seq: u64) -> Ev {
 #[test]
 fn r6_2_one_instance_per_distinct_key_in_its_owner() {
     const KEYS: u64 = 200;
-    let (factory, live, per_member, members) = bounded(|| {
+    let (factory, live, per_member, members) = common::bounded(|| {
         let (c, pool, factory) = pool_with(4, 0);
         let a = pool.input(&c).unwrap();
         let b = a.clone();
@@ -322,7 +309,7 @@ fn r6_2_one_instance_per_distinct_key_in_its_owner() {
 // factory sees that event first. A factory that panics creates nothing and harms nobody.
 #[test]
 fn r6_8_key_isolation_die_panic_and_fresh_instances() {
-    let (factory, calls, live_mid) = bounded(|| {
+    let (factory, calls, live_mid) = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let out = c.channel("out").unwrap();
         let pool = c.create_pool(ContextOptions::new("iso"), 2).unwrap();
@@ -425,7 +412,7 @@ impl Monitor<Ev> for Subscriber {
 // with a `send_to(main)`, and a monitor in `main` emits the answers to an output receiver (R4.3).
 #[test]
 fn r4_2_channels_and_outputs_work_from_pool_members() {
-    let (receivers, answers) = bounded(|| {
+    let (receivers, answers) = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let ping = c.channel("ping").unwrap();
         let out = c.channel("out").unwrap();
@@ -487,7 +474,7 @@ fn r4_2_channels_and_outputs_work_from_pool_members() {
 // pool created after shutdown.
 #[test]
 fn r8_2_pool_errors_are_typed_and_hand_events_back() {
-    bounded(|| {
+    common::bounded(|| {
         let c = Correlator::<Ev>::builder()
             .max_contexts(4)
             .external_time()
@@ -594,7 +581,7 @@ proptest! {
     ) {
         const DIE_EVERY: u64 = 4;
         let stream = events.clone();
-        let reports = bounded(move || {
+        let reports = common::bounded(move || {
             let (c, pool, factory) = pool_with(partitions, DIE_EVERY);
             let input = pool.input(&c).unwrap();
             c.start();
@@ -620,7 +607,7 @@ proptest! {
 // shutdown.
 #[test]
 fn r9_1_live_keys_fall_when_instances_die() {
-    bounded(|| {
+    common::bounded(|| {
         let (c, pool, factory) = pool_with(2, 2); // dies on even values
         let input = pool.input(&c).unwrap();
         c.start();
@@ -718,7 +705,7 @@ impl Monitor<Ev> for Quiet {
 #[test]
 fn warm_pool_path_allocates_nothing_per_event() {
     const KEYS: u64 = 32;
-    let allocations = bounded(|| {
+    let allocations = common::bounded(|| {
         let c = Correlator::<Ev>::builder()
             .inbox_capacity(1 << 15)
             .external_time()
@@ -813,7 +800,7 @@ impl Monitor<Ev> for ByExpr {
 // (here through an expression listener) does not make that event its successor's first one too.
 #[test]
 fn r6_4_event_an_instance_dies_on_is_not_its_successors_first() {
-    let log = bounded(|| {
+    let log = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let pool = c.create_pool(ContextOptions::new("expr"), 2).unwrap();
         let log: ExprLog = Arc::default();
@@ -871,7 +858,7 @@ impl Monitor<Ev> for PanickyDie {
 // and its live count gone, and the panic is contained and counted.
 #[test]
 fn r6_8_key_forgotten_when_its_on_die_panics() {
-    let (calls, live_after_die, live_end, panics) = bounded(|| {
+    let (calls, live_after_die, live_end, panics) = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let pool = c.create_pool(ContextOptions::new("die"), 2).unwrap();
         let calls: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
@@ -917,7 +904,7 @@ fn r6_8_key_forgotten_when_its_on_die_panics() {
 // the pool works like one created before the start.
 #[test]
 fn r1_3_pool_members_pinned_per_plan_and_created_after_start() {
-    let (cores, factory) = bounded(|| {
+    let (cores, factory) = common::bounded(|| {
         let c = Correlator::<Ev>::builder()
             .pinning(correlator::PinningPlan::cores(vec![0]))
             .external_time()
