@@ -304,6 +304,60 @@ fn r6_2_one_instance_per_distinct_key_in_its_owner() {
     }
 }
 
+// R6.2 (a per-key instance is created in the member that owns its key, and only there): an
+// event of a key owned by another member, put straight into a member's inbox (`send_to`),
+// creates no instance there; the same key sent through the pool reaches its owner, which
+// creates the key's one instance.
+#[test]
+fn r6_2_a_member_ignores_keys_it_does_not_own() {
+    let (calls, live, reports, members) = common::bounded(|| {
+        let (c, pool, factory) = pool_with(3, 0);
+        let members = pool.members().to_vec();
+        let key = 11;
+        let owner = partition_of(key, members.len());
+        let strangers: Vec<ContextRef> = (0..members.len())
+            .filter(|&i| i != owner)
+            .map(|i| members[i])
+            .collect();
+        let direct = c.input();
+        c.start();
+        for (i, &m) in strangers.iter().enumerate() {
+            direct.send_to(m, keyed(key, 1, i as u64, 100)).unwrap();
+        }
+        let processed = |n: u64| {
+            let s = pool.status(&c);
+            s.members.iter().map(|m| m.context.received).sum::<u64>() >= n
+                && s.members.iter().all(|m| m.context.inbox_len == 0)
+        };
+        wait_until("the strangers' events processed", || {
+            processed(strangers.len() as u64)
+        });
+        let calls_before = factory.calls();
+        let live_before = pool.status(&c).live_keys;
+        assert_eq!(
+            (calls_before, live_before),
+            (BTreeMap::new(), 0),
+            "a member created an instance for a key it does not own"
+        );
+        pool.input(&c).unwrap().send(keyed(key, 0, 0, 1)).unwrap();
+        wait_until("the owner's event processed", || {
+            processed(strangers.len() as u64 + 1)
+        });
+        let live = pool.status(&c).live_keys;
+        c.shutdown().unwrap();
+        (factory.calls(), live, factory.reports(), members)
+    });
+    assert_eq!(calls, BTreeMap::from([(11, 1)]));
+    assert_eq!(live, 1);
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].context, members[partition_of(11, members.len())]);
+    assert_eq!(
+        reports[0].vals,
+        [1],
+        "the instance saw another member's event"
+    );
+}
+
 // R6.8 (key isolation): an instance that dies or panics ends alone: the other keys' instances
 // carry on undisturbed, its key is forgotten, and its next event creates a fresh instance whose
 // factory sees that event first. A factory that panics creates nothing and harms nobody.
