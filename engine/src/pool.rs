@@ -67,6 +67,13 @@ pub fn partition_of(key: u64, partitions: usize) -> usize {
     (fmix64(key) % partitions.max(1) as u64) as usize
 }
 
+/// The member of `members` (a pool's, in partition order; never empty) that owns `key`: the one
+/// mapping [`Pool::member_of`], [`PoolInput::member_of`] and every `PoolInput` send use.
+#[inline]
+fn member_in(members: &[ContextRef], key: u64) -> ContextRef {
+    members[partition_of(key, members.len())]
+}
+
 /// MurmurHash3's 64-bit finaliser: a bijection of `u64` whose every output bit depends on every
 /// input bit.
 #[inline]
@@ -184,7 +191,7 @@ impl Pool {
 
     /// The member that owns `key`.
     pub fn member_of(&self, key: u64) -> ContextRef {
-        self.members[partition_of(key, self.members.len())]
+        member_in(&self.members, key)
     }
 
     /// Whether the pool's members are contexts of `correlator`.
@@ -383,7 +390,7 @@ impl<E: Event> PoolInput<E> {
     #[inline]
     fn owner(&self, event: E) -> Result<(ContextRef, E), SendError<E>> {
         match event.key() {
-            Some(key) => Ok((self.members[partition_of(key, self.members.len())], event)),
+            Some(key) => Ok((self.member_of(key), event)),
             None => Err(SendError::new(SendErrorKind::NoKey, None, event)),
         }
     }
@@ -428,8 +435,9 @@ impl<E: Event> PoolInput<E> {
     }
 
     /// The member that owns `key`.
+    #[inline]
     pub fn member_of(&self, key: u64) -> ContextRef {
-        self.members[partition_of(key, self.members.len())]
+        member_in(&self.members, key)
     }
 }
 
