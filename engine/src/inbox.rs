@@ -161,9 +161,25 @@ const WAKE: u64 = 1 << 63;
 /// The state of a [`Reservation`] without its inbox: what a sender keeps while it reserves places in
 /// several inboxes at once (all-or-nothing sends), in a reused buffer whose element type cannot
 /// borrow. Not `Clone`; [`Inbox::resume`] turns it back into the reservation.
+///
+/// Unlike a reservation it cannot give its place back when dropped (it does not know its inbox),
+/// and the consumer would wait for that place forever: dropping one that was not resumed is a
+/// bug, which a debug assertion reports (not while the thread unwinds, where a second panic would
+/// abort).
 #[derive(Debug)]
 #[must_use = "a detached reservation holds a place until resumed and committed or cancelled"]
 pub(crate) struct Detached(u64);
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        debug_assert!(
+            std::thread::panicking(),
+            "a detached inbox reservation ({:?}) was dropped without being resumed: its place is \
+             never committed or cancelled, and the consumer waits for it forever",
+            place_of(self.0)
+        );
+    }
+}
 
 impl<'a, T> Reservation<'a, T> {
     #[inline]
@@ -193,6 +209,7 @@ impl<'a, T> Reservation<'a, T> {
     }
 
     /// The inbox this reservation is for.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn inbox(&self) -> &'a Inbox<T> {
         self.inbox
     }
@@ -380,6 +397,7 @@ impl<T> Inbox<T> {
     /// # Panics
     /// If the slots cannot be allocated (a test helper: the engine uses
     /// [`try_with_capacity`](Self::try_with_capacity)).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn with_capacity(capacity: usize) -> (sync::Arc<Self>, Consumer<T>) {
         match Self::try_with_capacity(capacity) {
             Ok(pair) => pair,
@@ -441,6 +459,7 @@ impl<T> Inbox<T> {
     }
 
     /// The nominal capacity.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -510,6 +529,7 @@ impl<T> Inbox<T> {
     }
 
     /// Entries currently held in the overflow.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn overflow_len(&self) -> usize {
         self.overflow_len.load(Ordering::Relaxed)
     }
@@ -637,6 +657,8 @@ impl<T> Inbox<T> {
     /// `detached` came from a reservation of this inbox (not of another one).
     #[inline]
     pub(crate) unsafe fn resume(&self, detached: Detached) -> Reservation<'_, T> {
+        // The place passes back to a reservation, which commits or cancels it: no assertion.
+        let detached = std::mem::ManuallyDrop::new(detached);
         Reservation {
             inbox: self,
             bits: detached.0,
@@ -810,6 +832,7 @@ impl<T> Inbox<T> {
     }
 
     /// Whether [`close`](Self::close) was called.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_closed(&self) -> bool {
         self.tail.word.load(Ordering::Acquire) & CLOSED != 0
     }
@@ -960,6 +983,7 @@ impl<T> Consumer<T> {
 
     /// Marks every entry taken so far as processed and frees their places at once (what a
     /// [`HeldPlaces`] of batch 1 does); returns whether there was any.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn release_taken(&mut self) -> bool {
         self.inbox.mark_done();
         self.inbox.give_back_done()

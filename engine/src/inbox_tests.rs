@@ -361,6 +361,32 @@ fn r2_3_a_dropped_reservation_cancels_its_place() {
     assert_eq!(inbox.len(), 0, "a dropped reservation kept its place");
 }
 
+// R2.2, R5.1: a detached reservation (an all-or-nothing channel send's, `deliver.rs`) that is
+// resumed gives its place back as any reservation does; one dropped without being resumed would
+// hold its place for good (the consumer waits for it) and is reported by a debug assertion.
+#[test]
+fn r5_1_a_resumed_detached_reservation_commits_or_cancels() {
+    let (inbox, mut consumer) = Inbox::with_capacity(2);
+    let a = inbox.try_reserve(Sender::External).expect("room").detach();
+    let b = inbox.try_reserve(Sender::External).expect("room").detach();
+    // SAFETY: both were detached from reservations of `inbox`.
+    unsafe { inbox.resume(a) }.cancel();
+    // SAFETY: as above.
+    unsafe { inbox.resume(b) }.commit(7);
+    assert_eq!(consumer.pop(), Some(7));
+    consumer.release_taken();
+    assert_eq!(inbox.len(), 0);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "dropped without being resumed")]
+fn r5_1_a_detached_reservation_dropped_unresumed_is_reported() {
+    let (inbox, _consumer) = Inbox::<u32>::with_capacity(2);
+    let detached = inbox.try_reserve(Sender::External).expect("room").detach();
+    drop(detached);
+}
+
 /// Compiles only while `T` is not `Send`: with `T: Send` both impls apply and the call is
 /// ambiguous (the `static_assertions` crate's `assert_not_impl_any` trick).
 trait NotSend<A> {
