@@ -175,7 +175,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// counted in whole tick periods. At the default 10 per second, `within(50ms)` means "before
     /// the next tick": a cancel 65 ms after its trade can match, and whether it does depends on
     /// when they arrived. Registering a `wait` or `within` shorter than the period logs a warning
-    /// (once per monitor and context). For bounds measured on the events themselves, at any
+    /// (once per monitor type and context). For bounds measured on the events themselves, at any
     /// replay speed, use [`event_time`](Self::event_time).
     ///
     /// **Cost** (measured by the harness, `ticks/cost`, on a 2-core VM with the default wait

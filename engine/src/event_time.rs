@@ -159,7 +159,7 @@ impl EventClock {
              bound means \"before the next tick\" and events up to one tick period apart can \
              match. Use CorrelatorBuilder::event_time() with Event::time() to measure it on the \
              events' own timestamps, or a tick_rate of at least one tick per bound (this warning \
-             is logged once per monitor and context)"
+             is logged once per monitor type and context)"
         );
     }
 }
