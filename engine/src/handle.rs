@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::channel::Channel;
 use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
 use crate::entry::Entry;
-use crate::error::{Error, SendError, SendErrorKind};
+use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::monitor::{load_instance, Monitor};
@@ -80,6 +80,94 @@ impl<E: Event> InputHandle<E> {
         self.links
             .borrow_mut()
             .send_to(ctx, event, Wait::Until(deadline))
+    }
+
+    /// Appends the events of `events` to `ctx`'s inbox, in order, taking as many places at once as
+    /// there is room for (one atomic reservation per run of places, instead of one per event) and
+    /// waiting for room when there is none, as [`send_to`](Self::send_to) does. A batch of any size
+    /// is accepted: one larger than the inbox's capacity goes in parts as room frees up. Per-sender
+    /// FIFO (R2.3) holds across and within batches: this handle's earlier sends come before the
+    /// batch, its later ones after it.
+    ///
+    /// The events are taken from the vector, which keeps its memory, so a sender that refills the
+    /// same vector sends without allocating. On success the vector is empty.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to) (`Closed`, `ContextStopped`, `UnknownContext`,
+    /// `FullBeforeStart`). The error says how many events were sent; the others are still in
+    /// `events`, in order.
+    ///
+    /// # Example
+    /// ```
+    /// use correlator::{Correlator, Event};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Tick(u32);
+    /// impl Event for Tick {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    ///
+    /// let c = Correlator::<Tick>::builder().build()?;
+    /// let input = c.input();
+    /// c.start();
+    /// let mut batch = Vec::with_capacity(64);
+    /// for round in 0..3 {
+    ///     batch.extend((0..64).map(|i| Tick(round * 64 + i)));
+    ///     input.send_batch_to(c.main(), &mut batch)?;
+    ///     assert!(batch.is_empty());
+    /// }
+    /// c.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn send_batch_to(
+        &self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+    ) -> Result<(), SendBatchError> {
+        self.links
+            .borrow_mut()
+            .send_batch_to(ctx, events, Wait::Block)
+            .map(drop)
+    }
+
+    /// Appends every event of `events` to `ctx`'s inbox if there is room for all of them now, with
+    /// one atomic reservation; otherwise sends none (all-or-nothing, like
+    /// [`try_send_to`](Self::try_send_to) for one event). On success the vector is empty; on an
+    /// error it is untouched.
+    ///
+    /// # Errors
+    /// `Full` when fewer places are free than `events.len()`; `BatchTooLarge` when the batch is
+    /// larger than the inbox's capacity (it could never fit at once); otherwise as
+    /// [`send_to`](Self::send_to).
+    pub fn try_send_batch_to(
+        &self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+    ) -> Result<(), SendBatchError> {
+        self.links
+            .borrow_mut()
+            .send_batch_to(ctx, events, Wait::Never)
+            .map(drop)
+    }
+
+    /// Like [`try_send_batch_to`](Self::try_send_batch_to) (all-or-nothing), waiting at most
+    /// `timeout` for room for the whole batch at once (holding no place while it waits).
+    ///
+    /// # Errors
+    /// `Timeout` when room for the whole batch did not appear in time (nothing was sent);
+    /// `BatchTooLarge`, or as [`send_to`](Self::send_to).
+    pub fn send_batch_to_timeout(
+        &self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+        timeout: Duration,
+    ) -> Result<(), SendBatchError> {
+        let deadline = Instant::now() + timeout;
+        self.links
+            .borrow_mut()
+            .send_batch_to(ctx, events, Wait::Until(deadline))
+            .map(drop)
     }
 
     /// Sends `event` to `channel`: one copy to every subscribed context (waiting for room in each, one

@@ -21,7 +21,7 @@ use crate::channel::Channel;
 use crate::config::ContextOptions;
 use crate::deliver::Wait;
 use crate::entry::{DieReason, Effects, Entry, Handler, MatchHandler, Mode, NewInstance, Op, Spec};
-use crate::error::{Error, SendError};
+use crate::error::{Error, SendBatchError, SendError};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
@@ -205,6 +205,30 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         }
         self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
         r
+    }
+
+    /// Appends the events of `events` to the back of `ctx`'s inbox (R4.1), in order, taking as many
+    /// places at once as there is room for (one atomic reservation per run of places). Waits for
+    /// room when there is none, or takes an entry beyond capacity where waiting would close a cycle
+    /// of waiting contexts (R5.2), exactly as [`send_to`](Self::send_to) does for each event; so a
+    /// batch of any size is accepted. This context's sends keep their order (R2.3). The vector keeps
+    /// its memory; on success it is empty.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to); the error says how many events were sent, and the others are
+    /// still in `events`, in order.
+    pub fn send_batch_to(
+        &mut self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+    ) -> Result<(), SendBatchError> {
+        let r = self.fx.links.send_batch_to(ctx, events, Wait::Block);
+        self.fx.stats.sent += match &r {
+            Ok(n) => *n as u64,
+            Err(e) => e.sent() as u64,
+        };
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        r.map(drop)
     }
 
     /// Delivers one copy of `event` to every context subscribed to `channel` (once per context) and
