@@ -10,8 +10,9 @@
 #                                                 yet) and the context thread (take, dispatch, give
 #                                                 places back), stream/*/engine's two sides without
 #                                                 contention
-#   scripts/callgrind.sh send-batch [short] [long]  the same with the burst sent in batches of 64
-#                                                 (send_batch_to): instructions per event sent
+#   scripts/callgrind.sh send-batch [short] [long]  benches/examples/send_batch_burst: the same with
+#                                                 the burst sent in batches of 64 (send_batch_to):
+#                                                 instructions per event sent
 #
 # Sizes default to 1000000 and 2000000 (route), 200000 and 400000 (send). Leaves the profiles in
 # target/callgrind/ for callgrind_annotate.
@@ -25,6 +26,8 @@ case "${1:-}" in
 esac
 if [ "$mode" = route ]; then
   example=route_chain short=${1:-1000000} long=${2:-2000000}
+elif [ -n "$batch" ]; then
+  example=send_batch_burst short=${1:-200000} long=${2:-400000}
 else
   example=send_burst short=${1:-200000} long=${2:-400000}
 fi

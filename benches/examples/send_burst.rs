@@ -5,10 +5,7 @@
 //! thread's is the receive path (take, dispatch, give places back). `scripts/callgrind.sh send`
 //! runs it at two burst sizes and reports the difference per event for each side.
 //!
-//! A second argument above 0 sends the burst in batches of that many events
-//! (`InputHandle::send_batch_to`, one reservation per batch): `scripts/callgrind.sh send-batch`.
-//!
-//! `cargo run --release -p correlator-benches --example send_burst -- 1000000 [batch]`
+//! `cargo run --release -p correlator-benches --example send_burst -- 1000000`
 
 use correlator::{Channel, Correlator, WaitStrategy};
 use correlator_benches::{Counter, Ev, CHAIN_KIND};
@@ -18,7 +15,6 @@ use std::time::Instant;
 
 fn main() {
     let n: u64 = correlator_benches::arg(1, 1_000_000, "burst size: a positive integer").max(1);
-    let batch: u64 = correlator_benches::arg(2, 0, "batch size: 0 sends event by event");
     let seen = Arc::new(AtomicU64::new(0));
     let corr = Correlator::<Ev>::builder()
         .wait_strategy(WaitStrategy::SpinYieldPark)
@@ -33,27 +29,18 @@ fn main() {
     })
     .expect("load");
     let input = corr.input();
-    let ev = |seq| Ev {
-        kind: CHAIN_KIND,
-        seq,
-        payload: 0,
-    };
-    let mut events = Vec::with_capacity(batch as usize);
     let t0 = Instant::now();
-    if batch == 0 {
-        for seq in 0..n {
-            input.send_to(corr.main(), ev(seq)).expect("send");
-        }
-    } else {
-        let mut seq = 0;
-        while seq < n {
-            let end = (seq + batch).min(n);
-            events.extend((seq..end).map(ev));
-            input
-                .send_batch_to(corr.main(), &mut events)
-                .expect("send batch");
-            seq = end;
-        }
+    for seq in 0..n {
+        input
+            .send_to(
+                corr.main(),
+                Ev {
+                    kind: CHAIN_KIND,
+                    seq,
+                    payload: 0,
+                },
+            )
+            .expect("send");
     }
     let sent = t0.elapsed();
     let t1 = Instant::now();
