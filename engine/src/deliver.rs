@@ -662,6 +662,61 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         d
     }
 
+    /// Sends every event of `events` to every subscriber of `channel`, each subscriber getting the
+    /// whole batch in order through [`send_batch_to`](Self::send_batch_to)'s blocking path (as many
+    /// places per reservation as are free), one subscriber after the other; a subscriber that
+    /// stopped is skipped. Output receivers get each event first (`outputs`). Every copy is made
+    /// before the places of its subscriber are reserved, into a reused buffer; the last subscriber
+    /// gets the originals. Empties `events`; counts a drop per event when nobody received the batch
+    /// (R4.5).
+    pub(crate) fn send_channel_batch(
+        &mut self,
+        channel: Channel,
+        events: &mut Vec<E>,
+        outputs: bool,
+    ) -> Deliveries {
+        let mut d = Deliveries::default();
+        if events.is_empty() {
+            return d;
+        }
+        self.collect_targets(channel);
+        if outputs {
+            for e in events.iter() {
+                d.outputs += self.shared.channels.deliver_outputs(channel, e);
+            }
+        }
+        let sender = self.sender();
+        let n = self.targets.len();
+        let count = events.len();
+        for i in 0..n {
+            let id = self.targets[i];
+            if id as usize >= self.contexts.len() {
+                continue;
+            }
+            if i + 1 == n {
+                let before = events.len();
+                // A refusal (the subscriber stopped) skips it, as `send_channel` does.
+                let _ = self.send_batch_blocking(id, events, sender);
+                d.contexts += before - events.len();
+            } else {
+                let mut copies = std::mem::take(&mut self.copies);
+                copies.clear();
+                copies.extend(events.iter().cloned());
+                let _ = self.send_batch_blocking(id, &mut copies, sender);
+                d.contexts += count - copies.len();
+                copies.clear();
+                self.copies = copies;
+            }
+        }
+        events.clear();
+        if d.total() == 0 {
+            self.shared
+                .dropped
+                .fetch_add(count as u64, Ordering::Relaxed);
+        }
+        d
+    }
+
     /// All-or-nothing channel send for input handles: every subscribed context gets a copy, or none
     /// does and the event comes back. Waits (without holding places) until `deadline` if given.
     pub(crate) fn try_send_channel(

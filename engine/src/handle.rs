@@ -216,6 +216,53 @@ impl<E: Event> InputHandle<E> {
             .total())
     }
 
+    /// Sends every event of `events` to `channel`, in order: each subscribed context gets the whole
+    /// batch (its inbox places reserved as many at once as are free, waiting for room as
+    /// [`send_batch_to`](Self::send_batch_to) does), one subscriber after the other, and every
+    /// output receiver gets each event. Returns how many deliveries were made (events times
+    /// receivers); 0 means the batch was dropped and counted (R4.5). The vector is emptied and
+    /// keeps its memory.
+    ///
+    /// Before [`Correlator::start`](crate::Correlator::start) each event goes through
+    /// [`send`](Self::send) instead, which is all-or-nothing then.
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began; before `start()`, as [`send`](Self::send) (`FullBeforeStart`
+    /// when a subscriber is full). The error says how many events were sent; the others are still
+    /// in `events`, in order.
+    pub fn send_batch(
+        &self,
+        channel: Channel,
+        events: &mut Vec<E>,
+    ) -> Result<usize, SendBatchError> {
+        let mut links = self.links.borrow_mut();
+        if links.shared().input_closed() {
+            return Err(SendBatchError::new(SendErrorKind::Closed, None, 0));
+        }
+        if links.shared().started.load(Ordering::Acquire) {
+            return Ok(links.send_channel_batch(channel, events, true).total());
+        }
+        drop(links);
+        // Nobody takes entries yet: event by event, each all-or-nothing (see `send`).
+        let mut deliveries = 0;
+        let mut sent = 0;
+        while !events.is_empty() {
+            let e = events.remove(0);
+            match self.send(channel, e) {
+                Ok(k) => {
+                    deliveries += k;
+                    sent += 1;
+                }
+                Err(err) => {
+                    let (kind, target) = (err.kind(), err.target());
+                    events.insert(0, err.into_event());
+                    return Err(SendBatchError::new(kind, target, sent));
+                }
+            }
+        }
+        Ok(deliveries)
+    }
+
     /// Sends `event` to `channel` only if every subscribed context has room now: all of them get a
     /// copy, or none does and the event comes back.
     ///

@@ -244,6 +244,20 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         n.total()
     }
 
+    /// Delivers every event of `events`, in order, to every context subscribed to `channel` (once
+    /// per context) and to every output receiver of it (R4.2), like [`send`](Self::send) for each
+    /// event, but each subscriber's inbox places are reserved as many at once as are free (waiting,
+    /// or going beyond capacity, as [`send_batch_to`](Self::send_batch_to) does). Each subscriber
+    /// gets the whole batch in order (R2.3); the subscribers are served one after the other. The
+    /// vector is emptied and keeps its memory. Returns how many deliveries were made (events times
+    /// receivers); 0 means the batch was dropped and counted (R4.5).
+    pub fn send_batch(&mut self, channel: Channel, events: &mut Vec<E>) -> usize {
+        let n = self.fx.links.send_channel_batch(channel, events, true);
+        self.fx.stats.sent += n.contexts as u64;
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        n.total()
+    }
+
     /// Delivers `event` to the output receivers of `channel` only, never to a context (R4.3);
     /// returns how many got one.
     pub fn emit(&mut self, channel: Channel, event: E) -> usize {

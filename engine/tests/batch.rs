@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use correlator::{ContextOptions, ContextRef, Correlator, Pattern, SendErrorKind};
+use correlator::{Channel, ContextOptions, ContextRef, Correlator, Pattern, SendErrorKind};
 use proptest::prelude::*;
 
 /// The event kind every test sends.
@@ -286,4 +286,83 @@ proptest! {
         let got = bounded(move || run_batch_senders(capacity, senders, &sizes, per_sender));
         assert_per_sender_fifo(&got, &vec![per_sender; senders]);
     }
+}
+
+// R4.2, R2.3: a channel batch (from an input handle and from a handler) reaches every subscribed
+// context once per event, in order, even where it is taken in parts (capacity 4, batches of 20),
+// and every output receiver gets each event in order.
+#[test]
+fn r4_2_channel_batch_reaches_each_subscriber_once_per_event_in_order() {
+    let c = correlator(4);
+    let prices = c.channel("prices").unwrap();
+    let out = c.output(prices);
+    let a = c.create_context(ContextOptions::new("a")).unwrap();
+    let b = c.create_context(ContextOptions::new("b")).unwrap();
+    let mut got = Vec::new();
+    for ctx in [a, b] {
+        let g = Arc::new(Mutex::new(Vec::new()));
+        let g2 = g.clone();
+        c.load_in(
+            ctx,
+            Script::new("sub", &Log::default(), move |_, cx| {
+                cx.subscribe(prices);
+                cx.on_all(Pattern::kind(KIND), move |_, _, e: &Ev| {
+                    g2.lock().unwrap().push(e.val);
+                });
+            }),
+        )
+        .unwrap();
+        got.push(g);
+    }
+    // main relays a batch of its own to the channel when told to.
+    c.load(Script::new("relay", &Log::default(), move |_, cx| {
+        let mut batch = Vec::new();
+        cx.on_all(Pattern::kind(2), move |_, cx, _: &Ev| {
+            batch.extend((0..20).map(|i| of(1, i)));
+            let n = cx.send_batch(prices, &mut batch);
+            assert_eq!(n, 60, "20 events to 2 contexts and 1 output receiver");
+            assert!(batch.is_empty());
+        });
+    }))
+    .unwrap();
+    c.start();
+    assert!(eventually(|| c.status().totals.instances >= 3));
+    let input = c.input();
+    let mut batch: Vec<Ev> = (0..20).map(|i| of(0, i)).collect();
+    assert_eq!(input.send_batch(prices, &mut batch).unwrap(), 60);
+    assert!(batch.is_empty());
+    input.send_to(c.main(), ev(2, 0)).unwrap();
+    bounded(move || {
+        assert!(eventually(|| got
+            .iter()
+            .all(|g| g.lock().unwrap().len() == 40)));
+        c.shutdown().unwrap();
+        for g in &got {
+            assert_per_sender_fifo(&g.lock().unwrap(), &[20, 20]);
+        }
+        let outs: Vec<u64> = out.iter().map(|e| e.val).collect();
+        assert_per_sender_fifo(&outs, &[20, 20]);
+    });
+}
+
+// R8.2 (Decisions, Replay): before `start()` a channel batch goes event by event, each
+// all-or-nothing; a full subscriber refuses the rest with `FullBeforeStart`, which stays in the
+// vector, in order, and goes in order once resent after `start()`.
+#[test]
+fn r8_2_channel_batch_before_start_hands_back_the_rest() {
+    // `main` is public: it receives the default channel from the start (R4.2).
+    let c = correlator(4);
+    // The load entry holds one of the four places.
+    let got = recorder(&c, c.main());
+    let input = c.input();
+    let mut batch: Vec<Ev> = (0..6).map(|i| of(0, i)).collect();
+    let err = input.send_batch(Channel::DEFAULT, &mut batch).unwrap_err();
+    assert_eq!(err.kind(), SendErrorKind::FullBeforeStart);
+    assert_eq!(err.target(), Some(c.main()));
+    assert_eq!(err.sent(), 3);
+    assert_eq!(batch, (3..6).map(|i| of(0, i)).collect::<Vec<_>>());
+    c.start();
+    assert_eq!(input.send_batch(Channel::DEFAULT, &mut batch).unwrap(), 3);
+    c.shutdown().unwrap();
+    assert_per_sender_fifo(&got.lock().unwrap(), &[6]);
 }
