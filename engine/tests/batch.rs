@@ -366,3 +366,61 @@ fn r8_2_channel_batch_before_start_hands_back_the_rest() {
     c.shutdown().unwrap();
     assert_per_sender_fifo(&got.lock().unwrap(), &[6]);
 }
+
+// R5.2, R2.3: two contexts send each other batches (ten times their inboxes' capacity, in
+// batches of 10) from their handlers at the same time, so each waits on the other's full inbox:
+// waiting would close the cycle, so entries go beyond capacity instead; both finish, and each
+// receives the other's events exactly once, in order.
+#[test]
+fn r5_2_two_contexts_batch_sending_to_each_other_finish() {
+    const START: u32 = 7;
+    const N: u64 = 400;
+    let c = correlator(4);
+    let a = c.create_context(ContextOptions::new("a")).unwrap();
+    let b = c.create_context(ContextOptions::new("b")).unwrap();
+    let mut got = Vec::new();
+    for (me, other, s) in [(a, b, 0u64), (b, a, 1u64)] {
+        let g = Arc::new(Mutex::new(Vec::new()));
+        let g2 = g.clone();
+        c.load_in(
+            me,
+            Script::new("peer", &Log::default(), move |_, cx| {
+                let mut batch = Vec::new();
+                cx.on_all(Pattern::kind(START), move |_, cx, _: &Ev| {
+                    let mut seq = 0;
+                    while seq < N {
+                        batch.extend((seq..seq + 10).map(|q| of(s, q)));
+                        cx.send_batch_to(other, &mut batch).unwrap();
+                        seq += 10;
+                    }
+                });
+                cx.on_all(Pattern::kind(KIND), move |_, _, e: &Ev| {
+                    g2.lock().unwrap().push(e.val);
+                });
+            }),
+        )
+        .unwrap();
+        got.push(g);
+    }
+    c.start();
+    assert!(eventually(|| c.status().totals.instances >= 2));
+    let input = c.input();
+    input.send_to(a, ev(START, 0)).unwrap();
+    input.send_to(b, ev(START, 0)).unwrap();
+    bounded(move || {
+        assert!(eventually(|| got
+            .iter()
+            .all(|g| g.lock().unwrap().len() == N as usize)));
+        // Both START entries are queued long before either side has sent its 400 events into
+        // an inbox of 4, so both handlers are sending at once and the cycle forms.
+        assert!(
+            c.status().totals.overruns > 0,
+            "R5.2: the cycle of full inboxes was broken by going beyond capacity"
+        );
+        c.shutdown().unwrap();
+        let from_b: Vec<u64> = got[0].lock().unwrap().clone();
+        let from_a: Vec<u64> = got[1].lock().unwrap().clone();
+        assert_eq!(from_a, (0..N).map(|q| of(0, q).val).collect::<Vec<_>>());
+        assert_eq!(from_b, (0..N).map(|q| of(1, q).val).collect::<Vec<_>>());
+    });
+}
