@@ -140,7 +140,7 @@ pub use correlator::{
     DEFAULT_MAX_CONTEXTS, DEFAULT_RELEASE_BATCH, DEFAULT_TICK_RATE, MAX_CHANNELS, MAX_CONTEXTS,
 };
 pub use entry::DieReason;
-pub use error::{Error, SendError, SendErrorKind};
+pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use expr::{at, not, wait, Expr, Match};
 pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRecvError};
