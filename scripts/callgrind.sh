@@ -10,17 +10,24 @@
 #                                                 yet) and the context thread (take, dispatch, give
 #                                                 places back), stream/*/engine's two sides without
 #                                                 contention
+#   scripts/callgrind.sh send-batch [short] [long]  benches/examples/send_batch_burst: the same with
+#                                                 the burst sent in batches of 64 (send_batch_to):
+#                                                 instructions per event sent
 #
 # Sizes default to 1000000 and 2000000 (route), 200000 and 400000 (send). Leaves the profiles in
 # target/callgrind/ for callgrind_annotate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=route
+batch=
 case "${1:-}" in
   route | send) mode=$1; shift ;;
+  send-batch) mode=send batch=64; shift ;;
 esac
 if [ "$mode" = route ]; then
   example=route_chain short=${1:-1000000} long=${2:-2000000}
+elif [ -n "$batch" ]; then
+  example=send_batch_burst short=${1:-200000} long=${2:-400000}
 else
   example=send_burst short=${1:-200000} long=${2:-400000}
 fi
@@ -32,7 +39,7 @@ rm -rf "$out" && mkdir -p "$out"
 thread_irs() {
   local n=$1
   valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/cg.$n" \
-    "target/release/examples/$example" "$n" >/dev/null 2>"$out/valgrind.$n.log"
+    "target/release/examples/$example" "$n" $batch >/dev/null 2>"$out/valgrind.$n.log"
   for f in "$out"/cg."$n"-*; do
     awk '/^summary:/ {print $2}' "$f"
   done | sort -rn
@@ -60,5 +67,7 @@ else
     echo "$best"
   }
   ca=$(ctx_ir "$short") cb=$(ctx_ir "$long")
-  echo "sending thread: $(per_event "$ma" "$mb") instructions per send; context thread: $(per_event "$ca" "$cb") instructions per received event"
+  how="per send"
+  [ -n "$batch" ] && how="per event sent in batches of $batch"
+  echo "sending thread: $(per_event "$ma" "$mb") instructions $how; context thread: $(per_event "$ca" "$cb") instructions per received event"
 fi

@@ -34,14 +34,13 @@ use std::time::{Duration, Instant};
 use crate::channel::{Channel, Channels};
 use crate::config::{ContextOptions, PinningPlan, WaitStrategy};
 use crate::context::create_context;
-use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
-use crate::entry::Entry;
+use crate::deliver::{Links, NoPlaces, Wait};
 use crate::error::Error;
 use crate::event::Event;
 use crate::handle::InputHandle;
 use crate::id::ContextRef;
 use crate::inbox::MAX_CAPACITY;
-use crate::monitor::{load_instance, Monitor};
+use crate::monitor::Monitor;
 use crate::output::{Output, OutputOptions, OutputReceiver, OutputRegistry};
 use crate::registry::{Config, Shared, WaitGraph};
 use crate::status::{ContextStatus, Status};
@@ -180,7 +179,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// counted in whole tick periods. At the default 10 per second, `within(50ms)` means "before
     /// the next tick": a cancel 65 ms after its trade can match, and whether it does depends on
     /// when they arrived. Registering a `wait` or `within` shorter than the period logs a warning
-    /// (once per monitor and context). For bounds measured on the events themselves, at any
+    /// (once per monitor type and context). For bounds measured on the events themselves, at any
     /// replay speed, use [`event_time`](Self::event_time).
     ///
     /// **Cost** (measured by the harness, `ticks/cost`, on a 2-core VM with the default wait
@@ -189,6 +188,9 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// tick and context. Idle process CPU, 1 context: 0.06 % of a core at 10 ticks/s, 0.6 % at
     /// 100, 4.3 % at 1,000; with 4 contexts 0.27 %, 2.5 % and 18.5 %; without a clock thread
     /// 0.001 %. Inbox entries: `rate × contexts` per second.
+    ///
+    /// Of `tick_rate`, [`external_time`](Self::external_time) and
+    /// [`event_time`](Self::event_time), the last one called wins (R7.1).
     pub fn tick_rate(mut self, per_second: u32) -> Self {
         self.config.tick_rate = Some(per_second);
         self.config.event_time = false;
@@ -199,6 +201,9 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// [`InputHandle::send_time`](crate::InputHandle::send_time) and
     /// [`send_time_to`](crate::InputHandle::send_time_to). This is what replays and tests use: every
     /// run then processes the same entries in the same order.
+    ///
+    /// Of [`tick_rate`](Self::tick_rate), `external_time` and [`event_time`](Self::event_time),
+    /// the last one called wins (R7.1).
     pub fn external_time(mut self) -> Self {
         self.config.tick_rate = None;
         self.config.event_time = false;
@@ -430,14 +435,8 @@ impl<E: Event> Correlator<E> {
     /// [`Error::ShutDown`], [`Error::UnknownContext`], [`Error::ContextStopped`],
     /// [`Error::FullBeforeStart`].
     pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
-        let mut links = Links::new(self.shared.clone(), None, NoPlaces);
-        links
-            .push_entry(
-                ctx,
-                Entry::Spawn(Box::new(load_instance(monitor))),
-                Wait::Block,
-            )
-            .map_err(|kind| kind_to_error(kind, ctx))
+        // One path for loads: a fresh input handle is a sender of its own, as before.
+        self.input().load_in(ctx, monitor)
     }
 
     /// The channel called `name` (created on first use); `""` is [`Channel::DEFAULT`].
@@ -765,5 +764,59 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
         totals,
         started: shared.started.load(Ordering::Acquire),
         shut_down: shared.shut_down.load(Ordering::Acquire),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct Ev;
+    impl Event for Ev {
+        type Kind = ();
+        fn kind(&self) {}
+    }
+
+    /// The clock a builder's settings select: what `Correlator::start` and the contexts read.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Clock {
+        Ticks(u32),
+        External,
+        EventTime,
+    }
+
+    fn clock(b: &CorrelatorBuilder<Ev>) -> Clock {
+        match (b.config.tick_rate, b.config.event_time) {
+            (Some(rate), false) => Clock::Ticks(rate),
+            (None, false) => Clock::External,
+            (None, true) => Clock::EventTime,
+            (Some(_), true) => panic!("a clock thread and event time at once: {:?}", b.config),
+        }
+    }
+
+    type Setting = fn(CorrelatorBuilder<Ev>) -> CorrelatorBuilder<Ev>;
+
+    // R7.1 (Decisions, "Event time"): of `tick_rate`, `external_time` and `event_time`, whichever
+    // is called last decides the clock, whatever was called before it, in every order.
+    #[test]
+    fn r7_1_the_last_clock_setting_called_wins() {
+        let settings: [(Setting, Clock); 3] = [
+            (|b| b.tick_rate(25), Clock::Ticks(25)),
+            (|b| b.external_time(), Clock::External),
+            (|b| b.event_time(), Clock::EventTime),
+        ];
+        assert_eq!(
+            clock(&Correlator::<Ev>::builder()),
+            Clock::Ticks(DEFAULT_TICK_RATE)
+        );
+        for (first, _) in &settings {
+            for (second, _) in &settings {
+                for (last, expect) in &settings {
+                    let b = last(second(first(Correlator::builder())));
+                    assert_eq!(&clock(&b), expect);
+                }
+            }
+        }
     }
 }

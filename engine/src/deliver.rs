@@ -32,7 +32,7 @@ use std::time::Instant;
 use crate::channel::Channel;
 use crate::config::{Backoff, Step, WaitStrategy};
 use crate::entry::Entry;
-use crate::error::{Error, SendError, SendErrorKind};
+use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{self, Detached, Inbox, Refusal, Reservation, RoomWait, Sender};
@@ -379,11 +379,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
     /// no registers for it.
     #[inline(always)]
     fn reserve(&mut self, id: u32, wait: Wait) -> Result<Reservation<'_, Entry<E>>, SendErrorKind> {
-        let sender = if self.me.is_some() {
-            Sender::Context
-        } else {
-            Sender::External
-        };
+        let sender = self.sender();
         // Split borrows: the reservation borrows `contexts`, the slow path needs the other fields.
         let Self {
             contexts,
@@ -502,6 +498,134 @@ impl<E: Event, H: GiveBack> Links<E, H> {
                 Ok(())
             }
             Err(kind) => Err(SendError::new(kind, Some(to), event)),
+        }
+    }
+
+    /// Sends the events of `events` to one context, in order, in as few reservations as the room
+    /// allows (each one CAS for all the places it takes), removing what it sent from the front of
+    /// `events`; returns how many it sent.
+    ///
+    /// `Wait::Block` takes whatever room there is (up to the rest of the batch) and waits, as a
+    /// single send does, only when there is none: one event then goes through the single send's
+    /// slow path (waiting for room, R5.1, or beyond capacity where waiting would close a cycle,
+    /// R5.2), and the batch goes on. Any size is accepted. `Wait::Never` and `Wait::Until` are
+    /// all-or-nothing: every event is sent with one reservation or none is, so a batch above the
+    /// capacity is refused with `BatchTooLarge`; the timed send waits (holding nothing) until room
+    /// for the whole batch is free at once.
+    pub(crate) fn send_batch_to(
+        &mut self,
+        to: ContextRef,
+        events: &mut Vec<E>,
+        wait: Wait,
+    ) -> Result<usize, SendBatchError> {
+        let total = events.len();
+        let Some(id) = self.index_of(to) else {
+            return Err(SendBatchError::new(
+                SendErrorKind::UnknownContext,
+                Some(to),
+                0,
+            ));
+        };
+        if total == 0 {
+            return Ok(0);
+        }
+        let sender = self.sender();
+        let result = match wait {
+            Wait::Block => self.send_batch_blocking(id, events, sender),
+            Wait::Never => self.send_batch_whole(id, events, sender, None),
+            Wait::Until(d) => self.send_batch_whole(id, events, sender, Some(d)),
+        };
+        result.map_err(|kind| SendBatchError::new(kind, Some(to), total - events.len()))?;
+        Ok(total)
+    }
+
+    /// Whether this links' sends are a context's or an input handle's.
+    #[inline]
+    fn sender(&self) -> Sender {
+        if self.me.is_some() {
+            Sender::Context
+        } else {
+            Sender::External
+        }
+    }
+
+    /// [`send_batch_to`](Self::send_batch_to) with `Wait::Block`.
+    fn send_batch_blocking(
+        &mut self,
+        id: u32,
+        events: &mut Vec<E>,
+        sender: Sender,
+    ) -> Result<(), SendErrorKind> {
+        while !events.is_empty() {
+            let inbox = &self.contexts[id as usize].inbox;
+            let refusal = match inbox.try_reserve_batch(sender, 1, events.len()) {
+                Ok(mut places) => {
+                    // Moves only: no user code runs while the places are held.
+                    for e in events.drain(..places.len()) {
+                        places.push(Entry::Event(e));
+                    }
+                    continue;
+                }
+                Err(refusal) => refusal,
+            };
+            if refusal == Refusal::Closed {
+                return Err(refusal_kind(inbox, sender));
+            }
+            // No room at all: the single send's slow path (wait, or overrun) for the first event.
+            let r = self.reserve(id, Wait::Block)?;
+            r.commit(Entry::Event(events.remove(0)));
+        }
+        Ok(())
+    }
+
+    /// [`send_batch_to`](Self::send_batch_to), all-or-nothing: waits until `deadline` (holding no
+    /// place) if given.
+    fn send_batch_whole(
+        &mut self,
+        id: u32,
+        events: &mut Vec<E>,
+        sender: Sender,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendErrorKind> {
+        let n = events.len();
+        loop {
+            let inbox = &self.contexts[id as usize].inbox;
+            if n > inbox.capacity() {
+                return Err(SendErrorKind::BatchTooLarge);
+            }
+            match inbox.try_reserve_batch(sender, n, n) {
+                Ok(mut places) => {
+                    // Moves only: no user code runs while the places are held.
+                    for e in events.drain(..) {
+                        places.push(Entry::Event(e));
+                    }
+                    return Ok(());
+                }
+                Err(Refusal::Closed) => return Err(refusal_kind(inbox, sender)),
+                Err(Refusal::Full) => {}
+            }
+            // A context's own held places may be what fills it: give them back and retry at once.
+            if self.held.give_back() {
+                continue;
+            }
+            let Some(d) = deadline else {
+                return Err(SendErrorKind::Full);
+            };
+            if Instant::now() >= d {
+                return Err(SendErrorKind::Timeout);
+            }
+            let began = Instant::now();
+            let waited = self.contexts[id as usize]
+                .inbox
+                .wait_for_room_for(sender, n, Some(d));
+            self.blocked_ns += began.elapsed().as_nanos() as u64;
+            match waited {
+                RoomWait::Retry => {}
+                RoomWait::Closed => {
+                    return Err(refusal_kind(&self.contexts[id as usize].inbox, sender))
+                }
+                RoomWait::TimedOut => return Err(SendErrorKind::Timeout),
+            }
         }
     }
 
@@ -705,6 +829,61 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         }
         if d.total() == 0 {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        d
+    }
+
+    /// Sends every event of `events` to every subscriber of `channel`, each subscriber getting the
+    /// whole batch in order through [`send_batch_to`](Self::send_batch_to)'s blocking path (as many
+    /// places per reservation as are free), one subscriber after the other; a subscriber that
+    /// stopped is skipped. Output receivers get each event first (`outputs`). Every copy is made
+    /// before the places of its subscriber are reserved, into a reused buffer; the last subscriber
+    /// gets the originals. Empties `events`; counts a drop per event when nobody received the batch
+    /// (R4.5).
+    pub(crate) fn send_channel_batch(
+        &mut self,
+        channel: Channel,
+        events: &mut Vec<E>,
+        outputs: bool,
+    ) -> Deliveries {
+        let mut d = Deliveries::default();
+        if events.is_empty() {
+            return d;
+        }
+        self.collect_targets(channel);
+        if outputs {
+            for e in events.iter() {
+                d.outputs += self.deliver_outputs(channel, e);
+            }
+        }
+        let sender = self.sender();
+        let n = self.targets.len();
+        let count = events.len();
+        for i in 0..n {
+            let id = self.targets[i];
+            if id as usize >= self.contexts.len() {
+                continue;
+            }
+            if i + 1 == n {
+                let before = events.len();
+                // A refusal (the subscriber stopped) skips it, as `send_channel` does.
+                let _ = self.send_batch_blocking(id, events, sender);
+                d.contexts += before - events.len();
+            } else {
+                let mut copies = std::mem::take(&mut self.copies);
+                copies.clear();
+                copies.extend(events.iter().cloned());
+                let _ = self.send_batch_blocking(id, &mut copies, sender);
+                d.contexts += count - copies.len();
+                copies.clear();
+                self.copies = copies;
+            }
+        }
+        events.clear();
+        if d.total() == 0 {
+            self.shared
+                .dropped
+                .fetch_add(count as u64, Ordering::Relaxed);
         }
         d
     }

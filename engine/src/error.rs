@@ -191,6 +191,10 @@ pub enum SendErrorKind {
     /// A [`PoolInput`](crate::PoolInput) was given an event whose [`Event::key`](crate::Event::key)
     /// is `None`: no partition owns it.
     NoKey,
+    /// An all-or-nothing batch send ([`InputHandle::try_send_batch_to`](crate::InputHandle::try_send_batch_to),
+    /// [`send_batch_to_timeout`](crate::InputHandle::send_batch_to_timeout)) was given more events
+    /// than the inbox holds: they could never fit at once.
+    BatchTooLarge,
 }
 
 /// A refused send. It owns the event, so nothing is lost: take it back with
@@ -280,8 +284,70 @@ impl<E> fmt::Display for SendError<E> {
                 "send{to} refused: the event has no key (`Event::key()` returned `None`), so no \
                  pool partition owns it; give it a key, or send it to a context with `send_to`"
             ),
+            SendErrorKind::BatchTooLarge => write!(
+                f,
+                "send{to} refused: the batch holds more events than the inbox's capacity, so it \
+                 can never fit at once; send it in parts of at most `inbox_capacity` events, use \
+                 the blocking `send_batch_to` (which takes any size), or raise `inbox_capacity`"
+            ),
         }
     }
 }
 
 impl<E> std::error::Error for SendError<E> {}
+
+/// A refused or partly sent batch (the `send_batch*` methods). The events that were not sent are
+/// still in the caller's vector, in their order; [`sent`](Self::sent) says how many went before the
+/// refusal (always 0 for the all-or-nothing `try_` and timed sends).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SendBatchError {
+    kind: SendErrorKind,
+    target: Option<ContextRef>,
+    sent: usize,
+}
+
+impl SendBatchError {
+    pub(crate) fn new(kind: SendErrorKind, target: Option<ContextRef>, sent: usize) -> Self {
+        Self { kind, target, sent }
+    }
+
+    /// Why the rest of the batch was refused.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+
+    /// The context that refused it, when one did.
+    pub fn target(&self) -> Option<ContextRef> {
+        self.target
+    }
+
+    /// How many events of the batch were sent (and removed from the front of the vector) before the
+    /// refusal.
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+}
+
+impl fmt::Debug for SendBatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendBatchError")
+            .field("kind", &self.kind)
+            .field("target", &self.target)
+            .field("sent", &self.sent)
+            .finish()
+    }
+}
+
+impl fmt::Display for SendBatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The single send's message says what to change; the batch adds what went.
+        let single = SendError::new(self.kind, self.target, ());
+        write!(
+            f,
+            "batch {single} ({} events sent before the refusal; the rest are still in the vector)",
+            self.sent
+        )
+    }
+}
+
+impl std::error::Error for SendBatchError {}

@@ -44,12 +44,14 @@
 //! `events_dropped_by_panic`, and the event is dispatched at the current clock) and a comparison; no
 //! allocation, no lock.
 
+use std::any::TypeId;
 use std::time::Duration;
 
 use crate::event::Event;
 use crate::expr::Def;
 use crate::id::ContextRef;
 use crate::registry::Config;
+use crate::state::State;
 use crate::status::Counters;
 use crate::time::Time;
 
@@ -60,8 +62,9 @@ pub(crate) struct EventClock {
     /// The clock thread's tick period, when one runs (tick mode): bounds shorter than it are
     /// reported.
     tick_period: Option<Duration>,
-    /// The monitors already warned about in this context (at most one warning each).
-    warned: Vec<&'static str>,
+    /// The monitor types already warned about in this context (at most one warning each), by
+    /// `TypeId`: type names are for messages only, two types can share one.
+    warned: Vec<TypeId>,
 }
 
 impl EventClock {
@@ -114,13 +117,14 @@ impl EventClock {
         }
     }
 
-    /// In tick mode: warns, once per monitor in this context, when the expression `defs` that
-    /// `monitor` registers holds a `wait` or `within` shorter than the tick period (a zero one
-    /// means "at the next tick" and is left alone).
+    /// In tick mode: warns, once per monitor type in this context, when the expression `defs`
+    /// that an instance with state `monitor` registers holds a `wait` or `within` shorter than
+    /// the tick period (a zero one means "at the next tick" and is left alone). The bounds are
+    /// checked first: an expression without a short bound costs no look at the monitor.
     pub(crate) fn check_bounds<E: Event>(
         &mut self,
         defs: &[Def<E>],
-        monitor: &'static str,
+        monitor: Option<&State>,
         ctx: ContextRef,
     ) {
         let Some(period) = self.tick_period else {
@@ -137,10 +141,14 @@ impl EventClock {
         let Some(bound) = shortest.filter(|&d| d < period) else {
             return;
         };
-        if self.warned.contains(&monitor) {
+        let Some(state) = monitor else {
+            return;
+        };
+        if self.warned.contains(&state.type_id()) {
             return;
         }
-        self.warned.push(monitor);
+        self.warned.push(state.type_id());
+        let monitor = state.monitor_name();
         tracing::warn!(
             context = ctx.id(),
             monitor,
@@ -151,7 +159,7 @@ impl EventClock {
              bound means \"before the next tick\" and events up to one tick period apart can \
              match. Use CorrelatorBuilder::event_time() with Event::time() to measure it on the \
              events' own timestamps, or a tick_rate of at least one tick per bound (this warning \
-             is logged once per monitor and context)"
+             is logged once per monitor type and context)"
         );
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::channel::Channel;
 use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
 use crate::entry::Entry;
-use crate::error::{Error, SendError, SendErrorKind};
+use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::monitor::{load_instance, Monitor};
@@ -79,6 +79,94 @@ impl<E: Event> InputHandle<E> {
             .send_to(ctx, event, Wait::Until(deadline))
     }
 
+    /// Appends the events of `events` to `ctx`'s inbox, in order, taking as many places at once as
+    /// there is room for (one atomic reservation per run of places, instead of one per event) and
+    /// waiting for room when there is none, as [`send_to`](Self::send_to) does. A batch of any size
+    /// is accepted: one larger than the inbox's capacity goes in parts as room frees up. Per-sender
+    /// FIFO (R2.3) holds across and within batches: this handle's earlier sends come before the
+    /// batch, its later ones after it.
+    ///
+    /// The events are taken from the vector, which keeps its memory, so a sender that refills the
+    /// same vector sends without allocating. On success the vector is empty.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to) (`Closed`, `ContextStopped`, `UnknownContext`,
+    /// `FullBeforeStart`). The error says how many events were sent; the others are still in
+    /// `events`, in order.
+    ///
+    /// # Example
+    /// ```
+    /// use correlator::{Correlator, Event};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Tick(u32);
+    /// impl Event for Tick {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    ///
+    /// let c = Correlator::<Tick>::builder().build()?;
+    /// let input = c.input();
+    /// c.start();
+    /// let mut batch = Vec::with_capacity(64);
+    /// for round in 0..3 {
+    ///     batch.extend((0..64).map(|i| Tick(round * 64 + i)));
+    ///     input.send_batch_to(c.main(), &mut batch)?;
+    ///     assert!(batch.is_empty());
+    /// }
+    /// c.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn send_batch_to(
+        &self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+    ) -> Result<(), SendBatchError> {
+        self.links
+            .borrow_mut()
+            .send_batch_to(ctx, events, Wait::Block)
+            .map(drop)
+    }
+
+    /// Appends every event of `events` to `ctx`'s inbox if there is room for all of them now, with
+    /// one atomic reservation; otherwise sends none (all-or-nothing, like
+    /// [`try_send_to`](Self::try_send_to) for one event). On success the vector is empty; on an
+    /// error it is untouched.
+    ///
+    /// # Errors
+    /// `Full` when fewer places are free than `events.len()`; `BatchTooLarge` when the batch is
+    /// larger than the inbox's capacity (it could never fit at once); otherwise as
+    /// [`send_to`](Self::send_to).
+    pub fn try_send_batch_to(
+        &self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+    ) -> Result<(), SendBatchError> {
+        self.links
+            .borrow_mut()
+            .send_batch_to(ctx, events, Wait::Never)
+            .map(drop)
+    }
+
+    /// Like [`try_send_batch_to`](Self::try_send_batch_to) (all-or-nothing), waiting at most
+    /// `timeout` for room for the whole batch at once (holding no place while it waits).
+    ///
+    /// # Errors
+    /// `Timeout` when room for the whole batch did not appear in time (nothing was sent);
+    /// `BatchTooLarge`, or as [`send_to`](Self::send_to).
+    pub fn send_batch_to_timeout(
+        &self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+        timeout: Duration,
+    ) -> Result<(), SendBatchError> {
+        let deadline = Instant::now() + timeout;
+        self.links
+            .borrow_mut()
+            .send_batch_to(ctx, events, Wait::Until(deadline))
+            .map(drop)
+    }
+
     /// Sends `event` to `channel`: one copy to every subscribed context (waiting for room in each, one
     /// after the other) and to every output receiver, each as its
     /// [`Overflow`](crate::Overflow) policy says (a full `Block` output makes this send wait for
@@ -128,6 +216,53 @@ impl<E: Event> InputHandle<E> {
         Ok(links
             .send_channel(channel, event, Wait::Block, true)
             .total())
+    }
+
+    /// Sends every event of `events` to `channel`, in order: each subscribed context gets the whole
+    /// batch (its inbox places reserved as many at once as are free, waiting for room as
+    /// [`send_batch_to`](Self::send_batch_to) does), one subscriber after the other, and every
+    /// output receiver gets each event. Returns how many deliveries were made (events times
+    /// receivers); 0 means the batch was dropped and counted (R4.5). The vector is emptied and
+    /// keeps its memory.
+    ///
+    /// Before [`Correlator::start`](crate::Correlator::start) each event goes through
+    /// [`send`](Self::send) instead, which is all-or-nothing then.
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began; before `start()`, as [`send`](Self::send) (`FullBeforeStart`
+    /// when a subscriber is full). The error says how many events were sent; the others are still
+    /// in `events`, in order.
+    pub fn send_batch(
+        &self,
+        channel: Channel,
+        events: &mut Vec<E>,
+    ) -> Result<usize, SendBatchError> {
+        let mut links = self.links.borrow_mut();
+        if links.shared().input_closed() {
+            return Err(SendBatchError::new(SendErrorKind::Closed, None, 0));
+        }
+        if links.shared().started.load(Ordering::Acquire) {
+            return Ok(links.send_channel_batch(channel, events, true).total());
+        }
+        drop(links);
+        // Nobody takes entries yet: event by event, each all-or-nothing (see `send`).
+        let mut deliveries = 0;
+        let mut sent = 0;
+        while !events.is_empty() {
+            let e = events.remove(0);
+            match self.send(channel, e) {
+                Ok(k) => {
+                    deliveries += k;
+                    sent += 1;
+                }
+                Err(err) => {
+                    let (kind, target) = (err.kind(), err.target());
+                    events.insert(0, err.into_event());
+                    return Err(SendBatchError::new(kind, target, sent));
+                }
+            }
+        }
+        Ok(deliveries)
     }
 
     /// Sends `event` to `channel` only if every subscribed context has room now: all of them get a

@@ -361,6 +361,32 @@ fn r2_3_a_dropped_reservation_cancels_its_place() {
     assert_eq!(inbox.len(), 0, "a dropped reservation kept its place");
 }
 
+// R2.2, R5.1: a detached reservation (an all-or-nothing channel send's, `deliver.rs`) that is
+// resumed gives its place back as any reservation does; one dropped without being resumed would
+// hold its place for good (the consumer waits for it) and is reported by a debug assertion.
+#[test]
+fn r5_1_a_resumed_detached_reservation_commits_or_cancels() {
+    let (inbox, mut consumer) = Inbox::with_capacity(2);
+    let a = inbox.try_reserve(Sender::External).expect("room").detach();
+    let b = inbox.try_reserve(Sender::External).expect("room").detach();
+    // SAFETY: both were detached from reservations of `inbox`.
+    unsafe { inbox.resume(a) }.cancel();
+    // SAFETY: as above.
+    unsafe { inbox.resume(b) }.commit(7);
+    assert_eq!(consumer.pop(), Some(7));
+    consumer.release_taken();
+    assert_eq!(inbox.len(), 0);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "dropped without being resumed")]
+fn r5_1_a_detached_reservation_dropped_unresumed_is_reported() {
+    let (inbox, _consumer) = Inbox::<u32>::with_capacity(2);
+    let detached = inbox.try_reserve(Sender::External).expect("room").detach();
+    drop(detached);
+}
+
 /// Compiles only while `T` is not `Send`: with `T: Send` both impls apply and the call is
 /// ambiguous (the `static_assertions` crate's `assert_not_impl_any` trick).
 trait NotSend<A> {
@@ -386,4 +412,226 @@ fn r5_1_consumer_only_types_stay_on_the_consumer_thread() {
     <HeldPlaces<u32> as NotSend<_>>::check();
     <HeldPlaces<u32> as NotSync<_>>::check();
     <Consumer<u32> as NotSync<_>>::check();
+}
+
+/// Takes every ready entry, releasing each place at once.
+fn drain<T>(consumer: &mut Consumer<T>) -> Vec<T> {
+    let mut got = Vec::new();
+    while let Some(v) = consumer.pop() {
+        got.push(v);
+        consumer.release_taken();
+    }
+    got
+}
+
+/// Reserves `min..=max` places for a batch and fills them from `values` (as many as it got);
+/// returns how many it sent.
+fn send_batch(
+    inbox: &Inbox<usize>,
+    min: usize,
+    values: &mut Vec<usize>,
+) -> Result<usize, Refusal> {
+    let mut places = inbox.try_reserve_batch(Sender::External, min, values.len())?;
+    let n = places.len();
+    for v in values.drain(..n) {
+        places.push(v);
+    }
+    Ok(n)
+}
+
+// R2.3 and R5.1: a batch takes consecutive tickets with one reservation, wrapping around the ring
+// (capacity 5 in 8 slot indices: every lap ends at a different place), and comes out in order;
+// it never takes more places than are free, and a batch that needs more than are free is refused
+// whole.
+#[test]
+fn r2_3_batch_wraps_around_the_ring_in_order() {
+    let (inbox, mut consumer) = Inbox::with_capacity(5);
+    let mut next = 0;
+    let mut expected = 0;
+    for round in 0..if cfg!(miri) { 6 } else { 50 } {
+        // A lead-in of single sends moves where the batch starts on the ring.
+        for _ in 0..round % 3 {
+            inbox
+                .try_reserve(Sender::External)
+                .expect("room")
+                .commit(next);
+            next += 1;
+        }
+        let free = 5 - round % 3;
+        // All-or-nothing: one more than is free is refused, and nothing is taken.
+        let mut too_many: Vec<usize> = (next..next + free + 1).collect();
+        assert_eq!(send_batch(&inbox, free + 1, &mut too_many), Err(Refusal::Full));
+        assert_eq!(too_many.len(), free + 1, "a refused batch keeps its events");
+        assert_eq!(inbox.len(), round % 3, "a refused batch holds no place");
+        // Up to what is free: exactly the free places are taken, the rest stay.
+        let mut values: Vec<usize> = (next..next + free + 2).collect();
+        assert_eq!(send_batch(&inbox, 1, &mut values), Ok(free));
+        assert_eq!(values.len(), 2);
+        next += free;
+        assert_eq!(inbox.len(), 5);
+        assert_eq!(
+            inbox.try_reserve_batch(Sender::External, 1, 1).unwrap_err(),
+            Refusal::Full,
+            "R5.1: no place beyond capacity"
+        );
+        let got = drain(&mut consumer);
+        assert_eq!(got, (expected..next).collect::<Vec<_>>(), "R2.3: batch order");
+        expected = next;
+        assert!(inbox.is_empty());
+    }
+}
+
+// R5.1: a batch above the capacity can never fit at once and is refused as full (the engine turns
+// that into `BatchTooLarge`); a closed inbox refuses a batch as it refuses one entry.
+#[test]
+fn r5_1_batch_above_capacity_and_closed_are_refused() {
+    let (inbox, mut consumer) = Inbox::<usize>::with_capacity(4);
+    assert_eq!(
+        inbox.try_reserve_batch(Sender::External, 5, 5).unwrap_err(),
+        Refusal::Full
+    );
+    let places = inbox
+        .try_reserve_batch(Sender::External, 1, 100)
+        .expect("room");
+    assert_eq!(places.len(), 4, "clamped to the capacity");
+    drop(places);
+    assert_eq!(drain(&mut consumer), []);
+    inbox.close_input();
+    assert_eq!(
+        inbox.try_reserve_batch(Sender::External, 1, 1).unwrap_err(),
+        Refusal::Closed,
+        "R8.1: external input closed"
+    );
+    let places = inbox
+        .try_reserve_batch(Sender::Context, 1, 1)
+        .expect("R8.1: contexts may still send");
+    drop(places);
+    inbox.close();
+    assert_eq!(
+        inbox.try_reserve_batch(Sender::Context, 1, 1).unwrap_err(),
+        Refusal::Closed
+    );
+}
+
+// R2.3: places of a batch left unfilled are cancelled (tombstones the consumer steps over, their
+// places given back), also across the end of the ring.
+#[test]
+fn r2_3_unfilled_batch_places_are_stepped_over() {
+    let (inbox, mut consumer) = Inbox::with_capacity(4);
+    inbox.try_reserve(Sender::External).expect("room").commit(0);
+    inbox.try_reserve(Sender::External).expect("room").commit(1);
+    assert_eq!(drain(&mut consumer), [0, 1]);
+    let mut places = inbox
+        .try_reserve_batch(Sender::External, 4, 4)
+        .expect("room for 4 from slot 2 on, wrapping");
+    places.push(2);
+    drop(places);
+    assert_eq!(inbox.len(), 4, "cancelled places count until stepped over");
+    assert_eq!(
+        inbox.try_reserve(Sender::External).unwrap_err(),
+        Refusal::Full
+    );
+    assert_eq!(drain(&mut consumer), [2]);
+    assert!(inbox.is_empty(), "cancelled places were given back");
+    let mut values = vec![3, 4, 5, 6];
+    assert_eq!(send_batch(&inbox, 4, &mut values), Ok(4));
+    assert_eq!(drain(&mut consumer), [3, 4, 5, 6]);
+}
+
+// R5.2: while the overflow holds entries, a batch queues behind them in the overflow (not in the
+// free ring places, which would overtake them), counted against the capacity; its order holds.
+#[test]
+fn r5_2_batch_queues_behind_the_overflow() {
+    let (inbox, mut consumer) = Inbox::with_capacity(3);
+    for v in 0..3 {
+        inbox.try_reserve(Sender::Context).expect("room").commit(v);
+    }
+    inbox.reserve_overrun(Sender::Context).expect("open").commit(3);
+    assert_eq!(inbox.overflow_len(), 1);
+    for want in 0..3 {
+        assert_eq!(consumer.pop(), Some(want));
+        consumer.release_taken();
+    }
+    // Three ring places are free, but the overflow holds 3: room for 2 (capacity 3, 1 accepted).
+    let mut values = vec![4, 5, 6];
+    assert_eq!(send_batch(&inbox, 3, &mut values), Err(Refusal::Full));
+    assert_eq!(send_batch(&inbox, 1, &mut values), Ok(2));
+    assert_eq!(inbox.overflow_len(), 3, "the batch went behind entry 3");
+    assert_eq!(inbox.len(), 3);
+    assert_eq!(drain(&mut consumer), [3, 4, 5]);
+    assert_eq!(inbox.overflow_len(), 0);
+    assert_eq!(send_batch(&inbox, 1, &mut values), Ok(1));
+    assert_eq!(drain(&mut consumer), [6], "back on the ring");
+    assert!(inbox.is_empty());
+}
+
+// Entries of a batch never taken are dropped once with the inbox; an unfilled place drops nothing.
+#[test]
+fn batch_entries_left_behind_are_dropped_once() {
+    let drops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (inbox, mut consumer) = Inbox::with_capacity(4);
+    let mut places = inbox
+        .try_reserve_batch(Sender::External, 3, 3)
+        .expect("room");
+    places.push(Counted(drops.clone()));
+    places.push(Counted(drops.clone()));
+    drop(places);
+    drop(consumer.pop().expect("an entry"));
+    consumer.release_taken();
+    assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 1);
+    drop(consumer);
+    drop(inbox);
+    assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 2);
+}
+
+// R2.3 with threads: two producers send batches of 1..=3 (all-or-nothing, retrying while full)
+// into an inbox of capacity 4 while the consumer takes; per-producer order, no loss, no duplicate.
+#[test]
+fn r2_3_two_batch_producer_threads_fifo() {
+    let rounds = if cfg!(miri) { 20 } else { 5_000 };
+    let (inbox, mut consumer) = Inbox::<(u8, usize)>::with_capacity(4);
+    let producers: Vec<_> = (0..2u8)
+        .map(|p| {
+            let inbox = inbox.clone();
+            std::thread::spawn(move || {
+                let mut seq = 0;
+                for round in 0..rounds {
+                    let k = 1 + (round + p as usize) % 3;
+                    let mut places = loop {
+                        match inbox.try_reserve_batch(Sender::External, k, k) {
+                            Ok(places) => break places,
+                            Err(Refusal::Full) => std::thread::yield_now(),
+                            Err(Refusal::Closed) => panic!("nobody closes this inbox"),
+                        }
+                    };
+                    for _ in 0..k {
+                        places.push((p, seq));
+                        seq += 1;
+                    }
+                }
+                seq
+            })
+        })
+        .collect();
+    let mut next = [0usize; 2];
+    let total: usize = (0..2)
+        .map(|p| (0..rounds).map(|r| 1 + (r + p) % 3).sum::<usize>())
+        .sum();
+    let mut taken = 0;
+    while taken < total {
+        match consumer.pop() {
+            Some((p, seq)) => {
+                assert_eq!(seq, next[p as usize], "producer {p}: lost or reordered");
+                next[p as usize] += 1;
+                taken += 1;
+                consumer.release_taken();
+            }
+            None => std::thread::yield_now(),
+        }
+    }
+    for (p, t) in producers.into_iter().enumerate() {
+        assert_eq!(t.join().unwrap(), next[p]);
+    }
+    assert_eq!(consumer.pop(), None, "a duplicate after all were taken");
+    assert!(inbox.is_empty());
 }

@@ -22,7 +22,7 @@ use crate::channel::Channel;
 use crate::config::ContextOptions;
 use crate::deliver::{OutputDelivery, Wait};
 use crate::entry::{DieReason, Effects, Entry, Handler, MatchHandler, Mode, NewInstance, Op, Spec};
-use crate::error::{Error, SendError};
+use crate::error::{Error, SendBatchError, SendError};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
@@ -209,6 +209,30 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         r
     }
 
+    /// Appends the events of `events` to the back of `ctx`'s inbox (R4.1), in order, taking as many
+    /// places at once as there is room for (one atomic reservation per run of places). Waits for
+    /// room when there is none, or takes an entry beyond capacity where waiting would close a cycle
+    /// of waiting contexts (R5.2), exactly as [`send_to`](Self::send_to) does for each event; so a
+    /// batch of any size is accepted. This context's sends keep their order (R2.3). The vector keeps
+    /// its memory; on success it is empty.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to); the error says how many events were sent, and the others are
+    /// still in `events`, in order.
+    pub fn send_batch_to(
+        &mut self,
+        ctx: ContextRef,
+        events: &mut Vec<E>,
+    ) -> Result<(), SendBatchError> {
+        let r = self.fx.links.send_batch_to(ctx, events, Wait::Block);
+        self.fx.stats.sent += match &r {
+            Ok(n) => *n as u64,
+            Err(e) => e.sent() as u64,
+        };
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        r.map(drop)
+    }
+
     /// Delivers one copy of `event` to every context subscribed to `channel` (once per context) and
     /// to every output receiver of it (R4.2); returns how many got one. Nobody receiving is not an
     /// error: the event is dropped and counted (R4.5).
@@ -220,6 +244,20 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         self.fx.stats.sent += n.contexts as u64;
         self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
         self.count_outputs();
+        n.total()
+    }
+
+    /// Delivers every event of `events`, in order, to every context subscribed to `channel` (once
+    /// per context) and to every output receiver of it (R4.2), like [`send`](Self::send) for each
+    /// event, but each subscriber's inbox places are reserved as many at once as are free (waiting,
+    /// or going beyond capacity, as [`send_batch_to`](Self::send_batch_to) does). Each subscriber
+    /// gets the whole batch in order (R2.3); the subscribers are served one after the other. The
+    /// vector is emptied and keeps its memory. Returns how many deliveries were made (events times
+    /// receivers); 0 means the batch was dropped and counted (R4.5).
+    pub fn send_batch(&mut self, channel: Channel, events: &mut Vec<E>) -> usize {
+        let n = self.fx.links.send_channel_batch(channel, events, true);
+        self.fx.stats.sent += n.contexts as u64;
+        self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
         n.total()
     }
 

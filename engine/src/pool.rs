@@ -67,6 +67,13 @@ pub fn partition_of(key: u64, partitions: usize) -> usize {
     (fmix64(key) % partitions.max(1) as u64) as usize
 }
 
+/// The member of `members` (a pool's, in partition order; never empty) that owns `key`: the one
+/// mapping [`Pool::member_of`], [`PoolInput::member_of`] and every `PoolInput` send use.
+#[inline]
+fn member_in(members: &[ContextRef], key: u64) -> ContextRef {
+    members[partition_of(key, members.len())]
+}
+
 /// MurmurHash3's 64-bit finaliser: a bijection of `u64` whose every output bit depends on every
 /// input bit.
 #[inline]
@@ -184,7 +191,7 @@ impl Pool {
 
     /// The member that owns `key`.
     pub fn member_of(&self, key: u64) -> ContextRef {
-        self.members[partition_of(key, self.members.len())]
+        member_in(&self.members, key)
     }
 
     /// Whether the pool's members are contexts of `correlator`.
@@ -383,7 +390,7 @@ impl<E: Event> PoolInput<E> {
     #[inline]
     fn owner(&self, event: E) -> Result<(ContextRef, E), SendError<E>> {
         match event.key() {
-            Some(key) => Ok((self.members[partition_of(key, self.members.len())], event)),
+            Some(key) => Ok((self.member_of(key), event)),
             None => Err(SendError::new(SendErrorKind::NoKey, None, event)),
         }
     }
@@ -428,8 +435,9 @@ impl<E: Event> PoolInput<E> {
     }
 
     /// The member that owns `key`.
+    #[inline]
     pub fn member_of(&self, key: u64) -> ContextRef {
-        self.members[partition_of(key, self.members.len())]
+        member_in(&self.members, key)
     }
 }
 
@@ -460,6 +468,12 @@ struct Dispatcher<E: Event, M> {
     factory: Arc<Factory<E, M>>,
     /// Key -> that key's instance's end flag (set once the instance has ended). An ended entry
     /// stays until the key's next event replaces it or a pruning removes it.
+    ///
+    /// Every access is `Relaxed`: the flag has one writer, the instance's `on_die` wrapper, and
+    /// its only readers are this dispatcher; both run on the member's own thread (the instance
+    /// is a local spawn of the dispatcher, and an instance never leaves its context, R6.8), so
+    /// program order already gives every read the latest write, and nothing else is published
+    /// through the flag. It is an atomic only because the wrapper must be `Send`.
     keys: KeyMap<Arc<AtomicBool>>,
     /// The map size that triggers the next pruning.
     prune_at: usize,
@@ -482,7 +496,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
             return;
         }
         if let Some(ended) = self.keys.get(&key) {
-            if !ended.load(Ordering::Acquire) {
+            if !ended.load(Ordering::Relaxed) {
                 return; // The key's instance is alive: its own listeners take the event.
             }
         }
@@ -506,7 +520,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
             }
         };
         if self.keys.len() >= self.prune_at {
-            self.keys.retain(|_, ended| !ended.load(Ordering::Acquire));
+            self.keys.retain(|_, ended| !ended.load(Ordering::Relaxed));
             self.prune_at = (self.keys.len() * 2).max(PRUNE_MIN);
         }
         let ended = Arc::new(AtomicBool::new(false));
@@ -523,14 +537,13 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         let mut on_die = new.on_die;
         new.on_die = Box::new(
             move |state: &mut State, reason: &DieReason, fx: &mut Effects<E>| {
-                // The key is forgotten however the hook ends; its panic is the engine's to report.
-                let r = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, reason, fx)));
-                if !ended.swap(true, Ordering::AcqRel) {
+                // The key is forgotten before the user's hook runs, so however the hook ends
+                // (its panic is the engine's to contain and report, R6.8) no stale key is left.
+                // Relaxed: see `Dispatcher::keys`.
+                if !ended.swap(true, Ordering::Relaxed) {
                     live[member].fetch_sub(1, Ordering::Relaxed);
                 }
-                if let Err(payload) = r {
-                    panic::resume_unwind(payload);
-                }
+                on_die(state, reason, fx);
             },
         );
         cx.spawn_new(new);

@@ -317,6 +317,7 @@ impl<E> RouteStack<E> {
 
     /// Takes the next entry as an owned value: [`take`](Self::take) with the event moved out of the
     /// current slot at once. For callers that do not dispatch in place (tests, benchmarks, models).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn pop(&mut self) -> Option<Routed<E>> {
         Some(match self.take()? {
             // SAFETY: `take` just put the event in the current slot; it is moved out here, once,
@@ -344,6 +345,7 @@ impl<E> RouteStack<E> {
     }
 
     /// Room for entries on the `Vec` (the front slot not counted).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn capacity(&self) -> usize {
         self.entries.capacity()
     }

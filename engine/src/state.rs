@@ -53,6 +53,12 @@ impl State {
         }
     }
 
+    /// The type of the monitor the state belongs to: what tells two monitors apart (their type
+    /// names may be equal).
+    pub(crate) fn type_id(&self) -> TypeId {
+        self.type_id
+    }
+
     /// The type name of the monitor the state belongs to (for log messages).
     pub(crate) fn monitor_name(&self) -> &'static str {
         // Through the box: `Box<dyn MonitorState>` is itself a `MonitorState`.
@@ -79,6 +85,8 @@ mod tests {
             Some("monitor!")
         );
         assert!(t.downcast_mut::<u64>().is_none());
+        assert_eq!(s.type_id(), TypeId::of::<u64>());
+        assert_eq!(t.type_id(), TypeId::of::<String>());
         assert_eq!(
             (s.monitor_name(), t.monitor_name()),
             ("u64", "alloc::string::String")

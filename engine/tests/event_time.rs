@@ -470,3 +470,38 @@ fn r7_2_tick_mode_warns_once_of_a_bound_shorter_than_the_tick() {
     assert_eq!(logged_lines("LongBounds"), Vec::<String>::new());
     assert_eq!(logged_lines("ShortBoundsElsewhere"), Vec::<String>::new());
 }
+
+/// A monitor told apart by its type parameter only: with a closure for `F`, two instantiations
+/// made in one function have the same type name (`ByType<…::{{closure}}>`) and different types.
+struct ByType<F>(F);
+
+impl<F: Fn() + Send + 'static> Monitor<Stamped> for ByType<F> {
+    fn on_load(&mut self, cx: &mut Scope<'_, Stamped, Self>) {
+        (self.0)();
+        register_bounds(cx, &[40]);
+    }
+}
+
+// R7.2 ("one warning per monitor type and context"): the warning is owed to each monitor type,
+// so two types that share a type name both get one, in the same context; a second instance of
+// either type gets none.
+#[test]
+fn r7_2_tick_warning_once_per_monitor_type_even_when_names_collide() {
+    logged_lines("");
+    bounded(|| {
+        let c = Correlator::<Stamped>::builder().build().unwrap();
+        let (f, g) = (|| {}, || {});
+        assert_eq!(
+            std::any::type_name_of_val(&ByType(f)),
+            std::any::type_name_of_val(&ByType(g)),
+            "the premise: the two types print alike"
+        );
+        c.load(ByType(f)).unwrap();
+        c.load(ByType(g)).unwrap();
+        c.load(ByType(f)).unwrap();
+        c.start();
+        c.shutdown().unwrap();
+    });
+    let warned = logged_lines("ByType<");
+    assert_eq!(warned.len(), 2, "one warning per type: {warned:#?}");
+}

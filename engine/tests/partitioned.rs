@@ -4,9 +4,11 @@
 //! channels and outputs from members (R4.2, R4.3), status (R9.1), typed errors (R8.2); and a
 //! differential property against the single-context model of one instance per key.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use correlator::{
@@ -15,7 +17,8 @@ use correlator::{
 };
 use proptest::prelude::*;
 
-/// Every wait in these tests is bounded by this: a hang fails the test instead of blocking it.
+/// Every poll in these tests is bounded by this (and every scenario by `common::bounded`): a
+/// hang fails the test instead of blocking it.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,22 +58,6 @@ fn keyed(key: u64, sender: u64, seq: u64, val: u64) -> Ev {
         sender,
         seq,
         val,
-    }
-}
-
-/// Runs `f` on a thread of its own and returns its result, failing the test if it takes longer
-/// than [`TIMEOUT`] (a hang) or panics.
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(TIMEOUT) {
-        Ok(v) => v,
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the scenario did not end within {TIMEOUT:?}")
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the scenario panicked"),
     }
 }
 
@@ -235,7 +222,7 @@ fn r2_3_per_key_order_under_concurrent_senders() {
     const SENDERS: u64 = 4;
     const KEYS: u64 = 24;
     const PER_KEY: u64 = 300;
-    let factory = bounded(|| {
+    let factory = common::bounded(|| {
         let (c, pool, factory) = pool_with(3, 0);
         let input = pool.input(&c).unwrap();
         c.start();
@@ -274,7 +261,7 @@ fn input_ev(key: u64, sender: u64, seq: u64) -> Ev {
 #[test]
 fn r6_2_one_instance_per_distinct_key_in_its_owner() {
     const KEYS: u64 = 200;
-    let (factory, live, per_member, members) = bounded(|| {
+    let (factory, live, per_member, members) = common::bounded(|| {
         let (c, pool, factory) = pool_with(4, 0);
         let a = pool.input(&c).unwrap();
         let b = a.clone();
@@ -317,12 +304,66 @@ fn r6_2_one_instance_per_distinct_key_in_its_owner() {
     }
 }
 
+// R6.2 (a per-key instance is created in the member that owns its key, and only there): an
+// event of a key owned by another member, put straight into a member's inbox (`send_to`),
+// creates no instance there; the same key sent through the pool reaches its owner, which
+// creates the key's one instance.
+#[test]
+fn r6_2_a_member_ignores_keys_it_does_not_own() {
+    let (calls, live, reports, members) = common::bounded(|| {
+        let (c, pool, factory) = pool_with(3, 0);
+        let members = pool.members().to_vec();
+        let key = 11;
+        let owner = partition_of(key, members.len());
+        let strangers: Vec<ContextRef> = (0..members.len())
+            .filter(|&i| i != owner)
+            .map(|i| members[i])
+            .collect();
+        let direct = c.input();
+        c.start();
+        for (i, &m) in strangers.iter().enumerate() {
+            direct.send_to(m, keyed(key, 1, i as u64, 100)).unwrap();
+        }
+        let processed = |n: u64| {
+            let s = pool.status(&c);
+            s.members.iter().map(|m| m.context.received).sum::<u64>() >= n
+                && s.members.iter().all(|m| m.context.inbox_len == 0)
+        };
+        wait_until("the strangers' events processed", || {
+            processed(strangers.len() as u64)
+        });
+        let calls_before = factory.calls();
+        let live_before = pool.status(&c).live_keys;
+        assert_eq!(
+            (calls_before, live_before),
+            (BTreeMap::new(), 0),
+            "a member created an instance for a key it does not own"
+        );
+        pool.input(&c).unwrap().send(keyed(key, 0, 0, 1)).unwrap();
+        wait_until("the owner's event processed", || {
+            processed(strangers.len() as u64 + 1)
+        });
+        let live = pool.status(&c).live_keys;
+        c.shutdown().unwrap();
+        (factory.calls(), live, factory.reports(), members)
+    });
+    assert_eq!(calls, BTreeMap::from([(11, 1)]));
+    assert_eq!(live, 1);
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].context, members[partition_of(11, members.len())]);
+    assert_eq!(
+        reports[0].vals,
+        [1],
+        "the instance saw another member's event"
+    );
+}
+
 // R6.8 (key isolation): an instance that dies or panics ends alone: the other keys' instances
 // carry on undisturbed, its key is forgotten, and its next event creates a fresh instance whose
 // factory sees that event first. A factory that panics creates nothing and harms nobody.
 #[test]
 fn r6_8_key_isolation_die_panic_and_fresh_instances() {
-    let (factory, calls, live_mid) = bounded(|| {
+    let (factory, calls, live_mid) = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let out = c.channel("out").unwrap();
         let pool = c.create_pool(ContextOptions::new("iso"), 2).unwrap();
@@ -425,7 +466,7 @@ impl Monitor<Ev> for Subscriber {
 // with a `send_to(main)`, and a monitor in `main` emits the answers to an output receiver (R4.3).
 #[test]
 fn r4_2_channels_and_outputs_work_from_pool_members() {
-    let (receivers, answers) = bounded(|| {
+    let (receivers, answers) = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let ping = c.channel("ping").unwrap();
         let out = c.channel("out").unwrap();
@@ -487,7 +528,7 @@ fn r4_2_channels_and_outputs_work_from_pool_members() {
 // pool created after shutdown.
 #[test]
 fn r8_2_pool_errors_are_typed_and_hand_events_back() {
-    bounded(|| {
+    common::bounded(|| {
         let c = Correlator::<Ev>::builder()
             .max_contexts(4)
             .external_time()
@@ -594,7 +635,7 @@ proptest! {
     ) {
         const DIE_EVERY: u64 = 4;
         let stream = events.clone();
-        let reports = bounded(move || {
+        let reports = common::bounded(move || {
             let (c, pool, factory) = pool_with(partitions, DIE_EVERY);
             let input = pool.input(&c).unwrap();
             c.start();
@@ -620,7 +661,7 @@ proptest! {
 // shutdown.
 #[test]
 fn r9_1_live_keys_fall_when_instances_die() {
-    bounded(|| {
+    common::bounded(|| {
         let (c, pool, factory) = pool_with(2, 2); // dies on even values
         let input = pool.input(&c).unwrap();
         c.start();
@@ -718,7 +759,7 @@ impl Monitor<Ev> for Quiet {
 #[test]
 fn warm_pool_path_allocates_nothing_per_event() {
     const KEYS: u64 = 32;
-    let allocations = bounded(|| {
+    let allocations = common::bounded(|| {
         let c = Correlator::<Ev>::builder()
             .inbox_capacity(1 << 15)
             .external_time()
@@ -813,7 +854,7 @@ impl Monitor<Ev> for ByExpr {
 // (here through an expression listener) does not make that event its successor's first one too.
 #[test]
 fn r6_4_event_an_instance_dies_on_is_not_its_successors_first() {
-    let log = bounded(|| {
+    let log = common::bounded(|| {
         let c = Correlator::<Ev>::builder().external_time().build().unwrap();
         let pool = c.create_pool(ContextOptions::new("expr"), 2).unwrap();
         let log: ExprLog = Arc::default();
@@ -842,12 +883,82 @@ fn r6_4_event_an_instance_dies_on_is_not_its_successors_first() {
     assert_eq!(log, want);
 }
 
+/// A per-key instance that dies on the value 0 and whose `on_die` hook then panics.
+struct PanickyDie {
+    key: u64,
+}
+
+impl Monitor<Ev> for PanickyDie {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let mine = Pattern::kind(Kind::In).key(self.key);
+        cx.on_all(
+            mine,
+            |_: &mut PanickyDie, cx: &mut Scope<'_, Ev, PanickyDie>, e: &Ev| {
+                if e.val == 0 {
+                    cx.die();
+                }
+            },
+        );
+    }
+
+    fn on_die(&mut self, _reason: &DieReason, _cx: &mut Scope<'_, Ev, Self>) {
+        panic!("injected on_die panic for key {}", self.key);
+    }
+}
+
+// R6.8 (an instance ends when it calls `die`; its `on_die` runs; the context carries on) with
+// the pool's "an ended instance's key is forgotten": an `on_die` hook that panics still leaves
+// its key forgotten (the next event of the key calls the factory and creates a fresh instance)
+// and its live count gone, and the panic is contained and counted.
+#[test]
+fn r6_8_key_forgotten_when_its_on_die_panics() {
+    let (calls, live_after_die, live_end, panics) = common::bounded(|| {
+        let c = Correlator::<Ev>::builder().external_time().build().unwrap();
+        let pool = c.create_pool(ContextOptions::new("die"), 2).unwrap();
+        let calls: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
+        let seen = calls.clone();
+        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| {
+            seen.lock().unwrap().push((key, first.val));
+            PanickyDie { key }
+        })
+        .unwrap();
+        let input = pool.input(&c).unwrap();
+        c.start();
+        let processed = |n: u64| {
+            let s = pool.status(&c);
+            s.members.iter().map(|m| m.context.received).sum::<u64>() >= n
+                && s.members.iter().all(|m| m.context.inbox_len == 0)
+        };
+        // Key 5 is created by 1 and dies on 0, whose `on_die` panics; key 6 lives on.
+        for (i, &(k, v)) in [(5, 1), (6, 1), (5, 0)].iter().enumerate() {
+            input.send(keyed(k, 0, i as u64, v)).unwrap();
+        }
+        wait_until("the death processed", || processed(3));
+        let live_after_die = pool.status(&c).live_keys;
+        input.send(keyed(5, 0, 3, 2)).unwrap();
+        wait_until("the next event of the key processed", || processed(4));
+        let live_end = pool.status(&c).live_keys;
+        let panics = c.status().totals.handler_panics;
+        c.shutdown().unwrap();
+        let calls = calls.lock().unwrap().clone();
+        (calls, live_after_die, live_end, panics)
+    });
+    assert_eq!(live_after_die, 1, "the dead key still counted live");
+    assert_eq!(
+        calls,
+        [(5, 1), (6, 1), (5, 2)],
+        "the next event of the key whose on_die panicked created no fresh instance"
+    );
+    assert_eq!(live_end, 2);
+    assert!(panics >= 1, "the on_die panic was not counted");
+}
+
 // R1.2, R1.3: a pool can be created after `start()`; its members are pinned per the plan
 // (context `i` to the plan's core for `i`), or to the options' core when they name one, and
 // the pool works like one created before the start.
 #[test]
 fn r1_3_pool_members_pinned_per_plan_and_created_after_start() {
-    let (cores, factory) = bounded(|| {
+    let (cores, factory) = common::bounded(|| {
         let c = Correlator::<Ev>::builder()
             .pinning(correlator::PinningPlan::cores(vec![0]))
             .external_time()

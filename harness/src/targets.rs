@@ -26,6 +26,8 @@ pub const ROUTE_RATIO: f64 = 10.0;
 pub const PINGPONG_RATIO: f64 = 1.5;
 /// stream/*/engine must be at least this many times the fastest multi-producer peer.
 pub const STREAM_RATIO: f64 = 1.0;
+/// stream/1to1/engine-batch must be at least this fraction of rtrb (one producer, one consumer).
+pub const BATCH_RATIO: f64 = 0.5;
 
 /// `kind` of a target that judges a ratio against its threshold.
 pub const KIND_RATIO: &str = "ratio";
@@ -163,6 +165,19 @@ fn definitions(s: &Summary) -> Vec<Def> {
             fastest: true,
         });
         if n == 1 {
+            d.push(Def {
+                target: format!(
+                    "{prefix}/engine-batch >= {BATCH_RATIO}x {prefix}/rtrb in the run (batches of {})",
+                    crate::scenario::STREAM_BATCH
+                ),
+                kind: KIND_RATIO,
+                engine: format!("{prefix}/engine-batch"),
+                baselines: vec![format!("{prefix}/rtrb")],
+                metric: "throughput",
+                at_least: true,
+                threshold: BATCH_RATIO,
+                fastest: false,
+            });
             for p in SP_PEERS {
                 let id = format!("{prefix}/{p}");
                 if s.get(&id, "throughput").is_some() {
@@ -180,7 +195,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
             }
         }
     }
-    for path in ["route", "send", "channel", "output"] {
+    for path in ["route", "send", "send-batch", "channel", "output"] {
         d.push(Def {
             target: format!("alloc/{path}: 0 allocations per event in every run"),
             kind: KIND_ABSOLUTE,

@@ -21,7 +21,7 @@
 
 #![warn(missing_docs)]
 
-use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, Sender};
+use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, RoomWait, Sender};
 pub use correlator::internals::Flow;
 use correlator::internals::{
     reserve_after_full, run_loop, LoopBody, NoPlace, OutputQueue, Pause, Pushed, WaitGraph,
@@ -143,6 +143,73 @@ pub fn send_from_context<T>(
             Ok(delivery)
         }
         Err(refusal) => Err((refusal, value)),
+    }
+}
+
+/// A blocking batch send from an input handle, as `deliver::Links::send_batch_to` does it with
+/// `Wait::Block`: reserve as many places as there is room for, up to the rest of the batch, with one
+/// [`Inbox::try_reserve_batch`], and fill them in order; when there is no room at all, send the
+/// next value through the single send's slow path ([`send_blocking`]: wait for room), and go on.
+/// Returns the values not sent, in order, with the refusal if the inbox closed for `sender`.
+///
+/// # Errors
+/// `(Refusal::Closed, rest)` when the inbox refuses `sender`.
+pub fn send_batch_blocking<T>(
+    inbox: &Inbox<T>,
+    sender: Sender,
+    mut values: Vec<T>,
+) -> Result<(), (Refusal, Vec<T>)> {
+    while !values.is_empty() {
+        match inbox.try_reserve_batch(sender, 1, values.len()) {
+            Ok(mut places) => {
+                for v in values.drain(..places.len()) {
+                    places.push(v);
+                }
+            }
+            Err(Refusal::Closed) => return Err((Refusal::Closed, values)),
+            Err(Refusal::Full) => {
+                let reserved = match reserve_after_full(inbox, sender, None, None, park_at_once) {
+                    Ok((r, _)) => r,
+                    Err(NoPlace::Closed) => return Err((Refusal::Closed, values)),
+                    Err(NoPlace::TimedOut) => unreachable!("no deadline was given"),
+                };
+                reserved.commit(values.remove(0));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An all-or-nothing batch send that waits, as `deliver::Links::send_batch_to` does it with
+/// `Wait::Until` (here without a deadline): reserve every place at once with one
+/// [`Inbox::try_reserve_batch`] or none; while the inbox has too little room, wait through the
+/// room-waiter protocol for room for the whole batch ([`Inbox::wait_for_room_for`]) holding no
+/// place, and try again.
+///
+/// # Errors
+/// `(Refusal::Closed, values)` when the inbox refuses `sender` (nothing was sent).
+pub fn send_batch_whole<T>(
+    inbox: &Inbox<T>,
+    sender: Sender,
+    values: Vec<T>,
+) -> Result<(), (Refusal, Vec<T>)> {
+    let n = values.len();
+    loop {
+        match inbox.try_reserve_batch(sender, n, n) {
+            Ok(mut places) => {
+                for v in values {
+                    places.push(v);
+                }
+                return Ok(());
+            }
+            Err(Refusal::Closed) => return Err((Refusal::Closed, values)),
+            Err(Refusal::Full) => {}
+        }
+        match inbox.wait_for_room_for(sender, n, None) {
+            RoomWait::Retry => {}
+            RoomWait::Closed => return Err((Refusal::Closed, values)),
+            RoomWait::TimedOut => unreachable!("no deadline was given"),
+        }
     }
 }
 
@@ -777,6 +844,124 @@ pub mod scenarios {
         assert_eq!(got, [7], "a cancelled reservation produced an entry");
         assert!(a.is_empty(), "a cancelled place was not given back");
         assert_eq!(consumer.pop(), None, "a phantom entry after the real one");
+    }
+
+    /// R2.3 with a batch that wraps around the ring: capacity 3 (slot indices 0..4), two entries
+    /// already taken, so a producer's blocking batch of three takes tickets at the ring's end and
+    /// at the start of the next lap, with one reservation if the consumer freed them in time, or
+    /// in parts (waiting for room) if not; a second producer sends one entry meanwhile. The
+    /// consumer runs the context loop (it may sleep before, between and after). Per-producer FIFO,
+    /// no loss, no duplicate, no lost wake-up.
+    pub fn batch_wraps_around_ring_fifo() {
+        let (inbox, mut consumer) = Inbox::<(u8, u8)>::with_capacity(3);
+        prefill(&inbox, (0, 0));
+        prefill(&inbox, (0, 1));
+        assert_eq!(take(&mut consumer, 2), [(0, 0), (0, 1)]);
+        let batch = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                send_batch_blocking(&inbox, Sender::External, vec![(1, 0), (1, 1), (1, 2)])
+                    .expect("open inbox");
+            })
+        };
+        let single = {
+            let inbox = inbox.clone();
+            spawn(move || send_blocking(&inbox, Sender::External, (2, 0)).expect("open inbox"))
+        };
+        let got = take(&mut consumer, 4);
+        batch.join().unwrap();
+        single.join().unwrap();
+        assert_eq!(
+            consumer.pop(),
+            None,
+            "R2.3: a duplicate after all were taken"
+        );
+        assert!(inbox.is_empty());
+        assert_sender_fifo(&got, 1, &[0, 1, 2], "R2.3");
+        assert_sender_fifo(&got, 2, &[0], "R2.3");
+    }
+
+    /// R5.1 with an all-or-nothing batch that meets a full inbox: capacity 2, one entry waiting, a
+    /// producer needs both places at once. It must not take the one free place; it waits (parked,
+    /// holding nothing) for room for two, and the consumer, which frees places in batches of 2
+    /// and sleeps when idle, must wake it: both of its entries arrive, in order, after the first.
+    pub fn batch_meets_full_inbox_waits_whole() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(2);
+        prefill(&inbox, 0);
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                send_batch_whole(&inbox, Sender::External, vec![1, 2]).expect("open inbox");
+            })
+        };
+        let mut places = consumer.held_places(2);
+        let got = take_batched(&mut consumer, &mut places, 3);
+        producer.join().unwrap();
+        assert_eq!(
+            got,
+            [0, 1, 2],
+            "R5.1: the batch was lost, split or reordered"
+        );
+        assert_eq!(inbox.overruns(), 0, "R5.2: an overrun without a cycle");
+        assert!(inbox.is_empty(), "the count did not return to zero");
+    }
+
+    /// R8.1 with a batch: a producer's all-or-nothing batch of two races shutdown (close external
+    /// input, wait until nothing accepted is left, close, exit), with the consumer running the
+    /// context loop. The batch is accepted whole or refused whole with `Closed`; whatever was
+    /// accepted is processed, in order, and nothing else.
+    pub fn batch_races_close() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(2);
+        let exit = Arc::new(AtomicBool::new(false));
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(
+                move || match inbox.try_reserve_batch(Sender::External, 2, 2) {
+                    Ok(mut places) => {
+                        places.push(1);
+                        places.push(2);
+                        vec![1, 2]
+                    }
+                    Err(refusal) => {
+                        assert_eq!(refusal, Refusal::Closed, "R8.2: wrong refusal");
+                        Vec::new()
+                    }
+                },
+            )
+        };
+        let context = {
+            let exit = exit.clone();
+            spawn(move || {
+                let mut got = Vec::new();
+                let stop = || exit.load(Ordering::Acquire);
+                context_loop(&mut consumer, &stop, |v| {
+                    got.push(v);
+                    Flow::Continue
+                });
+                got
+            })
+        };
+        inbox.close_input();
+        while !inbox.is_empty() {
+            rt::yield_now();
+        }
+        inbox.close();
+        exit.store(true, Ordering::Release);
+        context.thread().unpark();
+        let got = context.join().unwrap();
+        let accepted = producer.join().unwrap();
+        assert_eq!(
+            got, accepted,
+            "R8.1: a batch accepted in part, lost, or reordered"
+        );
+        assert_eq!(
+            inbox
+                .try_reserve_batch(Sender::Context, 1, 1)
+                .map(|_| ())
+                .unwrap_err(),
+            Refusal::Closed,
+            "R4.6: a stopped context accepted a batch"
+        );
     }
 }
 

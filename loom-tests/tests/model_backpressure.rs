@@ -40,3 +40,15 @@ fn r5_2_self_send_into_full_inbox_finishes() {
 fn r5_2_overflow_reservation_wakes_sleeping_consumer() {
     loom::model(scenarios::overflow_reservation_wakes_sleeping_consumer);
 }
+
+// R5.1: an all-or-nothing batch meets a full inbox, waits for room for all of it, and resumes.
+#[test]
+fn r5_1_batch_meets_full_inbox_waits_whole() {
+    loom::model(scenarios::batch_meets_full_inbox_waits_whole);
+}
+
+// R8.1: a batch racing shutdown is accepted whole or refused whole; what was accepted is processed.
+#[test]
+fn r8_1_batch_races_close() {
+    loom::model(scenarios::batch_races_close);
+}

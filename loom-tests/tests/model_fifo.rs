@@ -21,3 +21,10 @@ fn r1_3_consumer_parking_no_lost_wakeup() {
 fn r1_3_two_producers_wake_sleeping_consumer() {
     loom::model(scenarios::two_producers_wake_sleeping_consumer);
 }
+
+// R2.3: a batch reservation that wraps around the ring, racing a single send: per-producer FIFO,
+// no loss, no duplicate, no lost wake-up.
+#[test]
+fn r2_3_batch_wraps_around_ring_fifo() {
+    loom::model(scenarios::batch_wraps_around_ring_fifo);
+}

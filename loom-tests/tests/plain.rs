@@ -131,6 +131,30 @@ fn r5_2_overflow_reservation_wakes_sleeping_consumer() {
     );
 }
 
+// R2.3
+#[test]
+fn r2_3_batch_wraps_around_ring_fifo() {
+    repeat(
+        "batch_wraps_around_ring_fifo",
+        scenarios::batch_wraps_around_ring_fifo,
+    );
+}
+
+// R5.1
+#[test]
+fn r5_1_batch_meets_full_inbox_waits_whole() {
+    repeat(
+        "batch_meets_full_inbox_waits_whole",
+        scenarios::batch_meets_full_inbox_waits_whole,
+    );
+}
+
+// R8.1
+#[test]
+fn r8_1_batch_races_close() {
+    repeat("batch_races_close", scenarios::batch_races_close);
+}
+
 // R4.3
 #[test]
 fn r4_3_output_receiver_sleeps_producer_waits_for_room() {

@@ -241,9 +241,8 @@ fn raw_path(
     let mut sub = subscriber
         .block_on(client.subscribe(subject.clone()))
         .map_err(|e| ConnectorError::Nats(e.to_string()))?;
-    subscriber
-        .block_on(client.flush())
-        .map_err(|e| ConnectorError::Nats(e.to_string()))?;
+    // The server must know the subscription before the publisher's first event arrives.
+    subscriber.round_trip()?;
     let tally = Tally::new(events);
     let mut receiving = tally.share();
     let received = subscriber.handle_spawn(async move {
@@ -282,9 +281,6 @@ fn engine_path(
         correlator.input(),
         correlator.main(),
     )?;
-    connector
-        .block_on(connector.client().flush())
-        .map_err(|e| ConnectorError::Nats(e.to_string()))?;
     let tally = Tally::new(events);
     let mut receiving = tally.share();
     let receiver = std::thread::spawn(move || {

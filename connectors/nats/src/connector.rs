@@ -236,6 +236,21 @@ impl Connector {
         &self.jetstream
     }
 
+    /// Returns once the server has processed everything this connection sent before the call,
+    /// subscriptions included: messages published after it returns, from any connection, reach
+    /// every subscription made before it. (`Client::flush` is weaker: it returns once the bytes
+    /// left the client, and another connection's publish can still reach the server before the
+    /// subscription does, and be lost to it.)
+    ///
+    /// It asks the server a request on a subject nobody serves; the server answers "no
+    /// responders" only after the commands ahead of it on this connection.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Nats`] when the server does not answer that way.
+    pub fn round_trip(&self) -> Result<(), ConnectorError> {
+        self.block_on(round_trip(&self.client))
+    }
+
     /// Runs `future` on the connector's runtime and waits for it; for set-up from plain threads.
     ///
     /// # Panics
@@ -284,6 +299,9 @@ impl Connector {
     /// is full the connector stops taking messages from the subscription. Use
     /// [`consume`](Self::consume) for at-least-once.
     ///
+    /// It returns once the server has registered the subscription ([`round_trip`](Self::round_trip)):
+    /// every message published after that reaches it.
+    ///
     /// # Errors
     /// [`ConnectorError::Nats`] when the subscription fails; [`ConnectorError::Runtime`].
     pub fn subscribe<E: Event, C: Codec<E>>(
@@ -296,6 +314,8 @@ impl Connector {
         let mut sub = self
             .block_on(self.client.subscribe(subject.to_string()))
             .map_err(|e| ConnectorError::Nats(e.to_string()))?;
+        // Events published once this returns must reach the subscription (see `round_trip`).
+        self.round_trip()?;
         let tx = feeder::spawn(input, ctx, FEEDER_CAPACITY, self.counters.clone())?;
         let dead = self.dead_letters();
         let counters = self.counters.clone();
@@ -703,5 +723,20 @@ impl Egress {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// See [`Connector::round_trip`].
+pub(crate) async fn round_trip(client: &async_nats::Client) -> Result<(), ConnectorError> {
+    use async_nats::client::RequestErrorKind;
+    let subject = format!("_CORRELATOR.round_trip.{}", client.new_inbox());
+    match client.request(subject, bytes::Bytes::new()).await {
+        Err(e) if e.kind() == RequestErrorKind::NoResponders => Ok(()),
+        Err(e) => Err(ConnectorError::Nats(format!(
+            "round trip to the server: {e}"
+        ))),
+        Ok(_) => Err(ConnectorError::Nats(
+            "round trip to the server: a reply came from a subject nobody should serve".into(),
+        )),
     }
 }

@@ -135,7 +135,7 @@ fn undecodable_message_is_counted_and_dead_lettered_never_a_crash() {
                 .subscribe(correlator_nats::DEFAULT_DEAD_LETTER_SUBJECT),
         )
         .unwrap();
-    nats.block_on(nats.client().flush()).unwrap();
+    nats.round_trip().unwrap();
     publish_js(&nats, "t.a", [1]);
     publish_raw(&nats, "t.bad", b"{not json".to_vec());
     publish_js(&nats, "t.a", [2]);

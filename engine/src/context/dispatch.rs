@@ -247,6 +247,9 @@ impl<E: Event> Context<E> {
         let Some(inst) = instances[solo.instance as usize].as_mut() else {
             return;
         };
+        // Once per chain: every link runs the same listener of the same instance, and nothing a
+        // link does without leaving work (which ends the chain) changes `current`.
+        fx.current = solo.instance;
         let result = loop {
             // SAFETY: the current slot holds the event dispatched last, which nothing uses any
             // more, and `chained` found the front event.
@@ -255,7 +258,7 @@ impl<E: Event> Context<E> {
             // `advance` or the caller's `drop_current`.
             let e = unsafe { slot.as_ref() };
             fx.stats.processed += 1;
-            let result = Self::run_handler(fx, handler, inst, solo.instance, e);
+            let result = Self::call_handler(fx, handler, inst, e);
             if result.is_err() || !fx.ops.is_empty() {
                 break result;
             }
@@ -283,13 +286,25 @@ impl<E: Event> Context<E> {
         instance: u32,
         e: &E,
     ) -> std::thread::Result<()> {
+        fx.current = instance;
+        Self::call_handler(fx, handler, inst, e)
+    }
+
+    /// [`run_handler`](Self::run_handler) for a caller that has already set `fx.current` to
+    /// `inst`'s id: [`run_chain`](Self::run_chain), which sets it once for all its links.
+    #[inline(always)]
+    pub(super) fn call_handler(
+        fx: &mut Effects<E>,
+        handler: &mut Handler<E>,
+        inst: &mut Instance<E>,
+        e: &E,
+    ) -> std::thread::Result<()> {
         // The listener is alive, so its instance has a live listener until the handler's
         // operations (applied after it returns) say otherwise.
         debug_assert!(
             inst.live_listeners > 0,
             "a live listener's instance counts none"
         );
-        fx.current = instance;
         let state = &mut inst.state;
         panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)))
     }

@@ -289,10 +289,8 @@ impl<E: Event> Context<E> {
                 };
                 let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
                 self.step_timers = out.timers;
-                if let Some(inst) = self.instances[instance as usize].as_ref() {
-                    let monitor = inst.state.monitor_name();
-                    self.event_clock.check_bounds(l.defs(), monitor, self.fx.me);
-                }
+                let monitor = self.instances[instance as usize].as_ref().map(|i| &i.state);
+                self.event_clock.check_bounds(l.defs(), monitor, self.fx.me);
                 if let Some(why) = l.never_matches() {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }

@@ -36,6 +36,10 @@ pub fn register_pingpong(v: &mut Vec<Scenario>) {
 pub fn register_stream(v: &mut Vec<Scenario>, n: usize) {
     v.push(absent(format!("stream/{n}to1/engine"), n + 1));
 }
+/// `stream/1to1/engine-batch`.
+pub fn register_stream_batch(v: &mut Vec<Scenario>) {
+    v.push(absent("stream/1to1/engine-batch".into(), 2));
+}
 /// `fanout/channel`.
 pub fn register_fanout(v: &mut Vec<Scenario>, _cores: usize) {
     v.push(absent("fanout/channel".into(), 3));
@@ -56,9 +60,9 @@ pub fn register_idle(v: &mut Vec<Scenario>) {
 pub fn register_backpressure(v: &mut Vec<Scenario>) {
     v.push(absent("backpressure/flood".into(), 3));
 }
-/// `alloc/{route,send,channel,output}`.
+/// `alloc/{route,send,send-batch,channel,output}`.
 pub fn register_alloc(v: &mut Vec<Scenario>) {
-    for p in ["route", "send", "channel", "output"] {
+    for p in ["route", "send", "send-batch", "channel", "output"] {
         v.push(absent(format!("alloc/{p}"), 2));
     }
 }

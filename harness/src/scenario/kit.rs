@@ -81,6 +81,8 @@ pub const STREAM_CAPACITY: usize = 4096;
 pub const FLOOD_CAPACITY: usize = 64;
 /// Consumers publish their running count every this many events (a power of two).
 pub const PUBLISH_EVERY: u64 = 256;
+/// Events per `send_batch_to` of `stream/1to1/engine-batch` and `alloc/send-batch`.
+pub const STREAM_BATCH: usize = 64;
 /// A measured loop whose counter does not move for this long has stalled (or lost the event
 /// that keeps it going): the run fails.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(3);

@@ -118,6 +118,9 @@ pub const FAMILIES: &[Register] = &[
     |v, cores| {
         for n in std::iter::once(1).chain(stream_fan_in(cores)) {
             engine::register_stream(v, n);
+            if n == 1 {
+                engine::register_stream_batch(v);
+            }
             peers::register_stream(v, n);
         }
     },
@@ -175,6 +178,7 @@ mod tests {
             "pingpong/engine-park",
             "pingpong/crossbeam-channel",
             "stream/1to1/engine",
+            "stream/1to1/engine-batch",
             "stream/1to1/crossbeam-channel",
             "stream/1to1/std-mpsc",
             "stream/1to1/arrayqueue",
@@ -203,6 +207,7 @@ mod tests {
             "backpressure/flood",
             "alloc/route",
             "alloc/send",
+            "alloc/send-batch",
             "alloc/channel",
             "alloc/output",
         ] {

@@ -1,10 +1,13 @@
-//! `alloc/route`, `alloc/send`, `alloc/channel`, `alloc/output`: allocations per event on the
-//! hot paths, counted by the global [`crate::alloc::CountingAlloc`] around a steady-state window.
+//! `alloc/route`, `alloc/send`, `alloc/send-batch`, `alloc/channel`, `alloc/output`: allocations
+//! per event on the hot paths, counted by the global [`crate::alloc::CountingAlloc`] around a
+//! steady-state window.
 //!
 //! Each scenario is a self-perpetuating loop (a routed chain; a `send_to` ping-pong between two
-//! contexts; the same ping-pong over two channels, one subscriber each; a routed chain that also
-//! emits every event to a channel's output, read by a thread of the harness: the output's push,
-//! the receiver's take and both sides' sleeps and wake-ups). After `WARM` events the
+//! contexts; a ping-pong of batches of `STREAM_BATCH` events, each context collecting what it
+//! receives into a reused vector and sending it on with `send_batch_to` once it holds a batch; the
+//! `send_to` ping-pong over two channels, one subscriber each; a routed chain that also emits every
+//! event to a channel's output, read by a thread of the harness: the output's push, the
+//! receiver's take and both sides' sleeps and wake-ups). After `WARM` events the
 //! measuring handler reads the process-wide allocation counter, after `WARM + M` more it reads it
 //! again and stops the loop. Every thread's allocations count, so an allocation the path causes
 //! anywhere (a sender, a receiver, a wake-up) is charged to it; the harness's own main thread
@@ -21,14 +24,15 @@ use super::{kick_off, spin_or_park, wait_name, Clock, Cx, EngineRun, Seen};
 use crate::alloc::{allocations, counting_installed, deallocations};
 use crate::record::Better;
 use crate::scenario::{
-    put, slot, take, wait_for, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, STREAM_CAPACITY,
+    put, slot, take, wait_for, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, STREAM_BATCH,
+    STREAM_CAPACITY,
 };
 use correlator::{Channel, ContextRef, Monitor, Pattern, WaitStrategy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Registers `alloc/route`, `alloc/send`, `alloc/channel`.
+/// Registers `alloc/route`, `alloc/send`, `alloc/send-batch`, `alloc/channel`.
 pub fn register_alloc(v: &mut Vec<Scenario>) {
     v.push(Scenario::new(
         "alloc/route",
@@ -43,6 +47,13 @@ pub fn register_alloc(v: &mut Vec<Scenario>) {
         2,
         Family::Engine,
         |ctx| run(ctx, Path::Send),
+    ));
+    v.push(Scenario::new(
+        "alloc/send-batch",
+        format!("allocations per event sent with send_batch_to (batches of {STREAM_BATCH}) in a steady-state ping-pong of batches between two contexts"),
+        2,
+        Family::Engine,
+        |ctx| run(ctx, Path::SendBatch),
     ));
     v.push(Scenario::new(
         "alloc/channel",
@@ -64,6 +75,7 @@ pub fn register_alloc(v: &mut Vec<Scenario>) {
 enum Path {
     Route,
     Send,
+    SendBatch,
     Channel,
     Output,
 }
@@ -86,6 +98,8 @@ enum Hop {
     Route,
     /// `send_to` this context.
     To(ContextRef),
+    /// Collect `STREAM_BATCH` events, then `send_batch_to` this context.
+    Batch(ContextRef),
     /// Send it to this channel.
     Chan(Channel),
     /// Route it, and emit it to this channel's output.
@@ -100,6 +114,9 @@ struct Looper {
     sh: Arc<Shared>,
     seen: Arc<Seen>,
     events_per_step: u64,
+    /// The batch being collected ([`Hop::Batch`]); made with room for `STREAM_BATCH` before
+    /// the window, so that a steady state allocates nothing.
+    batch: Vec<Ev>,
 }
 
 struct Measure {
@@ -124,7 +141,13 @@ impl Monitor<Ev> for Looper {
                         return;
                     }
                     ms.n += 1;
-                    next.seq = ms.n;
+                    // One event in flight: the next one. A batch loop keeps `STREAM_BATCH` in
+                    // flight, so the event that comes back here as number `n` is the one that
+                    // left as number `n - STREAM_BATCH`.
+                    next.seq = match m.hop {
+                        Hop::Batch(_) => e.seq + STREAM_BATCH as u64,
+                        _ => ms.n,
+                    };
                     if ms.n == WARM {
                         m.seen.mark();
                         ms.start = (allocations(), deallocations());
@@ -147,6 +170,14 @@ impl Monitor<Ev> for Looper {
                     Hop::To(c) => {
                         if let Err(err) = cx.send_to(c, next) {
                             m.sh.fail(format!("send_to failed: {err}"));
+                        }
+                    }
+                    Hop::Batch(c) => {
+                        m.batch.push(next);
+                        if m.batch.len() == STREAM_BATCH {
+                            if let Err(err) = cx.send_batch_to(c, &mut m.batch) {
+                                m.sh.fail(format!("send_batch_to failed: {err}"));
+                            }
                         }
                     }
                     Hop::Chan(ch) => {
@@ -177,7 +208,7 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
     let window = ctx.mode.pick(20_000u64, 500_000, 5_000_000);
     out.param("warmup_events", WARM);
     out.param("window_steps", window);
-    let two = matches!(path, Path::Send | Path::Channel);
+    let two = !matches!(path, Path::Route | Path::Output);
     let wait = if two {
         spin_or_park(ctx, 2)
     } else {
@@ -212,6 +243,7 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                     sh: sh.clone(),
                     seen: seen_a.clone(),
                     events_per_step: 1,
+                    batch: Vec::new(),
                 })?;
                 return Ok(Some(reader));
             }
@@ -223,11 +255,14 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                     sh: sh.clone(),
                     seen: seen_a.clone(),
                     events_per_step: 1,
+                    batch: Vec::new(),
                 })?;
                 return Ok(None);
             };
             let (to_b, to_a, listen_a, listen_b) = if path == Path::Send {
                 (Hop::To(b), Hop::To(a), None, None)
+            } else if path == Path::SendBatch {
+                (Hop::Batch(b), Hop::Batch(a), None, None)
             } else {
                 let ca = c.channel("alloc-a").map_err(|e| format!("channel: {e}"))?;
                 let cb = c.channel("alloc-b").map_err(|e| format!("channel: {e}"))?;
@@ -240,6 +275,7 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                 sh: sh.clone(),
                 seen: seen_a.clone(),
                 events_per_step: 2,
+                batch: Vec::with_capacity(STREAM_BATCH),
             })?;
             c.load_in(
                 b,
@@ -250,6 +286,7 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                     sh: sh.clone(),
                     seen: seen_b.clone(),
                     events_per_step: 2,
+                    batch: Vec::with_capacity(STREAM_BATCH),
                 },
             )?;
             Ok(None)
@@ -264,9 +301,24 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
         c.status().totals.instances >= if two { 2 } else { 1 }
     });
     out.check(ready, || "the monitors did not load".into());
-    if let Err(e) = kick_off(c, c.main(), Ev::default()) {
-        out.fail(e);
-        return out;
+    // A batch loop starts with a whole batch in flight (numbers 0..STREAM_BATCH), in order.
+    let in_flight = if path == Path::SendBatch {
+        STREAM_BATCH as u64
+    } else {
+        1
+    };
+    for seq in 0..in_flight {
+        if let Err(e) = kick_off(
+            c,
+            c.main(),
+            Ev {
+                seq,
+                ..Ev::default()
+            },
+        ) {
+            out.fail(e);
+            return out;
+        }
     }
     let done = wait_for(ctx.mode.run_timeout() / 2, Duration::from_millis(1), || {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()

@@ -9,7 +9,7 @@ use crate::scenario::baseline::{sample, sender_counters, sender_slot};
 use crate::scenario::{
     put, seq_of, slot, stream_figures, take, timed_window, timed_window_with, wait_for, Ev, Family,
     FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, FLOOD_CAPACITY, PUBLISH_EVERY,
-    STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_BATCH, STREAM_CAPACITY,
 };
 use crate::stats::{merge, new_hist};
 use correlator::{Channel, ContextRef, DieReason, Monitor, Pattern};
@@ -27,6 +27,25 @@ pub fn register_stream(v: &mut Vec<Scenario>, n: usize) {
         n + 1,
         Family::Engine,
         move |ctx| stream(ctx, n),
+    ));
+}
+
+/// Registers `stream/1to1/engine-batch`: `stream/1to1/engine` with the sender's events sent in
+/// batches of [`STREAM_BATCH`] (`InputHandle::send_batch_to`, one reservation per run of places).
+pub fn register_stream_batch(v: &mut Vec<Scenario>) {
+    v.push(Scenario::new(
+        "stream/1to1/engine-batch",
+        format!("1 external sender floods one context in batches of {STREAM_BATCH} (send_batch_to, inbox capacity {STREAM_CAPACITY})"),
+        2,
+        Family::Engine,
+        |ctx| {
+            let mut out = Outcome::default();
+            out.param("batch", STREAM_BATCH as u64);
+            if let Some(f) = flood(ctx, &mut out, 1, STREAM_CAPACITY, 0, false, STREAM_BATCH) {
+                stream_figures(&mut out, f.window, Some(&f.shares));
+            }
+            out
+        },
     ));
 }
 
@@ -130,7 +149,10 @@ struct FloodResult {
 }
 
 /// Runs `senders` flooding threads into `main` of `c` and the receiver `Sink`; the shared body
-/// of `stream/{N}to1/engine` and `backpressure/flood`.
+/// of `stream/{N}to1/engine`, `stream/1to1/engine-batch` and `backpressure/flood`. With `batch`
+/// above 0 each sender sends `batch` events per `send_batch_to` (a divisor of
+/// [`PUBLISH_EVERY`] and [`STOP_CHECK_EVERY`], so that the count is published and the stop checked
+/// as often as event by event).
 fn flood(
     ctx: &RunCtx,
     out: &mut Outcome,
@@ -138,7 +160,10 @@ fn flood(
     capacity: usize,
     work_ns: u64,
     time_sends: bool,
+    batch: usize,
 ) -> Option<FloodResult> {
+    debug_assert!(batch == 0 || PUBLISH_EVERY % batch as u64 == 0);
+    debug_assert!(batch == 0 || STOP_CHECK_EVERY % batch as u64 == 0);
     let wait = spin_or_park(ctx, senders + 1);
     out.param("wait_strategy", wait_name(wait));
     out.param("senders", senders as u64);
@@ -168,9 +193,27 @@ fn flood(
             let mut blocked = 0u64;
             let t_start = now_ns();
             let mut i = 0u64;
+            let mut buf: Vec<Ev> = Vec::with_capacity(batch);
             loop {
                 if i % STOP_CHECK_EVERY == 0 && sh.stopped() {
                     break;
+                }
+                if batch > 0 {
+                    buf.extend((0..batch as u64).map(|k| Ev {
+                        kind: 0,
+                        seq: seq_of(s, i + k),
+                        t_ns: 0,
+                        aux: 0,
+                    }));
+                    if let Err(err) = input.send_batch_to(main, &mut buf) {
+                        sh.fail(format!("sender {s}: send_batch_to failed: {err}"));
+                        break;
+                    }
+                    i += batch as u64;
+                    if i % PUBLISH_EVERY == 0 {
+                        counters[s].store(i, Ordering::Release);
+                    }
+                    continue;
                 }
                 let e = Ev {
                     kind: 0,
@@ -258,7 +301,7 @@ fn flood(
 
 fn stream(ctx: &RunCtx, n: usize) -> Outcome {
     let mut out = Outcome::default();
-    if let Some(f) = flood(ctx, &mut out, n, STREAM_CAPACITY, 0, false) {
+    if let Some(f) = flood(ctx, &mut out, n, STREAM_CAPACITY, 0, false, 0) {
         stream_figures(&mut out, f.window, Some(&f.shares));
     }
     out
@@ -275,6 +318,7 @@ fn backpressure(ctx: &RunCtx) -> Outcome {
         FLOOD_CAPACITY,
         SINK_WORK_NS,
         true,
+        0,
     ) else {
         return out;
     };

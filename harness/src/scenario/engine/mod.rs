@@ -17,7 +17,10 @@ mod route;
 
 pub use alloc::register_alloc;
 pub use burst::register_burst;
-pub use flow::{register_backpressure, register_fanout, register_pipeline, register_stream};
+pub use flow::{
+    register_backpressure, register_fanout, register_pipeline, register_stream,
+    register_stream_batch,
+};
 pub use latency::{register_idle, register_openloop, register_pingpong};
 pub use route::{register_listeners, register_route};
 
