@@ -7,18 +7,19 @@
 //! itself (only its thread changes them); a context's bit is set when its count goes from 0 to 1 and
 //! cleared when it returns to 0. Public contexts hold a permanent bit for the default channel `""`.
 //!
-//! External output receivers are `std::sync::mpsc` senders kept per channel behind a mutex that is
-//! touched only when the channel has receivers (an atomic count says so without the lock). Once
-//! shutdown closed the outputs, a receiver taken later gets no sender: its stream has ended.
+//! External outputs of a channel ([`OutputQueue`]s, see the `output` module) are kept per channel
+//! in a list behind a mutex, with a *generation* counter bumped at every change of the list.
+//! Senders keep a copy of the list and compare the generation (one atomic read) before each
+//! delivery: the lock is taken only when a receiver was added or dropped since, never on the
+//! steady-state path. A generation of 0 means the channel never had an output.
 //!
-//! Owns channel names, subscription bits and output senders. May import `sync` only.
+//! Owns channel names, subscription bits and the output lists. May import `sync` and `output`.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
 
+use crate::output::OutputQueue;
 use crate::sync::{
-    self, read_lock as read, write_lock as write, AtomicBool, AtomicU64, AtomicUsize, Mutex,
-    Ordering, RwLock,
+    self, read_lock as read, write_lock as write, AtomicU64, Mutex, Ordering, RwLock, StdArc,
 };
 
 /// A channel id. Get one from [`Correlator::channel`](crate::Correlator::channel) or
@@ -38,8 +39,9 @@ impl Channel {
 }
 
 struct Outputs<E> {
-    count: AtomicUsize,
-    senders: Mutex<Vec<mpsc::Sender<E>>>,
+    /// Bumped (under `list`'s lock) at every change of `list`; 0 until the first output.
+    generation: AtomicU64,
+    list: Mutex<Vec<StdArc<OutputQueue<E>>>>,
 }
 
 /// The registry of channel names, subscriptions and output receivers.
@@ -50,10 +52,6 @@ pub(crate) struct Channels<E> {
     subscribers: Box<[AtomicU64]>,
     words: usize,
     outputs: Box<[Outputs<E>]>,
-    /// Set by [`close_outputs`](Channels::close_outputs) before it empties the sender lists; read
-    /// under a list's lock by [`add_output`](Channels::add_output), so that a receiver registered
-    /// after the close is never kept.
-    outputs_closed: AtomicBool,
     max_channels: usize,
 }
 
@@ -71,11 +69,10 @@ impl<E: Clone> Channels<E> {
             words,
             outputs: (0..max_channels)
                 .map(|_| Outputs {
-                    count: AtomicUsize::new(0),
-                    senders: Mutex::new(Vec::new()),
+                    generation: AtomicU64::new(0),
+                    list: Mutex::new(Vec::new()),
                 })
                 .collect(),
-            outputs_closed: AtomicBool::new(false),
             max_channels,
         }
     }
@@ -141,52 +138,47 @@ impl<E: Clone> Channels<E> {
         }
     }
 
-    /// Registers an external output receiver for `ch`. After [`close_outputs`](Self::close_outputs)
-    /// (or for a channel that does not exist) the sender is dropped at once, so the receiver's
-    /// stream has ended.
-    pub(crate) fn add_output(&self, ch: Channel) -> mpsc::Receiver<E> {
-        let (tx, rx) = mpsc::channel();
-        if let Some(o) = self.outputs.get(ch.0 as usize) {
-            let mut senders = sync::lock(&o.senders);
-            // Read under the lock: a close that set the flag before this lock was taken empties
-            // this list after it (or already did), so a sender kept here would never be dropped.
-            if self.outputs_closed.load(Ordering::Acquire) {
-                return rx;
-            }
-            senders.push(tx);
-            o.count.store(senders.len(), Ordering::Release);
+    /// Adds `queue` to the outputs of `ch` (nothing for a channel that does not exist, or for a
+    /// queue already closed: its receiver has ended).
+    pub(crate) fn add_output(&self, ch: Channel, queue: StdArc<OutputQueue<E>>) {
+        let Some(o) = self.outputs.get(ch.0 as usize) else {
+            return;
+        };
+        let mut list = sync::lock(&o.list);
+        if queue.is_disconnected() {
+            return;
         }
-        rx
+        list.push(queue);
+        o.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Whether `ch` has output receivers now.
-    pub(crate) fn has_outputs(&self, ch: Channel) -> bool {
+    /// The generation of `ch`'s output list (0: it never had an output).
+    #[inline(always)]
+    pub(crate) fn output_generation(&self, ch: Channel) -> u64 {
         self.outputs
             .get(ch.0 as usize)
-            .is_some_and(|o| o.count.load(Ordering::Acquire) > 0)
+            .map_or(0, |o| o.generation.load(Ordering::Acquire))
     }
 
-    /// Delivers a copy of `event` to every live output receiver of `ch`; returns how many got one.
-    pub(crate) fn deliver_outputs(&self, ch: Channel, event: &E) -> usize {
+    /// A copy of `ch`'s outputs and the generation it is of.
+    pub(crate) fn outputs_of(&self, ch: Channel) -> (u64, Vec<StdArc<OutputQueue<E>>>) {
         let Some(o) = self.outputs.get(ch.0 as usize) else {
-            return 0;
+            return (0, Vec::new());
         };
-        if o.count.load(Ordering::Acquire) == 0 {
-            return 0;
-        }
-        let mut senders = sync::lock(&o.senders);
-        senders.retain(|tx| tx.send(event.clone()).is_ok());
-        o.count.store(senders.len(), Ordering::Release);
-        senders.len()
+        let list = sync::lock(&o.list);
+        (o.generation.load(Ordering::Acquire), list.clone())
     }
 
-    /// Drops every output sender, so that receivers see the end of the stream; receivers taken
-    /// later get an ended stream.
-    pub(crate) fn close_outputs(&self) {
-        self.outputs_closed.store(true, Ordering::Release);
-        for o in self.outputs.iter() {
-            sync::lock(&o.senders).clear();
-            o.count.store(0, Ordering::Release);
+    /// Forgets the outputs of `ch` whose receivers are gone or closed.
+    pub(crate) fn prune_outputs(&self, ch: Channel) {
+        let Some(o) = self.outputs.get(ch.0 as usize) else {
+            return;
+        };
+        let mut list = sync::lock(&o.list);
+        let before = list.len();
+        list.retain(|q| !q.is_disconnected());
+        if list.len() != before {
+            o.generation.fetch_add(1, Ordering::AcqRel);
         }
     }
 }

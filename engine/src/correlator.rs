@@ -3,7 +3,10 @@
 //! # Shutdown (R8.1)
 //! 1. External input closes: every inbox refuses input handles from now on (one atomic flag in each
 //!    inbox's tail word, so a handle's reservation is either before it, and counted, or refused).
-//! 2. If the correlator was never started, it starts, so that everything accepted is processed.
+//! 2. No output makes anyone wait any more: a full output with the `Block` policy takes what is
+//!    still emitted beyond its bound (see the `output` module), so that a receiver read only after
+//!    `shutdown` returns cannot hang it. If the correlator was never started, it starts, so that
+//!    everything accepted is processed.
 //! 3. Quiescence is detected by scanning every context twice: if both scans find every inbox count at
 //!    zero and every context's "entries done" counter unchanged, no context processed anything in
 //!    between, and since a context releases an entry's inbox place only after it (and all it routed)
@@ -34,10 +37,11 @@ use crate::context::create_context;
 use crate::deliver::{Links, NoPlaces, Wait};
 use crate::error::Error;
 use crate::event::Event;
-use crate::handle::{InputHandle, OutputReceiver};
+use crate::handle::InputHandle;
 use crate::id::ContextRef;
 use crate::inbox::MAX_CAPACITY;
 use crate::monitor::Monitor;
+use crate::output::{Output, OutputOptions, OutputReceiver, OutputRegistry};
 use crate::registry::{Config, Shared, WaitGraph};
 use crate::status::{ContextStatus, Status};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
@@ -303,6 +307,7 @@ impl<E: Event> CorrelatorBuilder<E> {
         }
         let shared = Arc::new(Shared {
             channels: Channels::new(self.max_channels, config.max_contexts),
+            outputs: OutputRegistry::new(),
             waits: WaitGraph::new(config.max_contexts),
             contexts: RwLock::new(Vec::new()),
             started: AtomicBool::new(false),
@@ -447,11 +452,101 @@ impl<E: Event> Correlator<E> {
         self.shared.channels.name(channel)
     }
 
-    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on. Taken
-    /// after [`shutdown`](Self::shutdown), its stream has already ended: `recv` returns an error
-    /// at once.
+    /// A receiver of everything sent (`send`) or emitted (`emit`) to `channel` from now on, with
+    /// the default [`OutputOptions`]: at most [`DEFAULT_OUTPUT_CAPACITY`](crate::DEFAULT_OUTPUT_CAPACITY)
+    /// (20,000) events queued, and a context that emits to it when it is full waits for room
+    /// ([`Overflow::Block`](crate::Overflow::Block)): back-pressure, never loss, as with inboxes
+    /// (R5.1). Use [`output_with`](Self::output_with) for another bound or policy.
+    ///
+    /// Taken after [`shutdown`](Self::shutdown), its stream has already ended: `recv` returns an
+    /// error at once.
     pub fn output(&self, channel: Channel) -> OutputReceiver<E> {
-        OutputReceiver::new(self.shared.channels.add_output(channel))
+        self.channel_output(channel, OutputOptions::default())
+    }
+
+    /// A receiver of everything sent or emitted to `channel` from now on, bounded and with the
+    /// overflow policy of `options` (see [`Overflow`](crate::Overflow)).
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, OutputOptions, Overflow};
+    /// # #[derive(Clone, Debug)] struct Alert;
+    /// # impl Event for Alert { type Kind = (); fn kind(&self) {} }
+    /// let c = Correlator::<Alert>::builder().build()?;
+    /// let alerts = c.channel("alerts")?;
+    /// // Keeps the latest 1,024 alerts; older ones make room and are counted.
+    /// let rx = c.output_with(alerts, OutputOptions::bounded(1024).policy(Overflow::DropOldest))?;
+    /// assert_eq!(rx.capacity(), 1024);
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOutputCapacity`] for a bound outside
+    /// `1..=`[`MAX_OUTPUT_CAPACITY`](crate::MAX_OUTPUT_CAPACITY).
+    pub fn output_with(
+        &self,
+        channel: Channel,
+        options: OutputOptions,
+    ) -> Result<OutputReceiver<E>, Error> {
+        Ok(self.channel_output(channel, options.checked()?))
+    }
+
+    fn channel_output(&self, channel: Channel, options: OutputOptions) -> OutputReceiver<E> {
+        let queue = self.shared.outputs.make::<E>(options);
+        self.shared.channels.add_output(channel, queue.clone());
+        OutputReceiver::new(queue)
+    }
+
+    /// A typed output: handlers put values of any type `A` into it with
+    /// [`Scope::emit_to`](crate::Scope::emit_to), and the receiver reads them. The output is not
+    /// a channel: only holders of the [`Output`] handle (keep a clone in a monitor's state) can
+    /// emit to it, so the type always matches. Bounded and with the overflow policy of `options`,
+    /// like [`output_with`](Self::output_with); its stream ends at shutdown like every output.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, Monitor, Output, OutputOptions, Pattern, Scope};
+    /// # #[derive(Clone, Debug)] struct Trade { price: f64 }
+    /// # impl Event for Trade { type Kind = (); fn kind(&self) {} }
+    /// /// The alert type: not an event.
+    /// #[derive(Debug, PartialEq)]
+    /// struct Spike(f64);
+    ///
+    /// struct Watch { out: Output<Spike> }
+    /// impl Monitor<Trade> for Watch {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Trade, Self>) {
+    ///         cx.on_all(Pattern::kind(()), |m: &mut Watch, cx: &mut Scope<'_, Trade, Watch>, t: &Trade| {
+    ///             if t.price > 100.0 {
+    ///                 cx.emit_to(&m.out, Spike(t.price));
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    ///
+    /// let c = Correlator::<Trade>::builder().build()?;
+    /// let (out, spikes) = c.typed_output::<Spike>(OutputOptions::default())?;
+    /// c.load(Watch { out })?;
+    /// let input = c.input();
+    /// c.start();
+    /// input.send_to(c.main(), Trade { price: 99.0 })?;
+    /// input.send_to(c.main(), Trade { price: 120.0 })?;
+    /// c.shutdown()?;
+    /// assert_eq!(spikes.iter().collect::<Vec<_>>(), [Spike(120.0)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOutputCapacity`] for a bound outside
+    /// `1..=`[`MAX_OUTPUT_CAPACITY`](crate::MAX_OUTPUT_CAPACITY).
+    pub fn typed_output<A: Send + 'static>(
+        &self,
+        options: OutputOptions,
+    ) -> Result<(Output<A>, OutputReceiver<A>), Error> {
+        let queue = self.shared.outputs.make::<A>(options.checked()?);
+        Ok((
+            Output {
+                queue: queue.clone(),
+            },
+            OutputReceiver::new(queue),
+        ))
     }
 
     /// A new input handle (one sender for the FIFO rule R2.3).
@@ -515,6 +610,11 @@ impl<E: Event> Correlator<E> {
     /// [`DieReason::Shutdown`](crate::DieReason::Shutdown), and joins every thread it started.
     /// Returns the final status.
     ///
+    /// Outputs never make a context wait during shutdown: from its start, a full output with the
+    /// [`Block`](crate::Overflow::Block) policy takes what is still emitted beyond its bound, so
+    /// an output read only after `shutdown` returns gets everything, in order, and cannot hang
+    /// it. The output streams end once read.
+    ///
     /// It always ends: while the instances end, `on_die` hooks may route, emit and send to output
     /// receivers (everything they emit is delivered before the output streams end), but creating
     /// a context returns [`Error::ShutDown`], a send or `spawn_to` into any context returns
@@ -557,6 +657,10 @@ impl<E: Event> Correlator<E> {
         for ctx in shared.snapshot() {
             ctx.inbox.close_input();
         }
+        // No output makes anyone wait from now on: a full `Block` output takes what the contexts
+        // still emit beyond its bound, so an output nobody reads until shutdown returns cannot
+        // hang it, and nothing accepted is lost (see the `output` module).
+        shared.outputs.drain_all();
         self.start();
         wait_quiescent(shared);
         let contexts = {
@@ -580,7 +684,7 @@ impl<E: Event> Correlator<E> {
                 failed.get_or_insert(ContextRef::new(shared.tag, i as u32));
             }
         }
-        shared.channels.close_outputs();
+        shared.outputs.close_all();
         if let Some(logger) = sync::lock(&self.status_logger).take() {
             logger.stop();
         }
@@ -650,7 +754,11 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
             status
         })
         .collect();
-    let totals = Status::sum(contexts.clone(), shared.dropped.load(Ordering::Relaxed));
+    let totals = Status::sum(
+        &contexts,
+        shared.dropped.load(Ordering::Relaxed),
+        shared.outputs.external_drops.load(Ordering::Relaxed),
+    );
     Status {
         contexts,
         totals,

@@ -36,8 +36,9 @@ use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{self, Detached, Inbox, Refusal, Reservation, RoomWait, Sender};
+use crate::output::{OutputQueue, Pushed};
 use crate::registry::{ContextShared, Shared, WaitGraph};
-use crate::sync::{self, Arc, Ordering};
+use crate::sync::{self, Arc, Ordering, StdArc};
 
 /// How long a send may wait for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +241,33 @@ pub(crate) struct Links<E: Event, H: GiveBack = NoPlaces> {
     /// What the sender gives back before it waits: a context's own inbox places.
     pub(crate) held: H,
     blocked_ns: u64,
+    /// This sender's copies of the output lists of the channels it delivered to (see `channel`).
+    outputs: Vec<CachedOutputs<E>>,
+    /// What its deliveries to outputs cost since the last [`take_output_tallies`]: events the
+    /// outputs' policies dropped, nanoseconds spent waiting for room in `Block` outputs.
+    ///
+    /// [`take_output_tallies`]: Links::take_output_tallies
+    output_drops: u64,
+    output_blocked_ns: u64,
+}
+
+/// A sender's copy of one channel's output list, valid while the channel's generation is
+/// `generation`.
+struct CachedOutputs<E> {
+    channel: Channel,
+    generation: u64,
+    queues: Vec<StdArc<OutputQueue<E>>>,
+}
+
+/// How one delivery to an output ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OutputDelivery {
+    /// Queued (possibly displacing an older event, counted).
+    Queued,
+    /// Dropped by the policy (counted).
+    Dropped,
+    /// The receiver is gone or the output closed.
+    Disconnected,
 }
 
 impl<E: Event, H: GiveBack> Links<E, H> {
@@ -265,6 +293,9 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             copies: Vec::new(),
             held,
             blocked_ns: 0,
+            outputs: Vec::new(),
+            output_drops: 0,
+            output_blocked_ns: 0,
         }
     }
 
@@ -275,6 +306,16 @@ impl<E: Event, H: GiveBack> Links<E, H> {
     /// Time spent blocked since the last call.
     pub(crate) fn take_blocked_ns(&mut self) -> u64 {
         std::mem::take(&mut self.blocked_ns)
+    }
+
+    /// Events dropped by outputs' policies, and time spent waiting for room in `Block` outputs,
+    /// since the last call (a context's deliveries; an input handle's drops are counted in the
+    /// correlator's registry at once).
+    pub(crate) fn take_output_tallies(&mut self) -> (u64, u64) {
+        (
+            std::mem::take(&mut self.output_drops),
+            std::mem::take(&mut self.output_blocked_ns),
+        )
     }
 
     /// Makes sure `id` is in the local cache; returns whether it exists.
@@ -608,9 +649,139 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         n
     }
 
-    /// Delivers `event` to the output receivers of `channel`.
+    /// Delivers `event` to the output receivers of `channel`; returns how many queued it.
     pub(crate) fn emit(&mut self, channel: Channel, event: &E) -> usize {
-        self.shared.channels.deliver_outputs(channel, event)
+        self.deliver_outputs(channel, event)
+    }
+
+    /// The index in `outputs` of `channel`'s list, brought up to date; `None` when the channel
+    /// never had an output. Steady state: one atomic read and a short scan, no lock.
+    #[inline]
+    fn cached_outputs(&mut self, channel: Channel) -> Option<usize> {
+        let generation = self.shared.channels.output_generation(channel);
+        if generation == 0 {
+            return None;
+        }
+        match self.outputs.iter().position(|c| c.channel == channel) {
+            Some(i) if self.outputs[i].generation == generation => Some(i),
+            found => Some(self.refresh_outputs(channel, found)),
+        }
+    }
+
+    /// Copies `channel`'s output list (it changed, or this sender never delivered to it).
+    #[cold]
+    #[inline(never)]
+    fn refresh_outputs(&mut self, channel: Channel, found: Option<usize>) -> usize {
+        let (generation, queues) = self.shared.channels.outputs_of(channel);
+        let fresh = CachedOutputs {
+            channel,
+            generation,
+            queues,
+        };
+        match found {
+            Some(i) => {
+                self.outputs[i] = fresh;
+                i
+            }
+            None => {
+                self.outputs.push(fresh);
+                self.outputs.len() - 1
+            }
+        }
+    }
+
+    /// Delivers a copy of `event` to every output of `channel` (R4.2, R4.3), each as its policy
+    /// says; returns how many queued it. Forgets outputs whose receivers are gone.
+    pub(crate) fn deliver_outputs(&mut self, channel: Channel, event: &E) -> usize {
+        let Some(i) = self.cached_outputs(channel) else {
+            return 0;
+        };
+        // Moved out for the loop (no allocation), so that the pushes may use `self`.
+        let queues = std::mem::take(&mut self.outputs[i].queues);
+        let mut n = 0;
+        let mut gone = false;
+        for q in &queues {
+            match self.push_output(q, event.clone()) {
+                OutputDelivery::Queued => n += 1,
+                OutputDelivery::Dropped => {}
+                OutputDelivery::Disconnected => gone = true,
+            }
+        }
+        self.outputs[i].queues = queues;
+        if gone {
+            self.shared.channels.prune_outputs(channel);
+        }
+        n
+    }
+
+    /// Whether a `Block` output of `channel` is full now (an all-or-nothing send must not wait
+    /// for it); returns it.
+    fn full_block_output(&mut self, channel: Channel) -> Option<StdArc<OutputQueue<E>>> {
+        let i = self.cached_outputs(channel)?;
+        self.outputs[i]
+            .queues
+            .iter()
+            .find(|q| q.would_block())
+            .cloned()
+    }
+
+    /// Pushes `value` into `queue` as its policy says; a `Block` output that is full makes this
+    /// sender wait (see [`push_output_waiting`](Self::push_output_waiting)). Counts drops.
+    #[inline]
+    pub(crate) fn push_output<A>(&mut self, queue: &OutputQueue<A>, value: A) -> OutputDelivery {
+        match queue.push(value) {
+            Pushed::Queued => OutputDelivery::Queued,
+            Pushed::Displaced => {
+                self.count_output_drop();
+                OutputDelivery::Queued
+            }
+            Pushed::Dropped => {
+                self.count_output_drop();
+                OutputDelivery::Dropped
+            }
+            Pushed::Disconnected => OutputDelivery::Disconnected,
+            Pushed::Full(value) => self.push_output_waiting(queue, value),
+        }
+    }
+
+    fn count_output_drop(&mut self) {
+        if self.me.is_some() {
+            self.output_drops += 1;
+        } else {
+            self.shared
+                .outputs
+                .external_drops
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A `Block` output is full: wait for room (spin, yield, then park; module docs of `output`),
+    /// holding no inbox place (a context gives its held places back first, as before any wait).
+    /// The time counts in `output_blocked_ns`.
+    #[cold]
+    #[inline(never)]
+    fn push_output_waiting<A>(&mut self, queue: &OutputQueue<A>, value: A) -> OutputDelivery {
+        self.held.give_back();
+        let began = Instant::now();
+        let mut backoff = Backoff::new(self.strategy);
+        let mut value = value;
+        let delivery = loop {
+            match backoff.next_or_park() {
+                Step::Spin => sync::spin_hint(),
+                Step::Yield => sync::yield_now(),
+                Step::Park => queue.wait_for_room(None),
+            }
+            match queue.push(value) {
+                Pushed::Full(back) => value = back,
+                Pushed::Queued | Pushed::Displaced => break OutputDelivery::Queued,
+                Pushed::Dropped => break OutputDelivery::Dropped,
+                Pushed::Disconnected => break OutputDelivery::Disconnected,
+            }
+        };
+        if self.me.is_some() {
+            self.output_blocked_ns += began.elapsed().as_nanos() as u64;
+        }
+        delivery
     }
 
     fn collect_targets(&mut self, channel: Channel) {
@@ -637,7 +808,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         self.collect_targets(channel);
         let mut d = Deliveries::default();
         if outputs {
-            d.outputs = self.shared.channels.deliver_outputs(channel, &event);
+            d.outputs = self.deliver_outputs(channel, &event);
         }
         let mut event = Some(event);
         for i in 0..self.targets.len() {
@@ -682,7 +853,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         self.collect_targets(channel);
         if outputs {
             for e in events.iter() {
-                d.outputs += self.shared.channels.deliver_outputs(channel, e);
+                d.outputs += self.deliver_outputs(channel, e);
             }
         }
         let sender = self.sender();
@@ -730,7 +901,23 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             // Every copy is made before the first place is reserved: user code (`clone`) never runs
             // while a place is reserved, since the consumer waits for a reserved place. The original
             // goes to the last context unless output receivers need it after the commits.
-            let keep = self.shared.channels.has_outputs(channel);
+            // A full `Block` output would make this send wait after its commits: refuse (or wait
+            // for room, holding nothing) first, like a full inbox.
+            if let Some(full) = self.full_block_output(channel) {
+                if deadline.is_none_or(|d| Instant::now() >= d) {
+                    let kind = if deadline.is_some() {
+                        SendErrorKind::Timeout
+                    } else {
+                        SendErrorKind::Full
+                    };
+                    return Err(SendError::new(kind, None, event));
+                }
+                full.wait_for_room(deadline);
+                continue;
+            }
+            let keep = self
+                .cached_outputs(channel)
+                .is_some_and(|i| !self.outputs[i].queues.is_empty());
             let n = self.targets.len();
             self.copies.clear();
             let copies = if keep { n } else { n.saturating_sub(1) };
@@ -799,7 +986,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         // Copies made for subscribers that were skipped (unknown contexts).
         self.copies.clear();
         if let Some(event) = event {
-            d.outputs = self.shared.channels.deliver_outputs(channel, &event);
+            d.outputs = self.deliver_outputs(channel, &event);
         }
         if d.total() == 0 {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);

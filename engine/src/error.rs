@@ -25,6 +25,14 @@ pub enum Error {
         /// The largest capacity accepted.
         max: usize,
     },
+    /// An output's bound ([`OutputOptions::bounded`](crate::OutputOptions::bounded)) outside
+    /// `1..=MAX`.
+    InvalidOutputCapacity {
+        /// The bound asked for.
+        requested: usize,
+        /// The largest bound accepted.
+        max: usize,
+    },
     /// A size limit of the builder was set to zero.
     InvalidLimit {
         /// Which setting.
@@ -95,6 +103,11 @@ impl fmt::Display for Error {
             Error::InvalidCapacity { requested, max } => write!(
                 f,
                 "inbox capacity {requested} is invalid; choose a capacity between 1 and {max}"
+            ),
+            Error::InvalidOutputCapacity { requested, max } => write!(
+                f,
+                "output bound {requested} is invalid; choose a bound between 1 and {max} \
+                 (`OutputOptions::bounded`)"
             ),
             Error::InvalidLimit { setting } => {
                 write!(f, "builder setting `{setting}` must be at least 1")

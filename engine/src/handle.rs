@@ -1,10 +1,9 @@
-//! External input handles and output receivers (SPEC R2.1, R4.2, R4.3, R5.3).
+//! External input handles (SPEC R2.1, R4.2, R5.3); output receivers are the `output` module's.
 //!
-//! Owns the user's side of input and output. May import the leaves, `channel`, `error`, `entry` and
+//! Owns the user's side of input. May import the leaves, `channel`, `error`, `entry` and
 //! `deliver`.
 
 use std::cell::RefCell;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::channel::Channel;
@@ -16,8 +15,6 @@ use crate::id::ContextRef;
 use crate::monitor::{load_instance, Monitor};
 use crate::sync::Ordering;
 use crate::time::Time;
-
-pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 
 /// Feeds events into the correlator from the service's own threads.
 ///
@@ -171,8 +168,10 @@ impl<E: Event> InputHandle<E> {
     }
 
     /// Sends `event` to `channel`: one copy to every subscribed context (waiting for room in each, one
-    /// after the other) and to every output receiver. Returns how many received it; 0 means it was
-    /// dropped and counted (R4.5).
+    /// after the other) and to every output receiver, each as its
+    /// [`Overflow`](crate::Overflow) policy says (a full `Block` output makes this send wait for
+    /// its reader, started or not). Returns how many received it; 0 means it was dropped and
+    /// counted (R4.5).
     ///
     /// Before [`Correlator::start`](crate::Correlator::start) nobody makes room, so a send that
     /// finds a subscriber's inbox full could never end: it is then all-or-nothing, like
@@ -192,10 +191,13 @@ impl<E: Event> InputHandle<E> {
         if !shared.started.load(Ordering::Acquire) {
             match links.try_send_channel(channel, event, None) {
                 Ok(d) => return Ok(d.total()),
+                // A full inbox (the error names it) before `start()` could never make room; a
+                // full output (no target) is read by the service's own thread, started or not:
+                // the blocking send below waits for it.
                 Err(e) if e.kind() == SendErrorKind::Full => {
                     // `started` is read after the refusal: if it is still unset, nobody could
                     // have made room. Otherwise the blocking send below waits for it.
-                    if !links.shared().started.load(Ordering::Acquire) {
+                    if e.target().is_some() && !links.shared().started.load(Ordering::Acquire) {
                         let target = e.target();
                         let event = e.into_event();
                         return Err(SendError::new(
@@ -264,10 +266,12 @@ impl<E: Event> InputHandle<E> {
     }
 
     /// Sends `event` to `channel` only if every subscribed context has room now: all of them get a
-    /// copy, or none does and the event comes back.
+    /// copy, or none does and the event comes back. An output of the channel with the
+    /// [`Block`](crate::Overflow::Block) policy that is full refuses the send too: it never waits.
     ///
     /// # Errors
-    /// `Full` (with the event and the context that was full), `Closed`.
+    /// `Full` (with the event and the context that was full; no context when an output was
+    /// full), `Closed`.
     pub fn try_send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
         let mut links = self.links.borrow_mut();
         if links.shared().input_closed() {
@@ -392,53 +396,5 @@ impl<E: Event> Clone for InputHandle<E> {
     fn clone(&self) -> Self {
         let shared = self.links.borrow().shared().clone();
         Self::new(Links::new(shared, None, NoPlaces))
-    }
-}
-
-/// Receives the events sent or emitted to one channel (R4.2, R4.3), in the order each sending
-/// context produced them. The stream ends ([`RecvError`]) once the correlator has shut down and
-/// everything was received (including what `on_die` hooks emitted during shutdown); a receiver
-/// taken after shutdown has ended at once.
-pub struct OutputReceiver<E> {
-    rx: mpsc::Receiver<E>,
-}
-
-impl<E> OutputReceiver<E> {
-    pub(crate) fn new(rx: mpsc::Receiver<E>) -> Self {
-        Self { rx }
-    }
-
-    /// Waits for the next event.
-    ///
-    /// # Errors
-    /// [`RecvError`] once the correlator has shut down and nothing is left.
-    pub fn recv(&self) -> Result<E, RecvError> {
-        self.rx.recv()
-    }
-
-    /// The next event if one is waiting.
-    ///
-    /// # Errors
-    /// [`TryRecvError::Empty`] if none is waiting, [`TryRecvError::Disconnected`] after shutdown.
-    pub fn try_recv(&self) -> Result<E, TryRecvError> {
-        self.rx.try_recv()
-    }
-
-    /// Waits at most `timeout` for the next event.
-    ///
-    /// # Errors
-    /// [`RecvTimeoutError::Timeout`], or [`RecvTimeoutError::Disconnected`] after shutdown.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<E, RecvTimeoutError> {
-        self.rx.recv_timeout(timeout)
-    }
-
-    /// Everything received until the stream ends.
-    pub fn iter(&self) -> mpsc::Iter<'_, E> {
-        self.rx.iter()
-    }
-
-    /// Everything waiting now, without blocking.
-    pub fn try_iter(&self) -> mpsc::TryIter<'_, E> {
-        self.rx.try_iter()
     }
 }

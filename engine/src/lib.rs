@@ -13,7 +13,7 @@
 //! into a context's inbox (`inbox`), is taken by that context's loop (`context`), pushed on its
 //! route stack (`route`), dispatched to the listeners its `listener` index finds, whose handlers
 //! (built by `monitor`) act on the context's `entry::Effects`: routing (back onto the route stack),
-//! sending (back into `deliver`), emitting on channels (`channel`). The modules, bottom up; each
+//! sending (back into `deliver`), emitting on channels (`channel`) and outputs (`output`). The modules, bottom up; each
 //! imports only modules listed before it (checked by `scripts/module-cycles.py`), except the one
 //! type recursion that `entry`'s module doc names:
 //!
@@ -24,13 +24,14 @@
 //! | `inbox` | the lock-free MPSC queue per context: reservations, back-pressure, sleep/wake (model-checked with loom) |
 //! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
 //! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
-//! | `channel` | channel names, subscriptions and output receivers |
+//! | `output` | bounded outputs: the queue, its overflow policy and sleep/wake protocol, typed [`Output`]s, [`OutputReceiver`]s |
+//! | `channel` | channel names, subscriptions and the output lists of channels |
 //! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
 //! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters |
 //! | `deliver` | the single push path every send uses (reserve, wait, commit) |
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
-//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`OutputReceiver`] |
+//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`] |
 //! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
 //! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
 //!
@@ -91,6 +92,7 @@ mod handle;
 mod id;
 mod listener;
 mod monitor;
+mod output;
 mod pattern;
 mod pool;
 mod registry;
@@ -130,6 +132,7 @@ pub mod spec {}
 pub mod internals {
     pub use crate::context::skeleton::{run_loop, Flow, LoopBody, Pause};
     pub use crate::deliver::{reserve_after_full, NoPlace};
+    pub use crate::output::{OutputQueue, Pushed};
     pub use crate::registry::WaitGraph;
 }
 
@@ -143,11 +146,17 @@ pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use expr::{at, not, wait, Expr, Match};
-pub use handle::{InputHandle, OutputReceiver, RecvError, RecvTimeoutError, TryRecvError};
+pub use handle::InputHandle;
 pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
 pub use monitor::{ListenerHandle, Monitor, Scope};
+#[cfg(feature = "async")]
+pub use output::RecvFuture;
+pub use output::{
+    IntoIter, Iter, Output, OutputOptions, OutputReceiver, Overflow, RecvError, RecvTimeoutError,
+    TryIter, TryRecvError, DEFAULT_OUTPUT_CAPACITY, MAX_OUTPUT_CAPACITY,
+};
 pub use pattern::Pattern;
 pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
 pub use status::{ContextStatus, Status, Totals};

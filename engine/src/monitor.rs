@@ -13,18 +13,20 @@
 //! routed or sent are still delivered.
 //!
 //! Owns the user's side of monitors ([`Monitor`], [`Scope`]). May import the leaves, `entry`,
-//! `deliver`, `expr`, `pattern`, `channel`, `error` and `context` (for creating contexts).
+//! `deliver`, `expr`, `pattern`, `channel`, `output`, `error` and `context` (for creating
+//! contexts).
 
 use std::marker::PhantomData;
 
 use crate::channel::Channel;
 use crate::config::ContextOptions;
-use crate::deliver::Wait;
+use crate::deliver::{OutputDelivery, Wait};
 use crate::entry::{DieReason, Effects, Entry, Handler, MatchHandler, Mode, NewInstance, Op, Spec};
 use crate::error::{Error, SendBatchError, SendError};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
+use crate::output::Output;
 use crate::pattern::Pattern;
 use crate::state::State;
 use crate::time::Time;
@@ -241,6 +243,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             .send_channel(channel, event, Wait::Block, true);
         self.fx.stats.sent += n.contexts as u64;
         self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
+        self.count_outputs();
         n.total()
     }
 
@@ -259,9 +262,34 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     }
 
     /// Delivers `event` to the output receivers of `channel` only, never to a context (R4.3);
-    /// returns how many got one.
+    /// returns how many queued it. Each output acts on a full queue as its
+    /// [`Overflow`](crate::Overflow) policy says: with `Block` (the default) this handler waits
+    /// for room, counted in `output_blocked_ns`; a dropped event counts in `output_drops`.
     pub fn emit(&mut self, channel: Channel, event: E) -> usize {
-        self.fx.links.emit(channel, &event)
+        let n = self.fx.links.emit(channel, &event);
+        self.count_outputs();
+        n
+    }
+
+    /// Puts `value` into the typed output `output` (R4.3: it reaches that output's receiver,
+    /// never a context); returns whether it was queued. Values of any type can be emitted this
+    /// way, not only events; the [`Output`] handle comes from
+    /// [`Correlator::typed_output`](crate::Correlator::typed_output), so the type always matches.
+    /// A full output acts as its [`Overflow`](crate::Overflow) policy says (as
+    /// [`emit`](Self::emit)); once its receiver is dropped or the correlator has shut down, the
+    /// value is discarded and `false` returned.
+    pub fn emit_to<A: Send + 'static>(&mut self, output: &Output<A>, value: A) -> bool {
+        let queued = self.fx.links.push_output(&output.queue, value) == OutputDelivery::Queued;
+        self.count_outputs();
+        queued
+    }
+
+    /// Moves what the last delivery to outputs cost into the context's status counters.
+    #[inline]
+    fn count_outputs(&mut self) {
+        let (drops, blocked_ns) = self.fx.links.take_output_tallies();
+        self.fx.stats.output_drops += drops;
+        self.fx.stats.output_blocked_ns += blocked_ns;
     }
 
     /// The channel called `name` (created on first use).

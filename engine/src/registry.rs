@@ -4,7 +4,7 @@
 //!
 //! Owns the registry's data, not its behaviour: the facade (`correlator`) creates and stops
 //! contexts, the context loop (`context`) publishes counters, `deliver` reads inboxes. May import
-//! the leaves (`id`, `event`, `config`, `channel`, `inbox`, `status`, `sync`) and `entry` (the
+//! the leaves (`id`, `event`, `config`, `channel`, `output`, `inbox`, `status`, `sync`) and `entry` (the
 //! inboxes hold [`Entry`]s: the type recursion that `entry`'s module doc names).
 
 use std::sync::OnceLock;
@@ -18,6 +18,7 @@ use crate::entry::Entry;
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
+use crate::output::OutputRegistry;
 use crate::status::PublishedCounters;
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
 
@@ -54,6 +55,8 @@ pub(crate) struct Shared<E: Event> {
     /// Every context, indexed by id; append-only.
     pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
     pub(crate) channels: Channels<E>,
+    /// Every output (channel outputs and typed ones), for shutdown.
+    pub(crate) outputs: OutputRegistry,
     pub(crate) waits: WaitGraph,
     pub(crate) started: AtomicBool,
     pub(crate) input_closed: AtomicBool,

@@ -93,15 +93,22 @@ macro_rules! status_counters {
         }
 
         impl Status {
-            pub(crate) fn sum(contexts: Vec<ContextStatus>, dropped: u64) -> Totals {
+            /// The totals of `contexts`, with the correlator-wide counts: channel sends nobody
+            /// received, and output drops caused by input handles.
+            pub(crate) fn sum(
+                contexts: &[ContextStatus],
+                dropped: u64,
+                external_output_drops: u64,
+            ) -> Totals {
                 let mut t = Totals {
                     dropped,
                     ..Totals::default()
                 };
-                for c in &contexts {
+                for c in contexts {
                     $( t.$sum += c.$sum; )*
                     $( t.$inb += c.$inb; )*
                 }
+                t.output_drops += external_output_drops;
                 t
             }
         }
@@ -128,6 +135,15 @@ status_counters! {
         instances,
         /// Time its handlers spent waiting for room in full inboxes, in nanoseconds.
         blocked_ns,
+        /// Time its handlers spent waiting for room in full outputs with the
+        /// [`Block`](crate::Overflow::Block) policy (an emit, or a channel send reaching an
+        /// output), in nanoseconds.
+        output_blocked_ns,
+        /// Events its handlers' emits and channel sends lost to full outputs' overflow policies
+        /// ([`DropOldest`](crate::Overflow::DropOldest): an older event made room;
+        /// [`DropNewest`](crate::Overflow::DropNewest): the new one was dropped). In
+        /// [`Totals`], plus those lost by input handles' channel sends.
+        output_drops,
         /// Panics of monitor code, each of which ended an instance or a listener: a handler, an
         /// `on_die` hook, a load hook or spawn initialiser, a listener's filter (a
         /// [`Pattern::filter`](crate::Pattern::filter) closure or an expression's templates), or
@@ -181,7 +197,8 @@ impl fmt::Display for Status {
         write!(
             f,
             "Correlator Status: contexts={} instances={} listeners={} processed={} routed={} \
-             sent={} received={} queued={} overruns={} dropped={} blocked_ms={}",
+             sent={} received={} queued={} overruns={} dropped={} blocked_ms={} \
+             output_drops={} output_blocked_ms={}",
             self.contexts.len(),
             t.instances,
             t.listeners,
@@ -192,7 +209,9 @@ impl fmt::Display for Status {
             t.inbox_len,
             t.overruns,
             t.dropped,
-            t.blocked_ns / 1_000_000
+            t.blocked_ns / 1_000_000,
+            t.output_drops,
+            t.output_blocked_ns / 1_000_000
         )
     }
 }

@@ -44,6 +44,13 @@ mod imp {
         std::hint::spin_loop();
     }
 
+    /// Orders a `SeqCst` operation on one location before a `SeqCst` load of another, for loom
+    /// (see the loom side): a no-op here, where the C++20 model already puts every `SeqCst`
+    /// operation in one total order, so a `SeqCst` load after a `SeqCst` read-modify-write needs
+    /// no fence (and on x86 the read-modify-write is a full barrier).
+    #[inline(always)]
+    pub(crate) fn seq_cst_order() {}
+
     /// `std::cell::UnsafeCell` behind loom's closure-based API.
     #[derive(Debug)]
     pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
@@ -101,6 +108,15 @@ mod imp {
         loom::thread::yield_now();
     }
 
+    /// Loom regards `SeqCst` loads and stores as `AcqRel` (its README, "Unsupported features"):
+    /// a `SeqCst` load may then miss a `SeqCst` read-modify-write of another thread that precedes
+    /// it in the real total order, a false alarm for the Dekker-style handshakes of the outputs
+    /// (push, then read the receiver's flag; set the flag, then re-check the ring). Loom does
+    /// support `fence(SeqCst)`, which gives the model the order the real program has.
+    pub(crate) fn seq_cst_order() {
+        loom::sync::atomic::fence(Ordering::SeqCst);
+    }
+
     /// Under loom a spin step must yield, or the model would never schedule the thread it waits for.
     #[inline(always)]
     pub(crate) fn spin_hint() {
@@ -115,6 +131,11 @@ pub(crate) use imp::*;
 // threads that are no context's). It lets the engine tell that a call comes from inside a handler
 // (`Correlator::shutdown`, an input handle about to wait), with no lock.
 
+/// A weak reference, a shared reference and a lock for registries that are part of no modelled
+/// protocol (the list of a correlator's outputs, which shutdown walks): `std`'s under loom too,
+/// since loom's `Arc` has no `Weak`.
+pub(crate) use std::sync::{Arc as StdArc, Mutex as StdMutex, Weak as StdWeak};
+
 /// Locks `m`, recovering the data if a panicking thread poisoned it: every structure guarded by a
 /// mutex in the engine stays consistent at every await point, so poison carries no information.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,6 +143,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     }
+}
+
+/// [`lock`] for a `std` mutex (see [`StdMutex`]).
+pub(crate) fn lock_std<T>(m: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A new correlator's tag, unique in this process (it starts at 1 and wraps only after 2^32

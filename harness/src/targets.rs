@@ -195,7 +195,7 @@ fn definitions(s: &Summary) -> Vec<Def> {
             }
         }
     }
-    for path in ["route", "send", "send-batch", "channel"] {
+    for path in ["route", "send", "send-batch", "channel", "output"] {
         d.push(Def {
             target: format!("alloc/{path}: 0 allocations per event in every run"),
             kind: KIND_ABSOLUTE,

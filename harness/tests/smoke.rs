@@ -78,6 +78,7 @@ const IDS: &[&str] = &[
     "alloc/route",
     "alloc/send",
     "alloc/channel",
+    "alloc/output",
 ];
 
 #[test]

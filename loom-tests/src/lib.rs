@@ -23,7 +23,10 @@
 
 use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, RoomWait, Sender};
 pub use correlator::internals::Flow;
-use correlator::internals::{reserve_after_full, run_loop, LoopBody, NoPlace, Pause, WaitGraph};
+use correlator::internals::{
+    reserve_after_full, run_loop, LoopBody, NoPlace, OutputQueue, Pause, Pushed, WaitGraph,
+};
+use correlator::OutputOptions;
 
 /// The runtime the scenarios use: loom's under `cfg(loom)`, `std`'s otherwise (the same items the
 /// engine's `sync` shim switches).
@@ -31,7 +34,7 @@ use correlator::internals::{reserve_after_full, run_loop, LoopBody, NoPlace, Pau
 pub mod rt {
     pub use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     pub use loom::sync::Arc;
-    pub use loom::thread::{spawn, yield_now, JoinHandle};
+    pub use loom::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
 }
 
 /// The runtime the scenarios use: loom's under `cfg(loom)`, `std`'s otherwise (the same items the
@@ -40,7 +43,27 @@ pub mod rt {
 pub mod rt {
     pub use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     pub use std::sync::Arc;
-    pub use std::thread::{spawn, yield_now, JoinHandle};
+    pub use std::thread::{current, park, spawn, yield_now, JoinHandle, Thread};
+}
+
+/// Polls `f` on this thread, parking between polls: the smallest executor, on the runtime's
+/// threads (a wake-up that is lost leaves the thread parked forever: a loom deadlock).
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(rt::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(rt::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        rt::park();
+    }
 }
 
 /// How a [`send_from_context`] went.
@@ -939,5 +962,142 @@ pub mod scenarios {
             Refusal::Closed,
             "R4.6: a stopped context accepted a batch"
         );
+    }
+}
+
+/// A blocking push into an output, as `deliver::Links::push_output` does for a `Block` output
+/// (a push, then on `Full` the output's own `wait_for_room`, then a retry; the back-off's spin and
+/// yield steps are left out, as in [`send_blocking`]). Returns whether the value was queued
+/// (`false`: the receiver is gone or the output closed).
+pub fn output_push<A>(queue: &OutputQueue<A>, value: A) -> bool {
+    let mut value = value;
+    loop {
+        match queue.push(value) {
+            Pushed::Full(back) => {
+                value = back;
+                queue.wait_for_room(None);
+            }
+            Pushed::Queued | Pushed::Displaced => return true,
+            Pushed::Dropped | Pushed::Disconnected => return false,
+        }
+    }
+}
+
+/// A blocking receive, as `OutputReceiver::recv` does (read the close flag, take, else the
+/// output's own `park_receiver`; spin and yield steps left out). `None` once the stream ended.
+pub fn output_recv<A>(queue: &OutputQueue<A>) -> Option<A> {
+    loop {
+        let closed = queue.is_closed();
+        if let Some(a) = queue.take() {
+            return Some(a);
+        }
+        if closed {
+            return None;
+        }
+        queue.park_receiver(None);
+    }
+}
+
+/// An async receive, as `OutputReceiver::recv_async` does (the output's own `poll_take`).
+pub async fn output_recv_async<A>(queue: &OutputQueue<A>) -> Option<A> {
+    std::future::poll_fn(|cx| queue.poll_take(cx.waker())).await
+}
+
+/// The scenarios of the output queue's protocols (SPEC R4.3, R8.1): the receiver's sleep and
+/// wake-up, `Block` producers waiting for room, and the ends (receiver dropped, shutdown).
+///
+/// The ring (crossbeam-queue's `ArrayQueue`) is not written against the `sync` shim: loom runs
+/// each of its operations as one step, which models it as the linearizable queue with `SeqCst`
+/// head and tail updates that it is. The flags and waiter lists around it are the shim's.
+pub mod output_scenarios {
+    use super::*;
+    use rt::{spawn, Arc};
+
+    fn queue(capacity: usize) -> Arc<OutputQueue<u8>> {
+        Arc::new(OutputQueue::new(OutputOptions::bounded(capacity)))
+    }
+
+    /// R4.3: a producer pushes two events while the receiver takes them, sleeping whenever it
+    /// finds nothing: a lost wake-up leaves it parked forever (a loom deadlock, a hang on real
+    /// threads). Capacity 1: the producer waits for room too, so both directions are in play.
+    pub fn receiver_sleeps_producer_waits_for_room() {
+        let q = queue(1);
+        let producer = {
+            let q = q.clone();
+            spawn(move || {
+                assert!(output_push(&q, 1));
+                assert!(output_push(&q, 2));
+            })
+        };
+        let got = [output_recv(&q), output_recv(&q)];
+        producer.join().unwrap();
+        assert_eq!(got, [Some(1), Some(2)], "R4.3: lost or reordered");
+        assert!(q.take().is_none(), "R4.3: a duplicate");
+    }
+
+    /// R4.3: the same with an async receiver: the waker registered by `poll_take` is woken.
+    pub fn async_receiver_is_woken() {
+        let q = queue(1);
+        let producer = {
+            let q = q.clone();
+            spawn(move || {
+                assert!(output_push(&q, 1));
+                assert!(output_push(&q, 2));
+            })
+        };
+        let got = block_on(async { [output_recv_async(&q).await, output_recv_async(&q).await] });
+        producer.join().unwrap();
+        assert_eq!(got, [Some(1), Some(2)], "R4.3: lost or reordered");
+    }
+
+    /// R8.1: a receiver asleep on an empty output ends when shutdown closes it, after taking what
+    /// was pushed before the close.
+    pub fn close_ends_a_sleeping_receiver() {
+        let q = queue(2);
+        let closer = {
+            let q = q.clone();
+            spawn(move || {
+                assert!(output_push(&q, 7));
+                q.close();
+            })
+        };
+        let got = [output_recv(&q), output_recv(&q)];
+        closer.join().unwrap();
+        assert_eq!(
+            got,
+            [Some(7), None],
+            "R8.1: the stream must end after what was queued"
+        );
+    }
+
+    /// R8.1: a producer waiting for room in a full `Block` output is released when the receiver
+    /// is dropped (its event is discarded), or when shutdown begins (its event is taken beyond
+    /// the bound and received after what was queued).
+    pub fn waiting_producer_is_released(drain: bool) {
+        let q = queue(1);
+        assert!(output_push(&q, 0));
+        let producer = {
+            let q = q.clone();
+            spawn(move || output_push(&q, 1))
+        };
+        if drain {
+            q.drain();
+        } else {
+            q.disconnect();
+        }
+        let queued = producer.join().unwrap();
+        assert_eq!(
+            queued, drain,
+            "R8.1: dropped receiver discards, drain takes"
+        );
+        if drain {
+            q.close();
+            let got = [output_recv(&q), output_recv(&q), output_recv(&q)];
+            assert_eq!(
+                got,
+                [Some(0), Some(1), None],
+                "R8.1: nothing accepted is lost"
+            );
+        }
     }
 }

@@ -154,3 +154,39 @@ fn r5_1_batch_meets_full_inbox_waits_whole() {
 fn r8_1_batch_races_close() {
     repeat("batch_races_close", scenarios::batch_races_close);
 }
+
+// R4.3
+#[test]
+fn r4_3_output_receiver_sleeps_producer_waits_for_room() {
+    repeat(
+        "output_receiver_sleeps_producer_waits_for_room",
+        loom_tests::output_scenarios::receiver_sleeps_producer_waits_for_room,
+    );
+}
+
+// R4.3
+#[test]
+fn r4_3_output_async_receiver_is_woken() {
+    repeat(
+        "output_async_receiver_is_woken",
+        loom_tests::output_scenarios::async_receiver_is_woken,
+    );
+}
+
+// R8.1
+#[test]
+fn r8_1_output_close_ends_a_sleeping_receiver() {
+    repeat(
+        "output_close_ends_a_sleeping_receiver",
+        loom_tests::output_scenarios::close_ends_a_sleeping_receiver,
+    );
+}
+
+// R8.1
+#[test]
+fn r8_1_output_waiting_producer_is_released() {
+    repeat("output_waiting_producer_is_released", || {
+        loom_tests::output_scenarios::waiting_producer_is_released(false);
+        loom_tests::output_scenarios::waiting_producer_is_released(true);
+    });
+}

@@ -60,9 +60,9 @@ pub fn register_idle(v: &mut Vec<Scenario>) {
 pub fn register_backpressure(v: &mut Vec<Scenario>) {
     v.push(absent("backpressure/flood".into(), 3));
 }
-/// `alloc/{route,send,send-batch,channel}`.
+/// `alloc/{route,send,send-batch,channel,output}`.
 pub fn register_alloc(v: &mut Vec<Scenario>) {
-    for p in ["route", "send", "send-batch", "channel"] {
+    for p in ["route", "send", "send-batch", "channel", "output"] {
         v.push(absent(format!("alloc/{p}"), 2));
     }
 }

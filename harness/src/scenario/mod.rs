@@ -209,6 +209,7 @@ mod tests {
             "alloc/send",
             "alloc/send-batch",
             "alloc/channel",
+            "alloc/output",
         ] {
             assert!(ids.contains(&want), "missing {want}");
         }

@@ -1,10 +1,13 @@
-//! `alloc/route`, `alloc/send`, `alloc/send-batch`, `alloc/channel`: allocations per event on the
-//! hot paths, counted by the global [`crate::alloc::CountingAlloc`] around a steady-state window.
+//! `alloc/route`, `alloc/send`, `alloc/send-batch`, `alloc/channel`, `alloc/output`: allocations
+//! per event on the hot paths, counted by the global [`crate::alloc::CountingAlloc`] around a
+//! steady-state window.
 //!
 //! Each scenario is a self-perpetuating loop (a routed chain; a `send_to` ping-pong between two
 //! contexts; a ping-pong of batches of `STREAM_BATCH` events, each context collecting what it
 //! receives into a reused vector and sending it on with `send_batch_to` once it holds a batch; the
-//! `send_to` ping-pong over two channels, one subscriber each). After `WARM` events the
+//! `send_to` ping-pong over two channels, one subscriber each; a routed chain that also emits every
+//! event to a channel's output, read by a thread of the harness: the output's push, the
+//! receiver's take and both sides' sleeps and wake-ups). After `WARM` events the
 //! measuring handler reads the process-wide allocation counter, after `WARM + M` more it reads it
 //! again and stops the loop. Every thread's allocations count, so an allocation the path causes
 //! anywhere (a sender, a receiver, a wake-up) is charged to it; the harness's own main thread
@@ -59,6 +62,13 @@ pub fn register_alloc(v: &mut Vec<Scenario>) {
         Family::Engine,
         |ctx| run(ctx, Path::Channel),
     ));
+    v.push(Scenario::new(
+        "alloc/output",
+        "allocations per emitted event in a steady-state routed chain emitting to an output read by another thread",
+        2,
+        Family::Engine,
+        |ctx| run(ctx, Path::Output),
+    ));
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +77,7 @@ enum Path {
     Send,
     SendBatch,
     Channel,
+    Output,
 }
 
 /// Events before the window opens.
@@ -91,6 +102,8 @@ enum Hop {
     Batch(ContextRef),
     /// Send it to this channel.
     Chan(Channel),
+    /// Route it, and emit it to this channel's output.
+    RouteEmit(Channel),
 }
 
 struct Looper {
@@ -173,6 +186,13 @@ impl Monitor<Ev> for Looper {
                             m.sh.fail(format!("channel send reached {k} receivers, expected 1"));
                         }
                     }
+                    Hop::RouteEmit(ch) => {
+                        cx.route(next);
+                        let k = cx.emit(ch, next);
+                        if k != 1 {
+                            m.sh.fail(format!("emit reached {k} outputs, expected 1"));
+                        }
+                    }
                 }
             },
         );
@@ -188,7 +208,7 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
     let window = ctx.mode.pick(20_000u64, 500_000, 5_000_000);
     out.param("warmup_events", WARM);
     out.param("window_steps", window);
-    let two = path != Path::Route;
+    let two = !matches!(path, Path::Route | Path::Output);
     let wait = if two {
         spin_or_park(ctx, 2)
     } else {
@@ -209,8 +229,26 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
         .contexts(two.then_some("b"))
         .start(&mut out, |c, contexts, sh| {
             let a = contexts[0];
+            if path == Path::Output {
+                let ch = c
+                    .channel("alloc-out")
+                    .map_err(|e| format!("channel: {e}"))?;
+                // The default output: bounded, `Block`; the reader drains it until shutdown.
+                let rx = c.output(ch);
+                let reader = std::thread::spawn(move || rx.iter().count() as u64);
+                c.load(Looper {
+                    hop: Hop::RouteEmit(ch),
+                    listen: None,
+                    measure: Some(measure),
+                    sh: sh.clone(),
+                    seen: seen_a.clone(),
+                    events_per_step: 1,
+                    batch: Vec::new(),
+                })?;
+                return Ok(Some(reader));
+            }
             let Some(&b) = contexts.get(1) else {
-                return Ok(c.load(Looper {
+                c.load(Looper {
                     hop: Hop::Route,
                     listen: None,
                     measure: Some(measure),
@@ -218,7 +256,8 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                     seen: seen_a.clone(),
                     events_per_step: 1,
                     batch: Vec::new(),
-                })?);
+                })?;
+                return Ok(None);
             };
             let (to_b, to_a, listen_a, listen_b) = if path == Path::Send {
                 (Hop::To(b), Hop::To(a), None, None)
@@ -250,9 +289,9 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
                     batch: Vec::with_capacity(STREAM_BATCH),
                 },
             )?;
-            Ok(())
+            Ok(None)
         });
-    let Some((run, ())) = started else {
+    let Some((run, reader)) = started else {
         return out;
     };
     let (c, sh) = (&run.c, &run.sh);
@@ -285,6 +324,13 @@ fn run(ctx: &RunCtx, path: Path) -> Outcome {
         sh.done.load(Ordering::Acquire) || sh.failure().is_some()
     });
     run.finish(&mut out);
+    if let Some(reader) = reader {
+        // The output's stream ended at shutdown: the reader has taken every emitted event.
+        match reader.join() {
+            Ok(n) => out.param("output_events_read", n),
+            Err(_) => out.fail("the output reader panicked"),
+        }
+    }
     out.placed(seen_a.placement("context a (main)", ctx.map.core_for(0)));
     if two {
         out.placed(seen_b.placement("context b", ctx.map.core_for(1)));
