@@ -187,6 +187,7 @@ impl<T> BatchReservation<'_, T> {
 
     /// Whether every reserved place is filled.
     #[inline]
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.left == 0
     }
