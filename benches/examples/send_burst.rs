@@ -7,49 +7,24 @@
 //!
 //! `cargo run --release -p correlator-benches --example send_burst -- 1000000`
 
-use correlator::{Channel, Correlator, WaitStrategy};
-use correlator_benches::{Counter, Ev, CHAIN_KIND};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use correlator_benches::{Ev, CHAIN_KIND};
 
 fn main() {
     let n: u64 = correlator_benches::arg(1, 1_000_000, "burst size: a positive integer").max(1);
-    let seen = Arc::new(AtomicU64::new(0));
-    let corr = Correlator::<Ev>::builder()
-        .wait_strategy(WaitStrategy::SpinYieldPark)
-        // One more place for the monitor's load entry, queued before the burst.
-        .inbox_capacity(n as usize + 1)
-        .external_time()
-        .build()
-        .expect("build");
-    corr.load(Counter {
-        channel: Channel::DEFAULT,
-        seen: seen.clone(),
-    })
-    .expect("load");
-    let input = corr.input();
-    let t0 = Instant::now();
-    for seq in 0..n {
-        input
-            .send_to(
-                corr.main(),
-                Ev {
-                    kind: CHAIN_KIND,
-                    seq,
-                    payload: 0,
-                },
-            )
-            .expect("send");
-    }
-    let sent = t0.elapsed();
-    let t1 = Instant::now();
-    corr.start();
-    let status = corr.shutdown().expect("shutdown");
-    let drained = t1.elapsed();
-    assert_eq!(seen.load(Ordering::Acquire), n, "events dispatched");
-    let received = status.context(corr.main()).map_or(0, |c| c.received);
-    assert!(received >= n, "events received: {received}");
+    let (sent, drained) = correlator_benches::burst(n, |input, main| {
+        for seq in 0..n {
+            input
+                .send_to(
+                    main,
+                    Ev {
+                        kind: CHAIN_KIND,
+                        seq,
+                        payload: 0,
+                    },
+                )
+                .expect("send");
+        }
+    });
     // Timings are printed for a quick look, never asserted (callgrind.sh counts instructions).
     let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
     println!(

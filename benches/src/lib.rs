@@ -9,9 +9,12 @@
 
 #![warn(missing_docs)]
 
-use correlator::{Channel, Event, Monitor, Pattern, Scope};
+use correlator::{
+    Channel, ContextRef, Correlator, Event, InputHandle, Monitor, Pattern, Scope, WaitStrategy,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The benchmark event: a kind (the listener key), a sequence number and a payload.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -181,4 +184,41 @@ pub fn wait_until(mut cond: impl FnMut() -> bool) {
             "benchmark wait timed out: an event was lost"
         );
     }
+}
+
+/// The skeleton of `send_burst` and `send_batch_burst`: builds a correlator whose `main` inbox
+/// holds the whole burst, loads a [`Counter`], hands `send` an input handle (by value: the send
+/// loops compile as they did inline, 104 instructions a send) to put `n` events of [`CHAIN_KIND`] into
+/// `main` before the correlator starts (nobody takes them meanwhile), then starts it, shuts it
+/// down and checks that all `n` were dispatched. Returns the time `send` took and the time from
+/// start to shutdown, for a quick look only (`scripts/callgrind.sh` counts instructions).
+///
+/// # Panics
+/// When an event was lost (a benchmark must not measure a broken run).
+pub fn burst(n: u64, send: impl FnOnce(InputHandle<Ev>, ContextRef)) -> (Duration, Duration) {
+    let seen = Arc::new(AtomicU64::new(0));
+    let corr = Correlator::<Ev>::builder()
+        .wait_strategy(WaitStrategy::SpinYieldPark)
+        // One more place for the monitor's load entry, queued before the burst.
+        .inbox_capacity(n as usize + 1)
+        .external_time()
+        .build()
+        .expect("build");
+    corr.load(Counter {
+        channel: Channel::DEFAULT,
+        seen: seen.clone(),
+    })
+    .expect("load");
+    let input = corr.input();
+    let t0 = Instant::now();
+    send(input, corr.main());
+    let sent = t0.elapsed();
+    let t1 = Instant::now();
+    corr.start();
+    let status = corr.shutdown().expect("shutdown");
+    let drained = t1.elapsed();
+    assert_eq!(seen.load(Ordering::Acquire), n, "events dispatched");
+    let received = status.context(corr.main()).map_or(0, |c| c.received);
+    assert!(received >= n, "events received: {received}");
+    (sent, drained)
 }
