@@ -94,6 +94,8 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 pinning: PinningPlan::none(),
                 max_contexts: DEFAULT_MAX_CONTEXTS,
                 status_interval: None,
+                #[cfg(feature = "metrics")]
+                metrics_interval: None,
                 tick_rate: Some(DEFAULT_TICK_RATE),
                 event_time: false,
                 release_batch: DEFAULT_RELEASE_BATCH,
@@ -166,6 +168,30 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// `interval` while the correlator runs (default: off).
     pub fn status_interval(mut self, interval: Duration) -> Self {
         self.config.status_interval = Some(interval);
+        self
+    }
+
+    /// Publishes the status to the `metrics` facade ([`metrics::export`](crate::metrics::export),
+    /// see [`crate::metrics`] for the names) every `interval` while the correlator runs, from a
+    /// helper thread that sleeps in between, and once more when it has shut down (default: off;
+    /// feature `metrics`). The metrics are described ([`metrics::describe`](crate::metrics::describe))
+    /// when the correlator starts. Install the recorder before `start()`.
+    ///
+    /// # Example
+    /// ```
+    /// # use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Tick;
+    /// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+    /// use std::time::Duration;
+    /// let c = Correlator::<Tick>::builder()
+    ///     .export_metrics(Duration::from_secs(5))
+    ///     .build()?;
+    /// c.start();
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn export_metrics(mut self, interval: Duration) -> Self {
+        self.config.metrics_interval = Some(interval);
         self
     }
 
@@ -326,6 +352,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             shared,
             main,
             status_logger: Mutex::new(None),
+            #[cfg(feature = "metrics")]
+            metrics_exporter: Mutex::new(None),
             clock: Mutex::new(None),
             shutdown: Mutex::new(None),
         })
@@ -378,6 +406,9 @@ pub struct Correlator<E: Event> {
     shared: Arc<Shared<E>>,
     main: ContextRef,
     status_logger: Mutex<Option<Periodic>>,
+    /// The `export_metrics` job.
+    #[cfg(feature = "metrics")]
+    metrics_exporter: Mutex<Option<Periodic>>,
     clock: Mutex<Option<Periodic>>,
     /// The result of the shutdown, once one ran; held while it runs, so that concurrent calls
     /// wait for it and report it.
@@ -567,6 +598,15 @@ impl<E: Event> Correlator<E> {
         if let Some(interval) = self.shared.config.status_interval {
             self.start_status_logger(interval);
         }
+        #[cfg(feature = "metrics")]
+        if let Some(interval) = self.shared.config.metrics_interval {
+            crate::metrics::describe();
+            let shared = self.shared.clone();
+            let exporter = Periodic::start("correlator-metrics", interval, move || {
+                crate::metrics::export(&status_of(&shared));
+            });
+            *sync::lock(&self.metrics_exporter) = exporter;
+        }
         if let Some(rate) = self.shared.config.tick_rate {
             self.start_clock(rate);
         }
@@ -689,6 +729,12 @@ impl<E: Event> Correlator<E> {
             logger.stop();
         }
         shared.shut_down.store(true, Ordering::Release);
+        #[cfg(feature = "metrics")]
+        if let Some(exporter) = sync::lock(&self.metrics_exporter).take() {
+            exporter.stop();
+            // The final figures, so that a scrape after shutdown sees everything processed.
+            crate::metrics::export(&self.status());
+        }
         match failed {
             Some(ctx) => Err(Error::ContextStopped(ctx)),
             None => Ok(self.status()),
