@@ -238,42 +238,32 @@ mod metrics_export {
         for ctx in &status.contexts {
             let id = ctx.context.unwrap().id().to_string();
             let l = [("context", ctx.name.as_str()), ("context_id", id.as_str())];
-            assert_eq!(rec.counter("correlator_processed_total", &l), ctx.processed);
-            assert_eq!(rec.counter("correlator_routed_total", &l), ctx.routed);
-            assert_eq!(rec.counter("correlator_sent_total", &l), ctx.sent);
-            assert_eq!(rec.counter("correlator_received_total", &l), ctx.received);
-            assert_eq!(
-                rec.counter("correlator_late_events_total", &l),
-                ctx.late_events
-            );
-            assert_eq!(
-                rec.counter("correlator_blocked_ns_total", &l),
-                ctx.blocked_ns
-            );
-            assert_eq!(
-                rec.counter("correlator_output_blocked_ns_total", &l),
-                ctx.output_blocked_ns
-            );
-            assert_eq!(
-                rec.counter("correlator_output_drops_total", &l),
-                ctx.output_drops
-            );
-            assert_eq!(
-                rec.counter("correlator_handler_panics_total", &l),
-                ctx.handler_panics
-            );
-            assert_eq!(
-                rec.counter("correlator_events_dropped_by_panic_total", &l),
-                ctx.events_dropped_by_panic
-            );
-            assert_eq!(rec.counter("correlator_overruns_total", &l), ctx.overruns);
-            assert_eq!(rec.gauge("correlator_listeners", &l), ctx.listeners as f64);
-            assert_eq!(rec.gauge("correlator_instances", &l), ctx.instances as f64);
-            assert_eq!(
-                rec.gauge("correlator_max_route_depth", &l),
-                ctx.max_route_depth as f64
-            );
-            assert_eq!(rec.gauge("correlator_inbox_len", &l), ctx.inbox_len as f64);
+            for (metric, want) in [
+                ("correlator_processed_total", ctx.processed),
+                ("correlator_routed_total", ctx.routed),
+                ("correlator_sent_total", ctx.sent),
+                ("correlator_received_total", ctx.received),
+                ("correlator_late_events_total", ctx.late_events),
+                ("correlator_blocked_ns_total", ctx.blocked_ns),
+                ("correlator_output_blocked_ns_total", ctx.output_blocked_ns),
+                ("correlator_output_drops_total", ctx.output_drops),
+                ("correlator_handler_panics_total", ctx.handler_panics),
+                (
+                    "correlator_events_dropped_by_panic_total",
+                    ctx.events_dropped_by_panic,
+                ),
+                ("correlator_overruns_total", ctx.overruns),
+            ] {
+                assert_eq!(rec.counter(metric, &l), want, "{metric} {l:?}");
+            }
+            for (metric, want) in [
+                ("correlator_listeners", ctx.listeners),
+                ("correlator_instances", ctx.instances),
+                ("correlator_max_route_depth", ctx.max_route_depth),
+                ("correlator_inbox_len", ctx.inbox_len),
+            ] {
+                assert_eq!(rec.gauge(metric, &l), want as f64, "{metric} {l:?}");
+            }
             assert_eq!(
                 rec.gauge("correlator_context_stopped", &l),
                 f64::from(u8::from(ctx.stopped))
