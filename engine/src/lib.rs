@@ -99,6 +99,8 @@ mod output;
 mod pattern;
 mod pool;
 mod registry;
+#[cfg(feature = "async")]
+mod send_future;
 mod state;
 mod status;
 mod sync;
@@ -149,7 +151,7 @@ pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use expr::{at, not, wait, Expr, Match};
-pub use handle::InputHandle;
+pub use handle::{InputHandle, SharedInput};
 pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
