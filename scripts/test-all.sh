@@ -37,7 +37,8 @@ stage "nats-server (install if absent)" scripts/nats-server.sh install
 stage "tests (workspace: unit, integration, doc)" cargo test --workspace --release
 # The release run skips `debug_assert!`: run the engine's tests once more with them on.
 stage "engine tests with debug assertions" cargo test -p correlator
-# No crate of the workspace turns the engine's `async` feature on: its receivers' tests run here.
+# The harness turns the engine's `async` feature on in the workspace build; the engine alone
+# (`-p correlator`) builds without it, so its receivers' tests run here with it.
 stage "engine outputs with the async feature" cargo test -p correlator --release --features async --test outputs
 stage "engine status export with the serde and metrics features" \
   cargo test -p correlator --release --features serde,metrics --lib --test status_export
