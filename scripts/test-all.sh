@@ -3,8 +3,9 @@
 #   format, lints and docs of the whole workspace; unit, integration and doc tests of every crate
 #   (engine behaviour, differential property tests, reliability and stress tests, harness unit and
 #   end-to-end tests, loom scenarios on real threads), and the engine's again in a debug build (its
-#   debug assertions); the engine's outputs with its `async` feature; its status export with
-#   its `serde` and `metrics` features (and clippy and docs with all its features); benches in test mode; the
+#   debug assertions); the engine's outputs, async sends and tokio example with its `async`
+#   feature; its status export with its `serde` and `metrics` features (and clippy and docs with
+#   all its features); benches in test mode; the
 #   seed example; the NATS connector against a real nats-server (installed if absent) and its
 #   two-process example; the harness smoke run; the loom models; miri on the inbox and route
 #   stack; ThreadSanitizer on the stress tests.
@@ -38,8 +39,11 @@ stage "tests (workspace: unit, integration, doc)" cargo test --workspace --relea
 # The release run skips `debug_assert!`: run the engine's tests once more with them on.
 stage "engine tests with debug assertions" cargo test -p correlator
 # The harness turns the engine's `async` feature on in the workspace build; the engine alone
-# (`-p correlator`) builds without it, so its receivers' tests run here with it.
-stage "engine outputs with the async feature" cargo test -p correlator --release --features async --test outputs
+# (`-p correlator`) builds without it, so its receivers' tests, the async sends, `SharedInput`,
+# `shutdown_async` and the tokio service (both runtime flavours) run here with it.
+stage "engine outputs and async sends with the async feature" cargo test -p correlator --release \
+  --features async --lib --test outputs --test async_send --test async_service
+stage "tokio service example" cargo run -q --release -p correlator --features async --example tokio_service
 stage "engine status export with the serde and metrics features" \
   cargo test -p correlator --release --features serde,metrics --lib --test status_export
 stage "benches (test mode)" cargo bench -p correlator-benches -- --test

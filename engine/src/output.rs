@@ -29,7 +29,8 @@
 //!   waiter it takes from the list. (Loom regards `SeqCst` accesses as `AcqRel`; the shim's
 //!   `seq_cst_order` gives its models the same order with a fence, and is nothing here.)
 //! - A `Block` producer finding the ring full adds its thread to the room list, sets
-//!   `ROOM_WAITERS`, re-checks for room and parks. The receiver, after every take, reads `state`:
+//!   `ROOM_WAITERS`, re-checks for room and parks (an async channel send adds its task's waker
+//!   instead, once per waker, and returns `Pending`: [`OutputQueue::poll_room`]). The receiver, after every take, reads `state`:
 //!   if producers wait, it clears the flag and unparks every thread of the list. A producer that
 //!   registered after the list was taken set the flag after the take, so its re-check sees the room.
 //!
