@@ -3,7 +3,9 @@
 #   format, lints and docs of the whole workspace; unit, integration and doc tests of every crate
 #   (engine behaviour, differential property tests, reliability and stress tests, harness unit and
 #   end-to-end tests, loom scenarios on real threads), and the engine's again in a debug build (its
-#   debug assertions); the engine's outputs with its `async` feature; benches in test mode; the
+#   debug assertions); the engine's outputs, async sends and tokio example with its `async`
+#   feature; its status export with its `serde` and `metrics` features (and clippy and docs with
+#   all its features); benches in test mode; the
 #   seed example; the NATS connector against a real nats-server (installed if absent) and its
 #   two-process example; the harness smoke run; the loom models; miri on the inbox and route
 #   stack; ThreadSanitizer on the stress tests.
@@ -26,14 +28,24 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 stage "format" cargo fmt --all --check
 stage "clippy (workspace, all targets)" cargo clippy --workspace --all-targets -- -D warnings
 stage "docs (warnings are errors)" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+# No crate of the workspace turns on the engine's `serde` and `metrics` features: lint and
+# document the engine once with every feature on.
+stage "clippy (engine, all features)" cargo clippy -p correlator --all-targets --all-features -- -D warnings
+stage "docs (engine, all features)" env RUSTDOCFLAGS="-D warnings" cargo doc -p correlator --no-deps --all-features
 # The NATS connector's tests and the harness's nats/loopback run against a real nats-server
 # (Debian package), installed here if absent; each test starts and stops its own server.
 stage "nats-server (install if absent)" scripts/nats-server.sh install
 stage "tests (workspace: unit, integration, doc)" cargo test --workspace --release
 # The release run skips `debug_assert!`: run the engine's tests once more with them on.
 stage "engine tests with debug assertions" cargo test -p correlator
-# No crate of the workspace turns the engine's `async` feature on: its receivers' tests run here.
-stage "engine outputs with the async feature" cargo test -p correlator --release --features async --test outputs
+# The harness turns the engine's `async` feature on in the workspace build; the engine alone
+# (`-p correlator`) builds without it, so its receivers' tests, the async sends, `SharedInput`,
+# `shutdown_async` and the tokio service (both runtime flavours) run here with it.
+stage "engine outputs and async sends with the async feature" cargo test -p correlator --release \
+  --features async --lib --test outputs --test async_send --test async_service
+stage "tokio service example" cargo run -q --release -p correlator --features async --example tokio_service
+stage "engine status export with the serde and metrics features" \
+  cargo test -p correlator --release --features serde,metrics --lib --test status_export
 stage "benches (test mode)" cargo bench -p correlator-benches -- --test
 stage "seed example" bash -c '
   out=$(cargo run -q --release -p correlator --example seed_order)

@@ -94,6 +94,8 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 pinning: PinningPlan::none(),
                 max_contexts: DEFAULT_MAX_CONTEXTS,
                 status_interval: None,
+                #[cfg(feature = "metrics")]
+                metrics_interval: None,
                 tick_rate: Some(DEFAULT_TICK_RATE),
                 event_time: false,
                 release_batch: DEFAULT_RELEASE_BATCH,
@@ -166,6 +168,30 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// `interval` while the correlator runs (default: off).
     pub fn status_interval(mut self, interval: Duration) -> Self {
         self.config.status_interval = Some(interval);
+        self
+    }
+
+    /// Publishes the status to the `metrics` facade ([`metrics::export`](crate::metrics::export),
+    /// see [`crate::metrics`] for the names) every `interval` while the correlator runs, from a
+    /// helper thread that sleeps in between, and once more when it has shut down (default: off;
+    /// feature `metrics`). The metrics are described ([`metrics::describe`](crate::metrics::describe))
+    /// when the correlator starts. Install the recorder before `start()`.
+    ///
+    /// # Example
+    /// ```
+    /// # use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Tick;
+    /// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+    /// use std::time::Duration;
+    /// let c = Correlator::<Tick>::builder()
+    ///     .export_metrics(Duration::from_secs(5))
+    ///     .build()?;
+    /// c.start();
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn export_metrics(mut self, interval: Duration) -> Self {
+        self.config.metrics_interval = Some(interval);
         self
     }
 
@@ -326,6 +352,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             shared,
             main,
             status_logger: Mutex::new(None),
+            #[cfg(feature = "metrics")]
+            metrics_exporter: Mutex::new(None),
             clock: Mutex::new(None),
             shutdown: Mutex::new(None),
         })
@@ -378,6 +406,9 @@ pub struct Correlator<E: Event> {
     shared: Arc<Shared<E>>,
     main: ContextRef,
     status_logger: Mutex<Option<Periodic>>,
+    /// The `export_metrics` job.
+    #[cfg(feature = "metrics")]
+    metrics_exporter: Mutex<Option<Periodic>>,
     clock: Mutex<Option<Periodic>>,
     /// The result of the shutdown, once one ran; held while it runs, so that concurrent calls
     /// wait for it and report it.
@@ -554,6 +585,12 @@ impl<E: Event> Correlator<E> {
         InputHandle::new(Links::new(self.shared.clone(), None, NoPlaces))
     }
 
+    /// A new [`SharedInput`](crate::SharedInput): one sender for the FIFO rule (R2.3), that is
+    /// `Send + Sync + Clone` (its clones are the same sender).
+    pub fn shared_input(&self) -> crate::SharedInput<E> {
+        self.input().into_shared()
+    }
+
     /// Lets the contexts take their inboxes. Until then, input and loaded monitors wait in order, so
     /// that a recorded stream can be queued and replayed deterministically. Calling it again does
     /// nothing.
@@ -566,6 +603,15 @@ impl<E: Event> Correlator<E> {
         }
         if let Some(interval) = self.shared.config.status_interval {
             self.start_status_logger(interval);
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(interval) = self.shared.config.metrics_interval {
+            crate::metrics::describe();
+            let shared = self.shared.clone();
+            let exporter = Periodic::start("correlator-metrics", interval, move || {
+                crate::metrics::export(&status_of(&shared));
+            });
+            *sync::lock(&self.metrics_exporter) = exporter;
         }
         if let Some(rate) = self.shared.config.tick_rate {
             self.start_clock(rate);
@@ -647,6 +693,57 @@ impl<E: Event> Correlator<E> {
         r
     }
 
+    /// [`shutdown`](Self::shutdown) for async code: a future that completes with its result
+    /// without blocking the executor's thread. The shutdown (which waits for every context to
+    /// process what it accepted and joins their threads) runs on a thread of its own, started
+    /// here, that completes the future; no runtime is needed, any executor drives it, a
+    /// `current_thread` one included. Dropping the future does not stop the shutdown: it goes on
+    /// to the end on its thread.
+    ///
+    /// Keep reading the outputs while it runs, or not: as with `shutdown`, an output read only
+    /// after it completes gets everything, in order.
+    ///
+    /// # Errors
+    /// As [`shutdown`](Self::shutdown). Called on a context's own thread it completes at once
+    /// with [`Error::ShutdownFromContext`] (and the correlator, moved into the call, is dropped,
+    /// which leaves the contexts running: see [`Drop`](#impl-Drop-for-Correlator%3CE%3E)). If the
+    /// thread cannot be started, the shutdown runs in the first poll instead.
+    ///
+    /// # Example
+    /// ```
+    /// use correlator::{Correlator, Event};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Tick;
+    /// impl Event for Tick {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    ///
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     struct Unpark(std::thread::Thread);
+    /// #     impl std::task::Wake for Unpark {
+    /// #         fn wake(self: std::sync::Arc<Self>) { self.0.unpark() }
+    /// #     }
+    /// #     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #         std::thread::park();
+    /// #     }
+    /// # }
+    /// let c = Correlator::<Tick>::builder().build()?;
+    /// c.start();
+    /// let status = block_on(c.shutdown_async())?;
+    /// println!("{status:?}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "async")]
+    pub fn shutdown_async(self) -> impl std::future::Future<Output = Result<Status, Error>> + Send {
+        ShutdownFuture::start(self)
+    }
+
     /// The shutdown itself (see the module docs); called once.
     fn shut_down_now(&self) -> Result<Status, Error> {
         let shared = &self.shared;
@@ -689,6 +786,12 @@ impl<E: Event> Correlator<E> {
             logger.stop();
         }
         shared.shut_down.store(true, Ordering::Release);
+        #[cfg(feature = "metrics")]
+        if let Some(exporter) = sync::lock(&self.metrics_exporter).take() {
+            exporter.stop();
+            // The final figures, so that a scrape after shutdown sees everything processed.
+            crate::metrics::export(&self.status());
+        }
         match failed {
             Some(ctx) => Err(Error::ContextStopped(ctx)),
             None => Ok(self.status()),
@@ -816,6 +919,91 @@ mod tests {
                     let b = last(second(first(Correlator::builder())));
                     assert_eq!(&clock(&b), expect);
                 }
+            }
+        }
+    }
+}
+
+/// The one-shot the shutdown thread of [`Correlator::shutdown_async`] completes: its result, and
+/// the waker of the task that waits for it.
+#[cfg(feature = "async")]
+#[derive(Default)]
+struct ShutdownSlot {
+    result: Option<Result<Status, Error>>,
+    waker: Option<std::task::Waker>,
+}
+
+/// The future of [`Correlator::shutdown_async`].
+#[cfg(feature = "async")]
+enum ShutdownFuture<E: Event> {
+    /// The shutdown runs on its thread, which fills the slot and wakes the task.
+    Running(crate::sync::StdArc<crate::sync::StdMutex<ShutdownSlot>>),
+    /// It could not run elsewhere: it runs at the first poll (on a context's thread it returns
+    /// at once).
+    Here(Option<Box<Correlator<E>>>),
+}
+
+#[cfg(feature = "async")]
+impl<E: Event> ShutdownFuture<E> {
+    fn start(c: Correlator<E>) -> Self {
+        if c.shared.context_of_current_thread().is_some() {
+            return Self::Here(Some(Box::new(c)));
+        }
+        let slot = crate::sync::StdArc::new(crate::sync::StdMutex::new(ShutdownSlot::default()));
+        let done = slot.clone();
+        let moved = std::sync::Arc::new(crate::sync::StdMutex::new(Some(c)));
+        let back = moved.clone();
+        let spawned = std::thread::Builder::new()
+            .name("correlator-shutdown".into())
+            .spawn(move || {
+                let Some(c) = sync::lock_std(&moved).take() else {
+                    return;
+                };
+                let r = c.shutdown();
+                drop(c);
+                let waker = {
+                    let mut s = sync::lock_std(&done);
+                    s.result = Some(r);
+                    s.waker.take()
+                };
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            });
+        match spawned {
+            Ok(_) => Self::Running(slot),
+            Err(_) => Self::Here(sync::lock_std(&back).take().map(Box::new)),
+        }
+    }
+}
+
+#[cfg(feature = "async")]
+impl<E: Event> std::future::Future for ShutdownFuture<E> {
+    type Output = Result<Status, Error>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Running(slot) => {
+                let mut s = sync::lock_std(slot);
+                match s.result.take() {
+                    Some(r) => std::task::Poll::Ready(r),
+                    None => {
+                        match &mut s.waker {
+                            Some(w) if w.will_wake(cx.waker()) => {}
+                            w => *w = Some(cx.waker().clone()),
+                        }
+                        std::task::Poll::Pending
+                    }
+                }
+            }
+            Self::Here(c) => {
+                let Some(c) = c.take() else {
+                    panic!("the shutdown future polled after it completed");
+                };
+                std::task::Poll::Ready(c.shutdown())
             }
         }
     }

@@ -4,17 +4,25 @@
 //! `deliver`.
 
 use std::cell::RefCell;
+#[cfg(feature = "async")]
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::channel::Channel;
-use crate::deliver::{kind_to_error, Links, NoPlaces, Wait};
+use crate::deliver::{kind_to_error, send_as_context, ChannelTry, Links, NoPlaces, TrySend, Wait};
 use crate::entry::Entry;
 use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
+use crate::inbox::{RoomWait, Sender};
 use crate::monitor::{load_instance, Monitor};
-use crate::sync::Ordering;
+use crate::sync::{self, Ordering, StdArc, StdMutex};
 use crate::time::Time;
+#[cfg(feature = "async")]
+use crate::{
+    deliver::RoomRegistration,
+    send_future::{SendBatchTo, SendChannel, SendTo},
+};
 
 /// Feeds events into the correlator from the service's own threads.
 ///
@@ -27,7 +35,10 @@ use crate::time::Time;
 /// Three ways to send (R5.3): blocking (`send_to`, `send`) waits for room; `try_*` returns
 /// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to
 /// a bound and then returns [`SendErrorKind::Timeout`](crate::SendErrorKind::Timeout) with the event.
-/// A refused send keeps nothing of the event: it all comes back in the error.
+/// A refused send keeps nothing of the event: it all comes back in the error. With the `async`
+/// feature, `send_to_async`, `send_batch_to_async` and `send_async` wait for room as futures,
+/// without blocking the executor's thread. For one handle shared by many threads or tasks, see
+/// [`SharedInput`].
 ///
 /// A handle used inside a handler (on a context's own thread) waits for room as that context
 /// does: where waiting would close a cycle of contexts waiting on full inboxes (its own inbox is
@@ -35,7 +46,7 @@ use crate::time::Time;
 /// handler's own full inbox does not hang. [`Scope::send_to`](crate::Scope::send_to) is still the
 /// better way there: it is the context's own sender (R2.3) and keeps working during shutdown.
 pub struct InputHandle<E: Event> {
-    links: RefCell<Links<E>>,
+    pub(crate) links: RefCell<Links<E>>,
 }
 
 impl<E: Event> InputHandle<E> {
@@ -396,5 +407,322 @@ impl<E: Event> Clone for InputHandle<E> {
     fn clone(&self) -> Self {
         let shared = self.links.borrow().shared().clone();
         Self::new(Links::new(shared, None, NoPlaces))
+    }
+}
+
+#[cfg(feature = "async")]
+impl<E: Event> InputHandle<E> {
+    /// Appends `event` to `ctx`'s inbox, waiting for room without blocking the thread: a future
+    /// for any executor (no runtime dependency). When the inbox is full the task's waker joins the
+    /// inbox's room-waiter list, as a parked thread would, and the task is woken when the context
+    /// frees places (R5.1). Same results as [`send_to`](Self::send_to); per-sender FIFO (R2.3)
+    /// holds with this handle's other sends (the future borrows the handle mutably, so the next
+    /// send starts after this one ends).
+    ///
+    /// The future is `Send` and holds no place in the inbox while it waits. Dropping it before it
+    /// completes (a timeout, a `select!` that took another branch) cancels the send: the event
+    /// is dropped with it, nothing was sent, and its waker leaves the waiter list.
+    ///
+    /// Inside a handler (on a context's own thread) there is no executor to yield to: the future
+    /// then waits as [`send_to`](Self::send_to) does there (beyond capacity where waiting would
+    /// close a cycle of contexts, R5.2) and completes at its first poll.
+    ///
+    /// # Errors
+    /// As [`send_to`](Self::send_to): `Closed` once shutdown began (also while waiting: R8.1),
+    /// `ContextStopped`, `UnknownContext`, `FullBeforeStart`. The event comes back in the error.
+    ///
+    /// # Example
+    /// ```
+    /// use correlator::{Correlator, Event};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Tick(u32);
+    /// impl Event for Tick {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    ///
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     struct Unpark(std::thread::Thread);
+    /// #     impl std::task::Wake for Unpark {
+    /// #         fn wake(self: std::sync::Arc<Self>) { self.0.unpark() }
+    /// #     }
+    /// #     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #         std::thread::park();
+    /// #     }
+    /// # }
+    /// let c = Correlator::<Tick>::builder().inbox_capacity(4).build()?;
+    /// let mut input = c.input();
+    /// c.start();
+    /// block_on(async {
+    ///     for i in 0..100 {
+    ///         input.send_to_async(c.main(), Tick(i)).await?;
+    ///     }
+    ///     Ok::<(), correlator::SendError<Tick>>(())
+    /// })?;
+    /// c.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn send_to_async(
+        &mut self,
+        ctx: ContextRef,
+        event: E,
+    ) -> impl Future<Output = Result<(), SendError<E>>> + Send + '_ {
+        SendTo {
+            links: self,
+            to: ctx,
+            event: Some(event),
+            room: RoomRegistration::new(),
+        }
+    }
+
+    /// [`send_batch_to`](Self::send_batch_to) as a future: sends as many events of `events` as
+    /// there is room for at once, and waits for room as [`send_to_async`](Self::send_to_async)
+    /// does when there is none. Dropped before it completes, it has sent the events no longer in
+    /// `events` (in order) and none of the others.
+    ///
+    /// # Errors
+    /// As [`send_batch_to`](Self::send_batch_to): the error says how many were sent; the others
+    /// are still in `events`.
+    pub fn send_batch_to_async<'a>(
+        &'a mut self,
+        ctx: ContextRef,
+        events: &'a mut Vec<E>,
+    ) -> impl Future<Output = Result<(), SendBatchError>> + Send + 'a {
+        SendBatchTo {
+            links: self,
+            to: ctx,
+            events,
+            sent: 0,
+            room: RoomRegistration::new(),
+        }
+    }
+
+    /// Sends `event` to `channel` as a future: the same deliveries and result as
+    /// [`send`](Self::send), waiting for room without blocking the thread. Each try is
+    /// all-or-nothing like [`try_send`](Self::try_send): when a subscriber's inbox or a
+    /// [`Block`](crate::Overflow::Block) output is full, nothing is delivered, the task waits for
+    /// room there (registered, holding no place) and tries the whole send again. Dropped before it
+    /// completes, nothing was delivered.
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began; `FullBeforeStart` when a subscriber's inbox is full and the
+    /// correlator was never started; `ContextStopped` when a subscriber stopped (as
+    /// [`try_send`](Self::try_send)).
+    pub fn send_async(
+        &mut self,
+        channel: Channel,
+        event: E,
+    ) -> impl Future<Output = Result<usize, SendError<E>>> + Send + '_ {
+        SendChannel {
+            links: self,
+            channel,
+            event: Some(event),
+            room: RoomRegistration::new(),
+        }
+    }
+}
+
+impl<E: Event> InputHandle<E> {
+    /// Turns this handle into a [`SharedInput`]: the same sender (R2.3), now `Sync` and `Clone`
+    /// for use behind `&` from many tasks or threads.
+    pub fn into_shared(self) -> SharedInput<E> {
+        SharedInput {
+            links: StdArc::new(StdMutex::new(self.links.into_inner())),
+        }
+    }
+}
+
+/// An input handle that is `Send + Sync + Clone`: for services that keep one handle in shared
+/// state (an `Arc` in a server's state, a `static`) and send from many tasks or threads. Made by
+/// [`InputHandle::into_shared`] or [`Correlator::shared_input`](crate::Correlator::shared_input).
+///
+/// It is **one sender** for the per-sender FIFO rule (R2.3), clones included: every send through
+/// it or through any of its clones takes its lock for the reservation and commit, and sends are
+/// ordered as they took the lock. So two sends from one task or thread keep their order, and a send
+/// that completed before another began comes before it. For independent senders (no order between
+/// them, no lock shared), use one [`InputHandle`] per thread or task instead.
+///
+/// The lock is held only while a place is reserved and the entry committed, never while a send
+/// waits for room (a blocking send parks and an async send is pending without it), so a full inbox
+/// does not stop the other users of the handle from sending elsewhere. The exception is a blocking
+/// channel send inside a handler (a context's own thread), which waits as that context does while
+/// it holds the lock; in handlers, prefer [`Scope`](crate::Scope)'s sends.
+///
+/// # Example
+/// ```
+/// use correlator::{Correlator, Event};
+///
+/// #[derive(Clone, Debug)]
+/// struct Tick(u32);
+/// impl Event for Tick {
+///     type Kind = ();
+///     fn kind(&self) {}
+/// }
+///
+/// let c = Correlator::<Tick>::builder().build()?;
+/// let input = c.shared_input();
+/// c.start();
+/// std::thread::scope(|s| {
+///     for t in 0..4 {
+///         let input = &input;
+///         let main = c.main();
+///         s.spawn(move || input.send_to(main, Tick(t)).unwrap());
+///     }
+/// });
+/// c.shutdown()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct SharedInput<E: Event> {
+    pub(crate) links: StdArc<StdMutex<Links<E>>>,
+}
+
+impl<E: Event> Clone for SharedInput<E> {
+    /// The same sender (see the type's docs), not a new one: use
+    /// [`Correlator::input`](crate::Correlator::input) for that.
+    fn clone(&self) -> Self {
+        Self {
+            links: self.links.clone(),
+        }
+    }
+}
+
+impl<E: Event> std::fmt::Debug for SharedInput<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedInput").finish_non_exhaustive()
+    }
+}
+
+impl<E: Event> SharedInput<E> {
+    /// Appends `event` to `ctx`'s inbox, waiting for room if it is full (without the lock).
+    ///
+    /// # Errors
+    /// As [`InputHandle::send_to`].
+    pub fn send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
+        let mut event = event;
+        loop {
+            let step = sync::lock_std(&self.links).try_send_or_full(ctx, event);
+            let (target, e) = match step {
+                TrySend::Sent => return Ok(()),
+                TrySend::Refused(e) => return Err(e),
+                TrySend::Full(target, e) => (target, e),
+            };
+            let context = {
+                let links = sync::lock_std(&self.links);
+                let shared = links.shared();
+                shared
+                    .context_of_current_thread()
+                    .map(|me| (me, shared.clone()))
+            };
+            if let Some((me, shared)) = context {
+                return send_as_context(&shared, me, &target, e);
+            }
+            // Closed: the next try says why.
+            let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);
+            event = e;
+        }
+    }
+
+    /// Appends `event` to `ctx`'s inbox if there is room now.
+    ///
+    /// # Errors
+    /// As [`InputHandle::try_send_to`].
+    pub fn try_send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
+        sync::lock_std(&self.links).send_to(ctx, event, Wait::Never)
+    }
+
+    /// Sends `event` to `channel`, waiting for room (without the lock) where a subscriber's inbox
+    /// or a [`Block`](crate::Overflow::Block) output is full. Each try is all-or-nothing like
+    /// [`InputHandle::try_send`]; returns how many received it (0: dropped and counted, R4.5).
+    ///
+    /// # Errors
+    /// `Closed` once shutdown began; `FullBeforeStart` when a subscriber's inbox is full and the
+    /// correlator was never started; `ContextStopped` when a subscriber stopped.
+    pub fn send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
+        let mut event = event;
+        loop {
+            let step = sync::lock_std(&self.links).try_send_channel_or_full(channel, event);
+            match step {
+                ChannelTry::Sent(n) => return Ok(n),
+                ChannelTry::Refused(e) => return Err(e),
+                ChannelTry::Retry(e) => event = e,
+                ChannelTry::FullOutput(q, e) => {
+                    q.wait_for_room(None);
+                    event = e;
+                }
+                ChannelTry::FullInbox(target, e) => {
+                    let mut links = sync::lock_std(&self.links);
+                    if links.shared().context_of_current_thread().is_some() {
+                        // See the type's docs: waits as the context, holding the lock.
+                        return Ok(links.send_channel(channel, e, Wait::Block, true).total());
+                    }
+                    drop(links);
+                    let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);
+                    event = e;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "async")]
+impl<E: Event> SharedInput<E> {
+    /// [`InputHandle::send_to_async`] through the shared handle: takes `&self`, and the future is
+    /// `Send`. The lock is held for each try only, never while the future is pending.
+    ///
+    /// # Errors
+    /// As [`InputHandle::send_to_async`].
+    pub fn send_to_async(
+        &self,
+        ctx: ContextRef,
+        event: E,
+    ) -> impl Future<Output = Result<(), SendError<E>>> + Send + '_ {
+        SendTo {
+            links: self,
+            to: ctx,
+            event: Some(event),
+            room: RoomRegistration::new(),
+        }
+    }
+
+    /// [`InputHandle::send_batch_to_async`] through the shared handle. Other sends through the
+    /// handle may come between the batch's parts when it waits for room (each part is one try
+    /// under the lock); the batch's own events keep their order.
+    ///
+    /// # Errors
+    /// As [`InputHandle::send_batch_to_async`].
+    pub fn send_batch_to_async<'a>(
+        &'a self,
+        ctx: ContextRef,
+        events: &'a mut Vec<E>,
+    ) -> impl Future<Output = Result<(), SendBatchError>> + Send + 'a {
+        SendBatchTo {
+            links: self,
+            to: ctx,
+            events,
+            sent: 0,
+            room: RoomRegistration::new(),
+        }
+    }
+
+    /// [`InputHandle::send_async`] through the shared handle.
+    ///
+    /// # Errors
+    /// As [`InputHandle::send_async`].
+    pub fn send_async(
+        &self,
+        channel: Channel,
+        event: E,
+    ) -> impl Future<Output = Result<usize, SendError<E>>> + Send + '_ {
+        SendChannel {
+            links: self,
+            channel,
+            event: Some(event),
+            room: RoomRegistration::new(),
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Context references: [`ContextRef`], the id every other module names a context by (SPEC R1.2).
 //!
 //! A leaf: owns the reference's one-word layout (`id | correlator_tag << 32`); imports nothing
-//! from the engine.
+//! from the engine. With the `serde` feature a reference is written as its two parts,
+//! `{"id": 3, "correlator": 1}`, not as the packed word, so that readers need not know the layout.
 
 use std::fmt;
 
@@ -47,6 +48,38 @@ impl ContextRef {
     #[inline(always)]
     pub(crate) fn word(self) -> u64 {
         self.word
+    }
+}
+
+/// A reference as its two parts (the `serde` feature).
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename = "ContextRef")]
+struct ContextRefParts {
+    id: u32,
+    correlator: u32,
+}
+
+/// Written as `{"id": .., "correlator": ..}`.
+#[cfg(feature = "serde")]
+impl serde::Serialize for ContextRef {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        ContextRefParts {
+            id: self.id(),
+            correlator: self.correlator(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Read back from `{"id": .., "correlator": ..}`. A reference read back names the same context
+/// of the same correlator while that correlator lives in this process; one of another
+/// correlator (or process) is refused by sends with `UnknownContext`, as usual.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for ContextRef {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let parts = ContextRefParts::deserialize(deserializer)?;
+        Ok(Self::new(parts.correlator, parts.id))
     }
 }
 

@@ -81,12 +81,24 @@
 //! then reads-and-clears the flag with a read-modify-write. Whichever of the two read-modify-writes
 //! comes second sees the other's work.
 //!
+//! **Async senders** (the `async` feature's futures) join the same list: a waiter is a parked thread
+//! or a task's [`Waker`], and a task follows the same steps (register, set `ROOM_WAITERS`, re-check)
+//! in [`Inbox::poll_room`], returning `Pending` instead of parking. A task registers *once* per
+//! wait: its entry carries an id ([`RoomTicket`]), a later poll before the wake-up updates the
+//! entry's waker in place, and a future dropped while registered removes its entry
+//! ([`Inbox::cancel_room_wait`]), so a send cancelled again and again (a timeout around it) leaves
+//! nothing behind. No task holds a reservation while it is pending. Waking takes the whole list
+//! out under the lock by swapping it with a spare buffer, wakes outside the lock (a waker runs the
+//! executor's code) and keeps the buffer as the next spare: no allocation per park or wake once the
+//! two buffers have grown to the most waiters seen.
+//!
 //! Owns the queue, its reservations and its sleep/wake protocol. May import `sync` only. Private
 //! unless the `internals` feature exposes it.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::mem::MaybeUninit;
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
@@ -424,9 +436,42 @@ pub struct Inbox<T> {
     /// a sender only after its reservation CAS observed `SLEEPING` (which orders the read after the
     /// write).
     consumer_thread: UnsafeCell<Option<Thread>>,
-    /// Senders parked waiting for room; touched only on that slow path.
-    room_waiters: Mutex<Vec<Thread>>,
+    /// Senders (threads and tasks) waiting for room; touched only on that slow path.
+    room_waiters: Mutex<RoomWaiters>,
 }
+
+/// One sender waiting for room: a parked thread or an async task.
+#[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
+enum RoomWaiter {
+    Thread(Thread),
+    /// A task's waker, with the id of its registration (see [`RoomTicket`]).
+    Task(u64, Waker),
+}
+
+impl RoomWaiter {
+    fn wake(self) {
+        match self {
+            RoomWaiter::Thread(t) => t.unpark(),
+            RoomWaiter::Task(_, w) => w.wake(),
+        }
+    }
+}
+
+/// The room-waiter list, its spare buffer (see the module docs: waking swaps them, so that neither
+/// is freed and reallocated per wake) and the next task registration id.
+#[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
+struct RoomWaiters {
+    list: Vec<RoomWaiter>,
+    spare: Vec<RoomWaiter>,
+    next_id: u64,
+}
+
+/// An async sender's registration in an inbox's room-waiter list, kept by its future between polls
+/// ([`Inbox::poll_room`]); `None` in the future while it is not registered. Dropping a future that
+/// holds one must call [`Inbox::cancel_room_wait`] with it, or its entry stays until the next wake.
+#[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
+pub struct RoomTicket(u64);
 
 // SAFETY: the slots hand values of `T` from senders to the consumer thread, so `T: Send` is required
 // and sufficient; every shared field is an atomic, a mutex, or an `UnsafeCell` whose access protocol
@@ -551,7 +596,11 @@ impl<T> Inbox<T> {
             overflow_len: AtomicUsize::new(0),
             overruns: AtomicU64::new(0),
             consumer_thread: UnsafeCell::new(None),
-            room_waiters: Mutex::new(Vec::new()),
+            room_waiters: Mutex::new(RoomWaiters {
+                list: Vec::new(),
+                spare: Vec::new(),
+                next_id: 0,
+            }),
         });
         let consumer = Consumer {
             inbox: inbox.clone(),
@@ -977,10 +1026,100 @@ impl<T> Inbox<T> {
     }
 
     fn wake_room_waiters(&self) {
-        let waiters = std::mem::take(&mut *sync::lock(&self.room_waiters));
-        for t in waiters {
-            t.unpark();
+        let mut woken = {
+            let mut w = sync::lock(&self.room_waiters);
+            if w.list.is_empty() {
+                return;
+            }
+            // The spare buffer becomes the list (no allocation): later registrations go there.
+            let spare = std::mem::take(&mut w.spare);
+            std::mem::replace(&mut w.list, spare)
+        };
+        // Outside the lock: a waker runs the executor's code, which may poll a send again.
+        for waiter in woken.drain(..) {
+            waiter.wake();
         }
+        // Keep the buffer as the next spare (a concurrent wake may have left a smaller one there).
+        let mut w = sync::lock(&self.room_waiters);
+        if w.spare.capacity() < woken.capacity() {
+            w.spare = woken;
+        }
+    }
+
+    /// Registers an async sender waiting for room (the task's side of the room-waiter protocol,
+    /// the mirror of [`wait_for_room_for`](Self::wait_for_room_for)): until room for `need`
+    /// places at once (`1..=capacity`) may be available, or the inbox closes for `sender`. Call it
+    /// after a reservation failed with [`Refusal::Full`], with the future's `ticket` (`None` the
+    /// first time): the first call registers `waker` and stores the registration there, later ones
+    /// update the waker of that same entry if it is still listed (a new one if a wake-up took it),
+    /// so a future never has more than one entry.
+    ///
+    /// Returns `Ready(Retry)` when room may be there now (retry the reservation; the entry may
+    /// still be listed and costs a spurious wake-up), `Ready(Closed)`, or `Pending` once
+    /// registered: a consumer that frees places after this call wakes `waker`.
+    #[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
+    pub fn poll_room(
+        &self,
+        sender: Sender,
+        need: usize,
+        ticket: &mut Option<RoomTicket>,
+        waker: &Waker,
+    ) -> Poll<RoomWait> {
+        {
+            let mut w = sync::lock(&self.room_waiters);
+            let listed = ticket.as_ref().and_then(|t| {
+                w.list
+                    .iter_mut()
+                    .find(|e| matches!(e, RoomWaiter::Task(id, _) if *id == t.0))
+            });
+            match listed {
+                Some(RoomWaiter::Task(_, old)) => {
+                    if !old.will_wake(waker) {
+                        old.clone_from(waker);
+                    }
+                }
+                _ => {
+                    let id = w.next_id;
+                    w.next_id += 1;
+                    w.list.push(RoomWaiter::Task(id, waker.clone()));
+                    *ticket = Some(RoomTicket(id));
+                }
+            }
+        }
+        // Announce after registering, re-check after announcing: as `wait_for_room_with`.
+        self.room.fetch_or(ROOM_WAITERS, Ordering::AcqRel);
+        let cur = self.tail.word.load(Ordering::Acquire);
+        if Self::refuses(cur, sender) {
+            return Poll::Ready(RoomWait::Closed);
+        }
+        if self.has_room_for(cur, need) {
+            return Poll::Ready(RoomWait::Retry);
+        }
+        Poll::Pending
+    }
+
+    /// Removes an async sender's registration (its future is dropped or done), if a wake-up has
+    /// not taken it already.
+    #[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
+    pub fn cancel_room_wait(&self, ticket: RoomTicket) {
+        let mut w = sync::lock(&self.room_waiters);
+        if let Some(i) = w
+            .list
+            .iter()
+            .position(|e| matches!(e, RoomWaiter::Task(id, _) if *id == ticket.0))
+        {
+            // Order does not matter: a wake-up wakes the whole list.
+            let removed = w.list.swap_remove(i);
+            // A waker's drop runs the executor's code: not under the lock.
+            drop(w);
+            drop(removed);
+        }
+    }
+
+    /// Entries in the room-waiter list (threads and tasks): what the cancellation tests check.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn room_waiters(&self) -> usize {
+        sync::lock(&self.room_waiters).list.len()
     }
 
     /// Whether an ordinary reservation could find room now (a hint for waiters).
@@ -1028,7 +1167,9 @@ impl<T> Inbox<T> {
     ) -> RoomWait {
         // Register before announcing: the consumer that sees ROOM_WAITERS takes the list after it
         // cleared the flag, so it finds us.
-        sync::lock(&self.room_waiters).push(sync::current());
+        sync::lock(&self.room_waiters)
+            .list
+            .push(RoomWaiter::Thread(sync::current()));
         self.room.fetch_or(ROOM_WAITERS, Ordering::AcqRel);
         // Re-check after announcing: room freed before the consumer read the flag is visible now.
         let cur = self.tail.word.load(Ordering::Acquire);

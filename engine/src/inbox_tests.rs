@@ -635,3 +635,62 @@ fn r2_3_two_batch_producer_threads_fifo() {
     assert_eq!(consumer.pop(), None, "a duplicate after all were taken");
     assert!(inbox.is_empty());
 }
+
+/// A waker that counts its wakes.
+struct CountWakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountWakes {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// R5.1: async senders registered on a full inbox are woken when the consumer gives places back;
+// a task polled again keeps one entry; a cancelled one leaves none; and waking keeps the list's
+// memory (the list and its spare swap: no allocation per wake once both have grown).
+#[test]
+fn r5_1_room_tasks_register_once_wake_and_cancel() {
+    use std::sync::atomic::Ordering as O;
+    let (inbox, mut consumer) = Inbox::<u8>::with_capacity(1);
+    inbox.try_reserve(Sender::External).unwrap().commit(0);
+    let counts: Vec<_> = (0..3)
+        .map(|_| std::sync::Arc::new(CountWakes(std::sync::atomic::AtomicUsize::new(0))))
+        .collect();
+    let wakers: Vec<_> = counts
+        .iter()
+        .map(|c| std::task::Waker::from(c.clone()))
+        .collect();
+    let mut tickets: Vec<Option<RoomTicket>> = (0..3).map(|_| None).collect();
+    for round in 0..3 {
+        for (w, t) in wakers.iter().zip(tickets.iter_mut()) {
+            assert_eq!(
+                inbox.poll_room(Sender::External, 1, t, w),
+                Poll::Pending,
+                "round {round}: no room"
+            );
+        }
+    }
+    assert_eq!(inbox.room_waiters(), 3, "one entry per task, however often it polls");
+    inbox.cancel_room_wait(tickets[2].take().unwrap());
+    assert_eq!(inbox.room_waiters(), 2, "a cancelled task leaves the list");
+    assert_eq!(consumer.pop(), Some(0));
+    assert!(consumer.release_taken());
+    let woken: Vec<usize> = counts.iter().map(|c| c.0.load(O::SeqCst)).collect();
+    assert_eq!(woken, [1, 1, 0], "the listed tasks are woken, the cancelled one is not");
+    assert_eq!(inbox.room_waiters(), 0);
+    let spare = sync::lock(&inbox.room_waiters).spare.capacity();
+    assert!(spare >= 2, "the woken list's buffer is kept as the spare");
+    // Their entries were taken by the wake-up: cancelling finds nothing and changes nothing.
+    for t in tickets.iter_mut() {
+        if let Some(t) = t.take() {
+            inbox.cancel_room_wait(t);
+        }
+    }
+    inbox.close_input();
+    let mut t = None;
+    assert_eq!(
+        inbox.poll_room(Sender::External, 1, &mut t, &wakers[0]),
+        Poll::Ready(RoomWait::Closed),
+        "R8.1: a closed inbox refuses an external task"
+    );
+}

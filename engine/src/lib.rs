@@ -21,6 +21,7 @@
 //! |---|---|
 //! | `sync`, `config`, `time`, `event`, `state`, `id` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`] |
 //! | `error`, `status` | the typed errors; the status snapshot and its one list of counters |
+//! | `metrics` | (feature `metrics`) the status counters published to the `metrics` facade |
 //! | `inbox` | the lock-free MPSC queue per context: reservations, back-pressure, sleep/wake (model-checked with loom) |
 //! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
 //! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
@@ -91,11 +92,15 @@ pub mod expr;
 mod handle;
 mod id;
 mod listener;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod monitor;
 mod output;
 mod pattern;
 mod pool;
 mod registry;
+#[cfg(feature = "async")]
+mod send_future;
 mod state;
 mod status;
 mod sync;
@@ -146,7 +151,7 @@ pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use expr::{at, not, wait, Expr, Match};
-pub use handle::InputHandle;
+pub use handle::{InputHandle, SharedInput};
 pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;

@@ -29,7 +29,8 @@
 //!   waiter it takes from the list. (Loom regards `SeqCst` accesses as `AcqRel`; the shim's
 //!   `seq_cst_order` gives its models the same order with a fence, and is nothing here.)
 //! - A `Block` producer finding the ring full adds its thread to the room list, sets
-//!   `ROOM_WAITERS`, re-checks for room and parks. The receiver, after every take, reads `state`:
+//!   `ROOM_WAITERS`, re-checks for room and parks (an async channel send adds its task's waker
+//!   instead, once per waker, and returns `Pending`: [`OutputQueue::poll_room`]). The receiver, after every take, reads `state`:
 //!   if producers wait, it clears the flag and unparks every thread of the list. A producer that
 //!   registered after the list was taken set the flag after the take, so its re-check sees the room.
 //!
@@ -185,10 +186,9 @@ pub enum Pushed<A> {
     Full(A),
 }
 
-/// Who sleeps on an empty output.
+/// Who sleeps on an empty output, or waits for room in a full one.
 enum Waiter {
     Thread(Thread),
-    #[cfg_attr(not(feature = "async"), allow(dead_code))]
     Task(Waker),
 }
 
@@ -205,7 +205,9 @@ impl Waiter {
 /// someone sleeps.
 struct Waiters {
     receiver: Option<Waiter>,
-    room: Vec<Thread>,
+    /// Producers waiting for room: threads, and tasks (async channel sends) each listed at most
+    /// once per waker.
+    room: Vec<Waiter>,
 }
 
 /// Producers that can wait for room at once before the room list grows (it grows once, to the
@@ -371,7 +373,9 @@ impl<A> OutputQueue<A> {
     pub fn wait_for_room(&self, deadline: Option<Instant>) {
         // Register before announcing: the receiver that sees ROOM_WAITERS takes the list after it
         // cleared the flag, so it finds us.
-        sync::lock(&self.waiters).room.push(sync::current());
+        sync::lock(&self.waiters)
+            .room
+            .push(Waiter::Thread(sync::current()));
         let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
         sync::seq_cst_order();
         // Re-check after announcing: room made before the receiver read the flag is visible now
@@ -391,12 +395,36 @@ impl<A> OutputQueue<A> {
         }
     }
 
+    /// [`wait_for_room`](Self::wait_for_room) for an async producer: registers `waker` in the
+    /// room list (once: a waker that will wake the same task is not listed twice, so a send
+    /// cancelled and retried by one task adds nothing), announces and re-checks as a thread does;
+    /// `Ready` when the caller should push again, `Pending` once registered.
+    #[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
+    pub fn poll_room(&self, waker: &Waker) -> std::task::Poll<()> {
+        {
+            let mut w = sync::lock(&self.waiters);
+            let listed = w
+                .room
+                .iter()
+                .any(|e| matches!(e, Waiter::Task(t) if t.will_wake(waker)));
+            if !listed {
+                w.room.push(Waiter::Task(waker.clone()));
+            }
+        }
+        let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
+        sync::seq_cst_order();
+        if state & (GONE | CLOSED | DRAINING) != 0 || !self.ring.is_full() {
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    }
+
     /// Wakes every producer waiting for room.
     fn wake_room_waiters(&self) {
         if self.state.fetch_and(!ROOM_WAITERS, Ordering::SeqCst) & ROOM_WAITERS != 0 {
             let mut w = sync::lock(&self.waiters);
             for t in w.room.drain(..) {
-                t.unpark();
+                t.wake();
             }
         }
     }

@@ -29,6 +29,9 @@ pub(crate) struct Config {
     pub(crate) pinning: PinningPlan,
     pub(crate) max_contexts: usize,
     pub(crate) status_interval: Option<Duration>,
+    /// How often the status is published to the `metrics` facade (`export_metrics`).
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics_interval: Option<Duration>,
     /// Clock ticks per second; `None` when the user drives time (`external_time`).
     pub(crate) tick_rate: Option<u32>,
     /// Whether inbox events move their context's clock to their own time (`event_time`).

@@ -4,8 +4,11 @@
 //! them (and each inbox's count) without stopping anything, so it is cheap enough to take every
 //! second from any thread. The figures of different contexts are not taken at one instant.
 //!
-//! Owns the one list of status counters (the public snapshot types and the counters a context keeps
-//! and publishes are all made from it). May import `id` and `sync`.
+//! Owns the one list of status counters (the public snapshot types, the counters a context keeps
+//! and publishes, and the named list the `metrics` exporter walks are all made from it). With the
+//! `serde` feature the snapshot types are `Serialize` and `Deserialize`, under their field names;
+//! a snapshot missing a field (one written by an older version) reads it as its default. May
+//! import `id` and `sync`.
 
 use std::fmt;
 
@@ -23,6 +26,8 @@ macro_rules! status_counters {
     ) => {
         /// The counters of one context.
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(default))]
         #[non_exhaustive]
         pub struct ContextStatus {
             /// Which context.
@@ -44,6 +49,8 @@ macro_rules! status_counters {
 
         /// Correlator-wide totals.
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(default))]
         #[non_exhaustive]
         pub struct Totals {
             $( #[doc = concat!("Sum of [`ContextStatus::", stringify!($sum), "`].")] pub $sum: u64, )*
@@ -89,6 +96,17 @@ macro_rules! status_counters {
             pub(crate) fn set_published(&mut self, c: Counters) {
                 $( self.$sum = c.$sum; )*
                 $( self.$per = c.$per; )*
+            }
+
+            /// Every counter with its field name, in the list's order (for the exporter).
+            #[cfg(feature = "metrics")]
+            pub(crate) fn named_counters(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [
+                    $( (stringify!($sum), self.$sum), )*
+                    $( (stringify!($per), self.$per), )*
+                    $( (stringify!($inb), self.$inb), )*
+                ]
+                .into_iter()
             }
         }
 
@@ -171,6 +189,8 @@ status_counters! {
 
 /// A snapshot of every context and the totals.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
 #[non_exhaustive]
 pub struct Status {
     /// One entry per context, in id order.

@@ -11,8 +11,9 @@
 //! when it is entirely on the bad side, **UNDECIDED** when it straddles the threshold (or there
 //! is one round only: no interval). `harness run` repeats the records of undecided targets within
 //! a time budget ([`crate::runner`]). The allocation targets are absolute: MET when no run
-//! allocated. The one-producer bounds (rtrb, single-producer disruptor) are reported with their
-//! ratio and interval but carry no verdict (`REPORTED`).
+//! allocated. The one-producer bounds (rtrb, single-producer disruptor) and the `async/tokio`
+//! pairing (engine against tokio mpsc, issue 19: "in the same run", no threshold) are reported
+//! with their ratio and interval but carry no verdict (`REPORTED`).
 
 use crate::record::{Summary, SummaryRecord, TargetRecord};
 use crate::scenario::peers::{MP_PEERS, SP_PEERS};
@@ -31,7 +32,8 @@ pub const BATCH_RATIO: f64 = 0.5;
 
 /// `kind` of a target that judges a ratio against its threshold.
 pub const KIND_RATIO: &str = "ratio";
-/// `kind` of a one-producer bound: its ratio is reported, never judged.
+/// `kind` of a comparison without a target (a one-producer bound, the `async/tokio` pairing): its
+/// ratio is reported, never judged.
 pub const KIND_BOUND: &str = "bound";
 /// `kind` of an absolute target (allocations): judged on every run's figure.
 pub const KIND_ABSOLUTE: &str = "absolute";
@@ -193,6 +195,22 @@ fn definitions(s: &Summary) -> Vec<Def> {
                     });
                 }
             }
+        }
+    }
+    // The async service against the same two hops through tokio mpsc: reported, no target.
+    let (engine, peer) = ("async/tokio/engine", "async/tokio/tokio-mpsc");
+    if s.get(engine, "throughput").is_some() && s.get(peer, "throughput").is_some() {
+        for (metric, at_least) in [("throughput", true), ("latency_send_to_recv_p99", false)] {
+            d.push(Def {
+                target: format!("{engine} vs {peer}: {metric} (paired, no target)"),
+                kind: KIND_BOUND,
+                engine: engine.into(),
+                baselines: vec![peer.into()],
+                metric,
+                at_least,
+                threshold: 1.0,
+                fastest: false,
+            });
         }
     }
     for path in ["route", "send", "send-batch", "channel", "output"] {
@@ -442,6 +460,41 @@ mod tests {
         let b = find(&t, "stream/1to1/engine vs stream/1to1/rtrb");
         assert_eq!(b.verdict, REPORTED);
         assert!((b.median.unwrap() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn async_tokio_pairing_is_reported_per_round_only_when_both_ran() {
+        let t = evaluate_all(&summary(vec![row(
+            "async/tokio/engine",
+            "throughput",
+            &[2.0, 4.0],
+        )]));
+        assert!(!t.iter().any(|t| t.engine.starts_with("async/")));
+        let s = summary(vec![
+            row("async/tokio/engine", "throughput", &[2.0, 4.0, 3.0]),
+            row("async/tokio/tokio-mpsc", "throughput", &[1.0, 1.0, 2.0]),
+            row(
+                "async/tokio/engine",
+                "latency_send_to_recv_p99",
+                &[10.0, 10.0, 10.0],
+            ),
+            row(
+                "async/tokio/tokio-mpsc",
+                "latency_send_to_recv_p99",
+                &[20.0, 40.0, 20.0],
+            ),
+        ]);
+        let t = evaluate_all(&s);
+        let thr = find(
+            &t,
+            "async/tokio/engine vs async/tokio/tokio-mpsc: throughput",
+        );
+        assert_eq!(thr.ratios, [2.0, 4.0, 1.5]);
+        assert_eq!(thr.verdict, REPORTED);
+        let lat = find(&t, "async/tokio/engine vs async/tokio/tokio-mpsc: latency");
+        assert_eq!(lat.ratios, [0.5, 0.25, 0.5]);
+        assert_eq!(lat.verdict, REPORTED);
+        assert!(undecided_ids(&t).iter().all(|id| !id.starts_with("async/")));
     }
 
     #[test]

@@ -79,6 +79,8 @@ const IDS: &[&str] = &[
     "alloc/send",
     "alloc/channel",
     "alloc/output",
+    "async/tokio/engine",
+    "async/tokio/tokio-mpsc",
 ];
 
 #[test]

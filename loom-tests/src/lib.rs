@@ -21,7 +21,7 @@
 
 #![warn(missing_docs)]
 
-use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, RoomWait, Sender};
+use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, RoomTicket, RoomWait, Sender};
 pub use correlator::internals::Flow;
 use correlator::internals::{
     reserve_after_full, run_loop, LoopBody, NoPlace, OutputQueue, Pause, Pushed, WaitGraph,
@@ -63,6 +63,133 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
             return v;
         }
         rt::park();
+    }
+}
+
+/// An async send from an input handle: what the engine's send future (`send_future::SendTo`)
+/// does at each poll, on the inbox alone (a `try_reserve`; on a full inbox the engine's own
+/// [`Inbox::poll_room`] registers the task's waker, announces and re-checks; `Pending` once
+/// registered), and what it does when dropped (its registration leaves the list through
+/// [`Inbox::cancel_room_wait`]). The value lives in the future until it is committed.
+pub struct SendAsync<'a, T> {
+    inbox: &'a Inbox<T>,
+    sender: Sender,
+    value: Option<T>,
+    ticket: Option<RoomTicket>,
+}
+
+impl<'a, T> SendAsync<'a, T> {
+    /// A send of `value` into `inbox` as `sender`.
+    pub fn new(inbox: &'a Inbox<T>, sender: Sender, value: T) -> Self {
+        Self {
+            inbox,
+            sender,
+            value: Some(value),
+            ticket: None,
+        }
+    }
+
+    fn end(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.inbox.cancel_room_wait(t);
+        }
+    }
+}
+
+impl<T> Unpin for SendAsync<'_, T> {}
+
+impl<T> std::future::Future for SendAsync<'_, T> {
+    type Output = Result<(), (Refusal, T)>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        let this = &mut *self;
+        loop {
+            let value = this.value.take().expect("polled after completion");
+            match this.inbox.try_reserve(this.sender) {
+                Ok(r) => {
+                    r.commit(value);
+                    this.end();
+                    return Poll::Ready(Ok(()));
+                }
+                Err(Refusal::Closed) => {
+                    this.end();
+                    return Poll::Ready(Err((Refusal::Closed, value)));
+                }
+                Err(Refusal::Full) => {}
+            }
+            this.value = Some(value);
+            match this
+                .inbox
+                .poll_room(this.sender, 1, &mut this.ticket, cx.waker())
+            {
+                Poll::Ready(RoomWait::Retry) => {}
+                Poll::Ready(_) => {
+                    this.end();
+                    let value = this.value.take().expect("kept above");
+                    return Poll::Ready(Err((Refusal::Closed, value)));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl<T> Drop for SendAsync<'_, T> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A waker that counts its wakes and unparks the thread that made it.
+pub struct CountingWaker {
+    thread: rt::Thread,
+    wakes: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingWaker {
+    /// A waker for the calling thread, and its count.
+    pub fn for_current() -> (std::sync::Arc<Self>, std::task::Waker) {
+        let me = std::sync::Arc::new(Self {
+            thread: rt::current(),
+            wakes: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let waker = std::task::Waker::from(me.clone());
+        (me, waker)
+    }
+
+    /// Wakes so far.
+    pub fn wakes(&self) -> usize {
+        self.wakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// Polls `f` until it is ready as an executor does: once now, and after that only once `waker`
+/// was woken (parking until then), so a lost wake-up leaves the thread parked forever.
+pub fn poll_until_ready<F: std::future::Future + Unpin>(
+    f: &mut F,
+    count: &CountingWaker,
+    waker: &std::task::Waker,
+) -> F::Output {
+    let mut cx = std::task::Context::from_waker(waker);
+    loop {
+        let seen = count.wakes();
+        if let std::task::Poll::Ready(v) = std::pin::Pin::new(&mut *f).poll(&mut cx) {
+            return v;
+        }
+        while count.wakes() == seen {
+            rt::park();
+        }
     }
 }
 
@@ -1099,5 +1226,169 @@ pub mod output_scenarios {
                 "R8.1: nothing accepted is lost"
             );
         }
+    }
+}
+
+/// Scenarios of async senders in the inbox's room-waiter protocol (SPEC R5.1, R8.1).
+pub mod async_scenarios {
+    use super::*;
+    use rt::{spawn, Arc, AtomicBool, Ordering};
+    use std::future::Future;
+    use std::task::Context;
+
+    /// R5.1: an async sender meets a full inbox (capacity 1, its one place held by the consumer
+    /// until the sender's first poll returned `Pending`), its waker is registered; the consumer
+    /// frees the place, wakes the task, and the event arrives after the first. A lost wake-up
+    /// leaves the sender parked forever (a loom deadlock). Afterwards the waiter list is empty.
+    pub fn async_sender_is_woken() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(1);
+        prefill(&inbox, 0);
+        let pending = Arc::new(AtomicBool::new(false));
+        let producer = {
+            let inbox = inbox.clone();
+            let pending = pending.clone();
+            spawn(move || {
+                let (count, waker) = CountingWaker::for_current();
+                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let first = std::pin::Pin::new(&mut send).poll(&mut Context::from_waker(&waker));
+                assert!(
+                    first.is_pending(),
+                    "R5.1: a full inbox accepted beyond capacity"
+                );
+                pending.store(true, Ordering::Release);
+                // As an executor: no poll before the wake-up (a lost one parks this forever).
+                while count.wakes() == 0 {
+                    rt::park();
+                }
+                poll_until_ready(&mut send, &count, &waker).expect("open inbox");
+                drop(send);
+                assert!(count.wakes() >= 1, "R5.1: the task was never woken");
+                assert_eq!(
+                    inbox.room_waiters(),
+                    0,
+                    "R5.1: the task's entry stayed listed"
+                );
+            })
+        };
+        let mut got = Vec::new();
+        context_loop(&mut consumer, &never, |v| {
+            while v == 0 && !pending.load(Ordering::Acquire) {
+                rt::yield_now();
+            }
+            got.push(v);
+            if got.len() == 2 {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        });
+        producer.join().unwrap();
+        assert_eq!(
+            got,
+            [0, 1],
+            "R5.1: the async sender's entry was lost or reordered"
+        );
+        assert_eq!(inbox.overruns(), 0, "R5.2: an overrun without a cycle");
+    }
+
+    /// R5.1: the same without the gate: the consumer frees the place while the sender tries,
+    /// registers and re-checks, in every order. Where the consumer freed the place after the
+    /// sender's refused reservation but before its announcement (so the consumer saw no waiter),
+    /// only the re-check after announcing finds the room: without it the task would never be
+    /// woken (a loom deadlock).
+    pub fn async_send_races_free() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(1);
+        prefill(&inbox, 0);
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                let (count, waker) = CountingWaker::for_current();
+                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                poll_until_ready(&mut send, &count, &waker).expect("open inbox");
+            })
+        };
+        let got = take(&mut consumer, 2);
+        producer.join().unwrap();
+        assert_eq!(
+            got,
+            [0, 1],
+            "R5.1: the async sender's entry was lost or reordered"
+        );
+    }
+
+    /// R5.1 (cancellation): an async sender registered on a full inbox is dropped while the
+    /// consumer frees the place. Nothing hangs, the cancelled event never arrives, nothing is
+    /// duplicated, the waiter list is empty after the drop, and the cancelled send held no place:
+    /// the next send from the same thread gets in.
+    pub fn cancelled_async_send_leaves_nothing() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(1);
+        prefill(&inbox, 0);
+        let pending = Arc::new(AtomicBool::new(false));
+        let producer = {
+            let inbox = inbox.clone();
+            let pending = pending.clone();
+            spawn(move || {
+                let (_count, waker) = CountingWaker::for_current();
+                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let first = std::pin::Pin::new(&mut send).poll(&mut Context::from_waker(&waker));
+                assert!(
+                    first.is_pending(),
+                    "R5.1: a full inbox accepted beyond capacity"
+                );
+                pending.store(true, Ordering::Release);
+                // Cancelled while the consumer may be freeing the place and waking the list.
+                drop(send);
+                assert_eq!(
+                    inbox.room_waiters(),
+                    0,
+                    "a cancelled send left its entry in the waiter list"
+                );
+                send_blocking(&inbox, Sender::External, 2).expect("open inbox");
+            })
+        };
+        let mut got = Vec::new();
+        context_loop(&mut consumer, &never, |v| {
+            while v == 0 && !pending.load(Ordering::Acquire) {
+                rt::yield_now();
+            }
+            got.push(v);
+            if got.len() == 2 {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        });
+        producer.join().unwrap();
+        assert_eq!(
+            got,
+            [0, 2],
+            "R5.1: a cancelled send arrived, or the next one was lost or duplicated"
+        );
+    }
+
+    /// R8.1: external input closes while an async sender waits on a full inbox (nobody frees):
+    /// the task is woken and its send ends with `Closed`, the event coming back; the waiter list
+    /// is empty afterwards. A lost wake-up leaves the sender parked forever.
+    pub fn close_ends_a_waiting_async_send() {
+        let (inbox, _consumer) = Inbox::<u8>::with_capacity(1);
+        prefill(&inbox, 0);
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                let (count, waker) = CountingWaker::for_current();
+                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let r = poll_until_ready(&mut send, &count, &waker);
+                drop(send);
+                assert!(
+                    matches!(r, Err((Refusal::Closed, 1))),
+                    "R8.1: a send after close_input was not refused with its event: {r:?}"
+                );
+                assert_eq!(inbox.room_waiters(), 0, "the ended send stayed listed");
+                count.wakes()
+            })
+        };
+        inbox.close_input();
+        let _wakes = producer.join().unwrap();
+        assert_eq!(inbox.len(), 1, "R8.1: the refused event took a place");
     }
 }

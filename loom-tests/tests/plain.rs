@@ -190,3 +190,35 @@ fn r8_1_output_waiting_producer_is_released() {
         loom_tests::output_scenarios::waiting_producer_is_released(true);
     });
 }
+
+#[test]
+fn r5_1_async_sender_is_woken() {
+    repeat(
+        "async_sender_is_woken",
+        loom_tests::async_scenarios::async_sender_is_woken,
+    );
+}
+
+#[test]
+fn r5_1_cancelled_async_send_leaves_nothing() {
+    repeat(
+        "cancelled_async_send_leaves_nothing",
+        loom_tests::async_scenarios::cancelled_async_send_leaves_nothing,
+    );
+}
+
+#[test]
+fn r8_1_close_ends_a_waiting_async_send() {
+    repeat(
+        "close_ends_a_waiting_async_send",
+        loom_tests::async_scenarios::close_ends_a_waiting_async_send,
+    );
+}
+
+#[test]
+fn r5_1_async_send_races_free() {
+    repeat(
+        "async_send_races_free",
+        loom_tests::async_scenarios::async_send_races_free,
+    );
+}

@@ -17,9 +17,10 @@
 //! [`LATENCY_SAMPLE_EVERY`]) into per-thread HdrHistograms that are merged after.
 //! Peers and baselines ([`peers`]: crossbeam-channel, std mpsc, kanal, flume, tokio mpsc, the
 //! disruptor crate, rtrb, `ArrayQueue`; [`baseline`]: the route loop; [`burst`]; the cache-line
-//! ping-pong) use the same event type, capacities, thread slots and windows as their engine
+//! ping-pong; [`async_tokio`]: two tokio mpsc hops in a tokio service) use the same event type, capacities, thread slots and windows as their engine
 //! twins, so that a ratio compares like with like.
 
+pub mod async_tokio;
 pub mod baseline;
 pub mod burst;
 pub mod calibration;
@@ -139,6 +140,7 @@ pub const FAMILIES: &[Register] = &[
     |v, cores| partitioned::register(v, cores),
     |v, _| ticks::register(v),
     |v, _| nats::register(v),
+    |v, _| async_tokio::register(v),
     |v, _| {
         if std::env::var_os(SELFTEST_ENV).is_some() {
             baseline::register_selftest(v);
@@ -210,6 +212,8 @@ mod tests {
             "alloc/send-batch",
             "alloc/channel",
             "alloc/output",
+            "async/tokio/engine",
+            "async/tokio/tokio-mpsc",
         ] {
             assert!(ids.contains(&want), "missing {want}");
         }
