@@ -826,9 +826,13 @@ impl<A> OutputReceiver<A> {
     /// waker is registered with the output (no wake-up is lost: see the `output` module docs);
     /// a dropped future loses nothing.
     ///
+    /// It takes the receiver by `&mut`, so the future is `Send` whenever the receiver is (with
+    /// `A: Send`): `rx.recv_async().await` works in a task that `tokio::spawn` moves between
+    /// threads (a shared borrow of the receiver, which is not `Sync`, would not be `Send`).
+    ///
     /// # Errors
     /// [`RecvError`] once the correlator has shut down and nothing is left.
-    pub fn recv_async(&self) -> RecvFuture<'_, A> {
+    pub fn recv_async(&mut self) -> RecvFuture<'_, A> {
         RecvFuture { rx: self }
     }
 }
@@ -838,7 +842,7 @@ impl<A> OutputReceiver<A> {
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct RecvFuture<'a, A> {
-    rx: &'a OutputReceiver<A>,
+    rx: &'a mut OutputReceiver<A>,
 }
 
 #[cfg(feature = "async")]

@@ -377,7 +377,7 @@ mod asynchronous {
     fn r4_3_recv_async_is_woken_by_emits_and_ends_at_shutdown() {
         let c = Arc::new(correlator(64));
         let out = c.channel("out").unwrap();
-        let rx = c.output(out);
+        let mut rx = c.output(out);
         emitter(&c, out);
         c.start();
         let feeder = {
@@ -410,6 +410,20 @@ mod asynchronous {
         };
         assert_eq!(block_on(rx.recv_async()), Err(correlator::RecvError));
         closer.join().unwrap();
+    }
+
+    // R4.3: the future of `recv_async` is `Send` (with a `Send` event type), so a task that
+    // awaits it can move between an executor's threads (`tokio::spawn`). A compile-time check: the
+    // test fails by not compiling.
+    #[test]
+    fn r4_3_recv_async_future_is_send() {
+        fn assert_send<T: Send>(_: &T) {}
+        let c = correlator(64);
+        let mut rx = c.output(c.channel("out").unwrap());
+        let fut = rx.recv_async();
+        assert_send(&fut);
+        drop(fut);
+        c.shutdown().unwrap();
     }
 
     // R4.3, R8.1: the receiver is a `Stream` of the output's events that ends at shutdown; a

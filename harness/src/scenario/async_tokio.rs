@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | sender task → relay | `InputHandle::send_to_async(main, ev).await` into `main`'s inbox ([`STREAM_CAPACITY`]) | `Sender::send(ev).await` into `mpsc::channel(STREAM_CAPACITY)` |
 //! | relay (its own thread) | a monitor on `main`'s context thread (the engine's default wait strategy): sequence check, `emit` | a task on a second `current_thread` runtime: `recv().await`, sequence check, `send(ev).await` |
-//! | relay → consumer task | a bounded output (`OutputOptions::bounded(STREAM_CAPACITY)`, `Block`) read as a `Stream` (`poll_next`, what `StreamExt::next` does) | `mpsc::channel(STREAM_CAPACITY)` read with `recv().await` |
+//! | relay → consumer task | a bounded output (`OutputOptions::bounded(STREAM_CAPACITY)`, `Block`) read with `recv_async().await` | `mpsc::channel(STREAM_CAPACITY)` read with `recv().await` |
 //!
 //! The relay's runtime on the tokio side is the peer of the engine's context thread: both sides
 //! use two threads, and both relays sleep when idle (the engine spins, yields, then parks; tokio
@@ -60,7 +60,7 @@ pub fn register(v: &mut Vec<Scenario>) {
     #[cfg(feature = "engine")]
     v.push(Scenario::new(
         "async/tokio/engine",
-        format!("a current_thread tokio service: send_to_async into a context, emit to a bounded output read as a Stream ({ASYNC_WINDOW} in flight)"),
+        format!("a current_thread tokio service: send_to_async into a context, emit to a bounded output read with recv_async ({ASYNC_WINDOW} in flight)"),
         2,
         Family::Engine,
         engine_side::run,
@@ -326,8 +326,6 @@ mod engine_side {
         put, slot, take, FifoCheck, Outcome, Slot, STOP_CHECK_EVERY, STREAM_CAPACITY,
     };
     use correlator::{Channel, DieReason, Monitor, OutputOptions, Pattern, WaitStrategy};
-    use futures_core::Stream;
-    use std::pin::Pin;
     use std::sync::Arc;
 
     /// The relay monitor on `main`: the sequence check (which counts), then `emit`.
@@ -395,13 +393,11 @@ mod engine_side {
                 feeder.done()
             },
             move |mut taker| async move {
-                // The output as a `Stream` (what `StreamExt::next` polls). Not `recv_async`:
-                // its future borrows the receiver, which is not `Sync`, so it is not `Send`
-                // and cannot be awaited in a spawned task. The stream ends once the correlator
-                // has shut down and it has been read.
+                // `recv_async`, as a service reads an output in a spawned task (its future is
+                // `Send`). It ends with `RecvError` once the correlator has shut down and
+                // everything was read.
                 let mut rx = rx;
-                while let Some(e) = std::future::poll_fn(|cx| Pin::new(&mut rx).poll_next(cx)).await
-                {
+                while let Ok(e) = rx.recv_async().await {
                     taker.take(e);
                 }
                 taker
