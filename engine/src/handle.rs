@@ -1,7 +1,7 @@
 //! External input handles (SPEC R2.1, R4.2, R5.3); output receivers are the `output` module's.
 //!
-//! Owns the user's side of input. May import the leaves, `channel`, `error`, `entry` and
-//! `deliver`.
+//! Owns the user's side of input. May import the leaves, `channel`, `error`, `entry`, `deliver`
+//! and (feature `async`) `send_future`, whose futures it returns.
 
 use std::cell::RefCell;
 #[cfg(feature = "async")]
@@ -21,8 +21,22 @@ use crate::time::Time;
 #[cfg(feature = "async")]
 use crate::{
     deliver::RoomRegistration,
-    send_future::{SendBatchTo, SendChannel, SendTo},
+    send_future::{LinksAccess, SendBatchTo, SendChannel, SendTo},
 };
+
+#[cfg(feature = "async")]
+impl<E: Event> LinksAccess<E> for &mut InputHandle<E> {
+    fn with_links<R>(&mut self, f: impl FnOnce(&mut Links<E>) -> R) -> R {
+        f(self.links.get_mut())
+    }
+}
+
+#[cfg(feature = "async")]
+impl<E: Event> LinksAccess<E> for &SharedInput<E> {
+    fn with_links<R>(&mut self, f: impl FnOnce(&mut Links<E>) -> R) -> R {
+        f(&mut sync::lock_std(&self.links))
+    }
+}
 
 /// Feeds events into the correlator from the service's own threads.
 ///

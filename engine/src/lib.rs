@@ -30,9 +30,10 @@
 //! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
 //! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters |
 //! | `deliver` | the single push path every send uses (reserve, wait, commit) |
+//! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
-//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`] |
+//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
 //! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
 //! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
 //!

@@ -1,5 +1,6 @@
 //! Sends that wait without blocking a thread: the futures of `send_to_async`, `send_async` and
-//! `send_batch_to_async` ([`InputHandle`] and [`SharedInput`]), behind the `async` feature.
+//! `send_batch_to_async` ([`InputHandle`](crate::InputHandle) and [`SharedInput`](crate::SharedInput)),
+//! behind the `async` feature.
 //!
 //! # Design
 //! A future tries the ordinary reservation; when the target's inbox is full it joins the inbox's
@@ -19,7 +20,8 @@
 //! blocking send does there: it waits as that context, beyond capacity where waiting would close
 //! a cycle (R5.2), and completes at its first poll.
 //!
-//! Owns the send futures. May import `handle`, `deliver`, `channel`, `error`, `event`, `id`.
+//! Owns the send futures. May import `deliver`, `inbox`, `registry`, `channel`, `error`, `event`,
+//! `id` and `sync`; `handle` imports it (the handles implement [`LinksAccess`] there).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,28 +33,16 @@ use crate::deliver::{
 };
 use crate::error::{SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
-use crate::handle::{InputHandle, SharedInput};
 use crate::id::ContextRef;
 use crate::inbox::RoomWait;
 use crate::registry::Shared;
 use crate::sync;
 
 /// Borrowing a sender's links for one try: an input handle's (through `&mut`, no lock) or a
-/// shared input's (under its lock, held for that try only).
+/// shared input's (under its lock, held for that try only). The handles implement it (in `handle`,
+/// which imports this module, not the other way round).
 pub(crate) trait LinksAccess<E: Event> {
     fn with_links<R>(&mut self, f: impl FnOnce(&mut Links<E>) -> R) -> R;
-}
-
-impl<E: Event> LinksAccess<E> for &mut InputHandle<E> {
-    fn with_links<R>(&mut self, f: impl FnOnce(&mut Links<E>) -> R) -> R {
-        f(self.links.get_mut())
-    }
-}
-
-impl<E: Event> LinksAccess<E> for &SharedInput<E> {
-    fn with_links<R>(&mut self, f: impl FnOnce(&mut Links<E>) -> R) -> R {
-        f(&mut sync::lock_std(&self.links))
-    }
 }
 
 /// On a context's own thread (inside a handler), the context, and the correlator's shared state
@@ -196,7 +186,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
 }
 
 /// The future of a channel send (`send_async`): each try is all-or-nothing, like
-/// [`InputHandle::try_send`]; when a subscriber's inbox (or a `Block` output) is full it waits for
+/// [`InputHandle::try_send`](crate::InputHandle::try_send); when a subscriber's inbox (or a `Block` output) is full it waits for
 /// room there, registered, holding nothing, and tries the whole send again.
 pub(crate) struct SendChannel<L, E: Event> {
     pub(crate) links: L,
