@@ -208,6 +208,10 @@ struct Waiters {
     /// Producers waiting for room: threads, and tasks (async channel sends) each listed at most
     /// once per waker.
     room: Vec<Waiter>,
+    /// The room list's second buffer: a wake-up swaps the two, wakes outside the lock (a task's
+    /// waker runs the executor's code, which may poll a send on this output again) and keeps the
+    /// emptied buffer as the next spare, so neither is freed and reallocated per wake.
+    spare: Vec<Waiter>,
 }
 
 /// Producers that can wait for room at once before the room list grows (it grows once, to the
@@ -220,6 +224,7 @@ impl Waiters {
         Self {
             receiver: None,
             room: Vec::with_capacity(ROOM_WAITERS_RESERVED),
+            spare: Vec::with_capacity(ROOM_WAITERS_RESERVED),
         }
     }
 }
@@ -422,9 +427,18 @@ impl<A> OutputQueue<A> {
     /// Wakes every producer waiting for room.
     fn wake_room_waiters(&self) {
         if self.state.fetch_and(!ROOM_WAITERS, Ordering::SeqCst) & ROOM_WAITERS != 0 {
-            let mut w = sync::lock(&self.waiters);
-            for t in w.room.drain(..) {
+            let mut woken = {
+                let mut w = sync::lock(&self.waiters);
+                let spare = std::mem::take(&mut w.spare);
+                std::mem::replace(&mut w.room, spare)
+            };
+            // Outside the lock (see `Waiters::spare`).
+            for t in woken.drain(..) {
                 t.wake();
+            }
+            let mut w = sync::lock(&self.waiters);
+            if w.spare.capacity() < woken.capacity() {
+                w.spare = woken;
             }
         }
     }
