@@ -16,13 +16,10 @@ use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{RoomWait, Sender};
 use crate::monitor::{load_instance, Monitor};
+#[cfg(feature = "async")]
+use crate::send_future::{LinksAccess, SendBatchTo, SendChannel, SendTo};
 use crate::sync::{self, Ordering, StdArc, StdMutex};
 use crate::time::Time;
-#[cfg(feature = "async")]
-use crate::{
-    deliver::RoomRegistration,
-    send_future::{LinksAccess, SendBatchTo, SendChannel, SendTo},
-};
 
 #[cfg(feature = "async")]
 impl<E: Event> LinksAccess<E> for &mut InputHandle<E> {
@@ -486,12 +483,7 @@ impl<E: Event> InputHandle<E> {
         ctx: ContextRef,
         event: E,
     ) -> impl Future<Output = Result<(), SendError<E>>> + Send + '_ {
-        SendTo {
-            links: self,
-            to: ctx,
-            event: Some(event),
-            room: RoomRegistration::new(),
-        }
+        SendTo::new(self, ctx, event)
     }
 
     /// [`send_batch_to`](Self::send_batch_to) as a future: sends as many events of `events` as
@@ -507,13 +499,7 @@ impl<E: Event> InputHandle<E> {
         ctx: ContextRef,
         events: &'a mut Vec<E>,
     ) -> impl Future<Output = Result<(), SendBatchError>> + Send + 'a {
-        SendBatchTo {
-            links: self,
-            to: ctx,
-            events,
-            sent: 0,
-            room: RoomRegistration::new(),
-        }
+        SendBatchTo::new(self, ctx, events)
     }
 
     /// Sends `event` to `channel` as a future: the same deliveries and result as
@@ -532,12 +518,7 @@ impl<E: Event> InputHandle<E> {
         channel: Channel,
         event: E,
     ) -> impl Future<Output = Result<usize, SendError<E>>> + Send + '_ {
-        SendChannel {
-            links: self,
-            channel,
-            event: Some(event),
-            room: RoomRegistration::new(),
-        }
+        SendChannel::new(self, channel, event)
     }
 }
 
@@ -695,12 +676,7 @@ impl<E: Event> SharedInput<E> {
         ctx: ContextRef,
         event: E,
     ) -> impl Future<Output = Result<(), SendError<E>>> + Send + '_ {
-        SendTo {
-            links: self,
-            to: ctx,
-            event: Some(event),
-            room: RoomRegistration::new(),
-        }
+        SendTo::new(self, ctx, event)
     }
 
     /// [`InputHandle::send_batch_to_async`] through the shared handle. Other sends through the
@@ -714,13 +690,7 @@ impl<E: Event> SharedInput<E> {
         ctx: ContextRef,
         events: &'a mut Vec<E>,
     ) -> impl Future<Output = Result<(), SendBatchError>> + Send + 'a {
-        SendBatchTo {
-            links: self,
-            to: ctx,
-            events,
-            sent: 0,
-            room: RoomRegistration::new(),
-        }
+        SendBatchTo::new(self, ctx, events)
     }
 
     /// [`InputHandle::send_async`] through the shared handle.
@@ -732,11 +702,6 @@ impl<E: Event> SharedInput<E> {
         channel: Channel,
         event: E,
     ) -> impl Future<Output = Result<usize, SendError<E>>> + Send + '_ {
-        SendChannel {
-            links: self,
-            channel,
-            event: Some(event),
-            room: RoomRegistration::new(),
-        }
+        SendChannel::new(self, channel, event)
     }
 }

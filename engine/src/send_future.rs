@@ -35,7 +35,7 @@ use crate::error::{SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::RoomWait;
-use crate::registry::Shared;
+use crate::registry::{ContextShared, Shared};
 use crate::sync;
 
 /// Borrowing a sender's links for one try: an input handle's (through `&mut`, no lock) or a
@@ -58,14 +58,35 @@ pub(crate) fn context_thread<E: Event>(
     })
 }
 
+/// Why a closed inbox refused a waiting sender: external input closed (shutdown) or its context
+/// stopped.
+fn refusal_kind<E: Event>(target: &ContextShared<E>) -> SendErrorKind {
+    if target.inbox.is_input_closed() {
+        SendErrorKind::Closed
+    } else {
+        SendErrorKind::ContextStopped
+    }
+}
+
 /// The future of a send to one context (`send_to_async`): tries to reserve, and when the inbox
 /// is full registers the task's waker in the inbox's room-waiter list and returns `Pending`. It
 /// holds no place while pending; dropped, it takes its entry out of the list and drops the event.
 pub(crate) struct SendTo<L, E: Event> {
-    pub(crate) links: L,
-    pub(crate) to: ContextRef,
-    pub(crate) event: Option<E>,
-    pub(crate) room: RoomRegistration<E>,
+    links: L,
+    to: ContextRef,
+    event: Option<E>,
+    room: RoomRegistration<E>,
+}
+
+impl<L, E: Event> SendTo<L, E> {
+    pub(crate) fn new(links: L, to: ContextRef, event: E) -> Self {
+        Self {
+            links,
+            to,
+            event: Some(event),
+            room: RoomRegistration::new(),
+        }
+    }
 }
 
 // The event is moved in and out, never pinned: the future may move between polls.
@@ -100,11 +121,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendTo<L, E> {
                 Poll::Ready(RoomWait::Retry) => this.event = Some(event),
                 Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
                     this.room.cancel();
-                    let kind = if target.inbox.is_input_closed() {
-                        SendErrorKind::Closed
-                    } else {
-                        SendErrorKind::ContextStopped
-                    };
+                    let kind = refusal_kind(&target);
                     return Poll::Ready(Err(SendError::new(kind, Some(to), event)));
                 }
                 Poll::Pending => {
@@ -120,11 +137,23 @@ impl<L: LinksAccess<E>, E: Event> Future for SendTo<L, E> {
 /// there is room for at each try, and waits for room (registered, holding nothing) when there is
 /// none.
 pub(crate) struct SendBatchTo<'v, L, E: Event> {
-    pub(crate) links: L,
-    pub(crate) to: ContextRef,
-    pub(crate) events: &'v mut Vec<E>,
-    pub(crate) sent: usize,
-    pub(crate) room: RoomRegistration<E>,
+    links: L,
+    to: ContextRef,
+    events: &'v mut Vec<E>,
+    sent: usize,
+    room: RoomRegistration<E>,
+}
+
+impl<'v, L, E: Event> SendBatchTo<'v, L, E> {
+    pub(crate) fn new(links: L, to: ContextRef, events: &'v mut Vec<E>) -> Self {
+        Self {
+            links,
+            to,
+            events,
+            sent: 0,
+            room: RoomRegistration::new(),
+        }
+    }
 }
 
 impl<L, E: Event> Unpin for SendBatchTo<'_, L, E> {}
@@ -172,11 +201,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
                 Poll::Ready(RoomWait::Retry) => {}
                 Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
                     this.room.cancel();
-                    let kind = if target.inbox.is_input_closed() {
-                        SendErrorKind::Closed
-                    } else {
-                        SendErrorKind::ContextStopped
-                    };
+                    let kind = refusal_kind(&target);
                     return Poll::Ready(Err(SendBatchError::new(kind, Some(to), this.sent)));
                 }
                 Poll::Pending => return Poll::Pending,
@@ -189,10 +214,21 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
 /// [`InputHandle::try_send`](crate::InputHandle::try_send); when a subscriber's inbox (or a `Block` output) is full it waits for
 /// room there, registered, holding nothing, and tries the whole send again.
 pub(crate) struct SendChannel<L, E: Event> {
-    pub(crate) links: L,
-    pub(crate) channel: Channel,
-    pub(crate) event: Option<E>,
-    pub(crate) room: RoomRegistration<E>,
+    links: L,
+    channel: Channel,
+    event: Option<E>,
+    room: RoomRegistration<E>,
+}
+
+impl<L, E: Event> SendChannel<L, E> {
+    pub(crate) fn new(links: L, channel: Channel, event: E) -> Self {
+        Self {
+            links,
+            channel,
+            event: Some(event),
+            room: RoomRegistration::new(),
+        }
+    }
 }
 
 impl<L, E: Event> Unpin for SendChannel<L, E> {}
