@@ -402,17 +402,19 @@ fn r5_2_two_contexts_batch_sending_to_each_other_finish() {
         .unwrap();
         got.push(g);
     }
-    c.start();
-    assert!(eventually(|| c.status().totals.instances >= 2));
+    // Both START entries are queued before `start()`, right behind each monitor's load entry, so
+    // each context takes its START before any of the other's events: both handlers are sending
+    // at once, neither takes from its inbox meanwhile, and the cycle forms whatever the timing.
+    // (Sent after `start()`, one context could win every freed place of the other's inbox with
+    // its batches and finish before the other's START got in: then no cycle, on a loaded machine.)
     let input = c.input();
     input.send_to(a, ev(START, 0)).unwrap();
     input.send_to(b, ev(START, 0)).unwrap();
+    c.start();
     bounded(move || {
         assert!(eventually(|| got
             .iter()
             .all(|g| g.lock().unwrap().len() == N as usize)));
-        // Both START entries are queued long before either side has sent its 400 events into
-        // an inbox of 4, so both handlers are sending at once and the cycle forms.
         assert!(
             c.status().totals.overruns > 0,
             "R5.2: the cycle of full inboxes was broken by going beyond capacity"
