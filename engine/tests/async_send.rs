@@ -89,6 +89,19 @@ struct Recorder {
     gate: Gate,
 }
 
+/// Loads a [`Recorder`] whose gate is open into `main`; returns what it sees.
+fn load_open_recorder(c: &Correlator<Ev>) -> Arc<Mutex<Vec<u64>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let gate = Gate::default();
+    gate.open();
+    c.load(Recorder {
+        seen: seen.clone(),
+        gate,
+    })
+    .unwrap();
+    seen
+}
+
 impl Monitor<Ev> for Recorder {
     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
         cx.on_all(
@@ -321,14 +334,7 @@ fn futures_are_send_and_shared_input_is_sync() {
 fn r2_3_shared_input_is_one_sender_across_clones() {
     bounded(|| {
         let c = correlator(4);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let gate = Gate::default();
-        gate.open();
-        c.load(Recorder {
-            seen: seen.clone(),
-            gate,
-        })
-        .unwrap();
+        let seen = load_open_recorder(&c);
         let shared = c.shared_input();
         c.start();
         let main = c.main();
@@ -395,14 +401,7 @@ fn r4_3_send_async_waits_for_a_full_block_output() {
 fn r5_1_send_batch_to_async_in_parts_in_order() {
     bounded(|| {
         let c = correlator(4);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let gate = Gate::default();
-        gate.open();
-        c.load(Recorder {
-            seen: seen.clone(),
-            gate,
-        })
-        .unwrap();
+        let seen = load_open_recorder(&c);
         let mut input = c.input();
         c.start();
         let mut batch: Vec<Ev> = (0..100).map(|v| ev(1, v)).collect();
