@@ -3,28 +3,82 @@
 //! a few rounds, each in a fresh correlator. For quick A/B runs of the send and receive paths under
 //! contention; the harness is where figures are claimed.
 //!
-//! `cargo run --release -p correlator-benches --example stream_pair -- 5000000 3` (events, rounds, capacity, release batch)
+//! The fifth argument picks the event: `24` (the benches' [`Ev`], 24 bytes) or `32` (a 32-byte
+//! event shaped like the harness's, kind + sequence + two words). The two settle in different
+//! regimes of the sender/consumer interplay (harness/BENCHMARKS.md, "Is a single send at its
+//! floor?"), which is why both are here.
+//!
+//! `cargo run --release -p correlator-benches --example stream_pair -- 5000000 3` (events, rounds, capacity, release batch, event bytes)
 
-use correlator::{Correlator, Monitor, PinningPlan, Scope, WaitStrategy};
+use correlator::{Correlator, Event, Monitor, PinningPlan, Scope, WaitStrategy};
 use correlator_benches::{arg, Ev, CHAIN_KIND};
 use std::time::Instant;
 
-/// Counts what it receives; the count is checked through the status at shutdown.
+/// A 32-byte event, the harness's shape: kind, sequence number, timestamp and payload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Ev32 {
+    kind: u32,
+    seq: u64,
+    t_ns: u64,
+    aux: u64,
+}
+
+impl Event for Ev32 {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        self.kind
+    }
+}
+
+/// What the sender sends and the sink reads.
+trait Streamed: Event<Kind = u32> + Copy {
+    fn nth(seq: u64) -> Self;
+    fn seq(&self) -> u64;
+}
+
+impl Streamed for Ev {
+    fn nth(seq: u64) -> Self {
+        Ev {
+            kind: CHAIN_KIND,
+            seq,
+            payload: 0,
+        }
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Streamed for Ev32 {
+    fn nth(seq: u64) -> Self {
+        Ev32 {
+            kind: CHAIN_KIND,
+            seq,
+            t_ns: 0,
+            aux: 0,
+        }
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// Reads what it receives; the count is checked through the status at shutdown.
 struct Sink;
 
-impl Monitor<Ev> for Sink {
-    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+impl<E: Streamed> Monitor<E> for Sink {
+    fn on_load(&mut self, cx: &mut Scope<'_, E, Self>) {
         cx.on_all(
             correlator::Pattern::kind(CHAIN_KIND),
-            |_m: &mut Sink, _cx: &mut Scope<'_, Ev, Sink>, e: &Ev| {
-                std::hint::black_box(e.seq);
+            |_m: &mut Sink, _cx: &mut Scope<'_, E, Sink>, e: &E| {
+                std::hint::black_box(e.seq());
             },
         );
     }
 }
 
-fn round(n: u64, capacity: usize, batch: usize) -> f64 {
-    let corr = Correlator::<Ev>::builder()
+fn round<E: Streamed>(n: u64, capacity: usize, batch: usize) -> f64 {
+    let corr = Correlator::<E>::builder()
         .wait_strategy(WaitStrategy::BusySpin)
         .pinning(PinningPlan::cores(vec![0]))
         .inbox_capacity(capacity)
@@ -40,16 +94,7 @@ fn round(n: u64, capacity: usize, batch: usize) -> f64 {
         core_affinity::set_for_current(core_affinity::CoreId { id: 1 });
         let t0 = Instant::now();
         for seq in 0..n {
-            input
-                .send_to(
-                    main,
-                    Ev {
-                        kind: CHAIN_KIND,
-                        seq,
-                        payload: 0,
-                    },
-                )
-                .expect("send");
+            input.send_to(main, E::nth(seq)).expect("send");
         }
         t0.elapsed()
     });
@@ -65,7 +110,13 @@ fn main() {
     let rounds: usize = arg(2, 3, "rounds");
     let capacity: usize = arg(3, 4096, "capacity");
     let batch: usize = arg(4, 128, "release batch");
+    let bytes: usize = arg(5, 24, "event bytes: 24 or 32");
     for _ in 0..rounds {
-        println!("{:.2} M events/s", round(n, capacity, batch));
+        let rate = match bytes {
+            24 => round::<Ev>(n, capacity, batch),
+            32 => round::<Ev32>(n, capacity, batch),
+            other => panic!("argument 5 (event bytes): 24 or 32, not {other}"),
+        };
+        println!("{rate:.2} M events/s");
     }
 }
