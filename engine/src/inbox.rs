@@ -79,7 +79,10 @@
 //! and waiting senders touch: a waiter registers, sets `ROOM_WAITERS` with a read-modify-write and
 //! then re-checks for room (reading `progress.freed`); the consumer stores the freed position and
 //! then reads-and-clears the flag with a read-modify-write. Whichever of the two read-modify-writes
-//! comes second sees the other's work.
+//! comes second sees the other's work. A thread is listed once: a wait that ends without a wake-up (a
+//! spurious return, a re-check that found room) leaves its entry for its next wait to reuse, and a
+//! wait that gives up (its deadline passed, the inbox closed) takes its entry out, so a sender that
+//! times out again and again on an inbox that never drains grows nothing.
 //!
 //! **Async senders** (the `async` feature's futures) join the same list: a waiter is a parked thread
 //! or a task's [`Waker`], and a task follows the same steps (register, set `ROOM_WAITERS`, re-check)
@@ -446,6 +449,18 @@ enum RoomWaiter {
     Thread(Thread),
     /// A task's waker, with the id of its registration (see [`RoomTicket`]).
     Task(u64, Waker),
+}
+
+impl sync::ThreadWaiter for RoomWaiter {
+    fn of_thread(thread: Thread) -> Self {
+        RoomWaiter::Thread(thread)
+    }
+    fn thread_id(&self) -> Option<sync::ThreadId> {
+        match self {
+            RoomWaiter::Thread(t) => Some(t.id()),
+            RoomWaiter::Task(..) => None,
+        }
+    }
 }
 
 impl RoomWaiter {
@@ -1166,31 +1181,42 @@ impl<T> Inbox<T> {
         has_room: impl Fn(u64) -> bool,
     ) -> RoomWait {
         // Register before announcing: the consumer that sees ROOM_WAITERS takes the list after it
-        // cleared the flag, so it finds us.
-        sync::lock(&self.room_waiters)
-            .list
-            .push(RoomWaiter::Thread(sync::current()));
+        // cleared the flag, so it finds us. Once: an entry left by an earlier wait of this thread
+        // that no wake-up took is reused (`sync::list_current`).
+        sync::list_current(&mut sync::lock(&self.room_waiters).list);
         self.room.fetch_or(ROOM_WAITERS, Ordering::AcqRel);
         // Re-check after announcing: room freed before the consumer read the flag is visible now.
         let cur = self.tail.word.load(Ordering::Acquire);
         if Self::refuses(cur, sender) {
+            self.unlist_current();
             return RoomWait::Closed;
         }
         if has_room(cur) {
-            // Our list entry only costs a spurious unpark later.
+            // Our list entry only costs a spurious unpark later (or serves our next wait).
             return RoomWait::Retry;
         }
         match deadline {
             None => sync::park(),
             Some(d) => {
                 let now = Instant::now();
-                if now >= d {
+                if now < d {
+                    sync::park_timeout(d - now);
+                }
+                if Instant::now() >= d {
+                    // Giving up: leave nothing listed (a sender that times out again and again on
+                    // an inbox that never drains must not grow the list, R5.1).
+                    self.unlist_current();
                     return RoomWait::TimedOut;
                 }
-                sync::park_timeout(d - now);
             }
         }
         RoomWait::Retry
+    }
+
+    /// Takes the calling thread's room-waiter entry out, if a wake-up has not taken it already.
+    fn unlist_current(&self) {
+        let removed = sync::unlist_current(&mut sync::lock(&self.room_waiters).list);
+        drop(removed);
     }
 
     /// Refuses every later reservation (the context stopped). Entries already accepted stay and are

@@ -694,3 +694,49 @@ fn r5_1_room_tasks_register_once_wake_and_cancel() {
         "R8.1: a closed inbox refuses an external task"
     );
 }
+
+// R5.1: a thread that waits for room with a deadline on an inbox that never drains, again and
+// again (a `send_to_timeout` loop against a stuck context), leaves nothing listed once it gives
+// up, and a thread that waits without one keeps a single entry however often it returns without
+// a wake-up; a thread that is listed is still woken when places are given back.
+#[test]
+fn r5_1_thread_waits_list_each_thread_once_and_timeouts_leave_nothing() {
+    let (inbox, mut consumer) = Inbox::<u8>::with_capacity(1);
+    inbox.try_reserve(Sender::External).unwrap().commit(0);
+    for _ in 0..50 {
+        let deadline = Instant::now() + std::time::Duration::from_micros(200);
+        assert_eq!(
+            inbox.wait_for_room(Sender::External, Some(deadline)),
+            RoomWait::TimedOut
+        );
+        assert_eq!(inbox.room_waiters(), 0, "a timed-out wait leaves no entry");
+    }
+    // Room seen at the re-check: `Retry` with the entry left for a spurious unpark; the next wait
+    // of the same thread reuses it.
+    let (roomy, _c) = Inbox::<u8>::with_capacity(4);
+    for _ in 0..50 {
+        assert_eq!(roomy.wait_for_room(Sender::External, None), RoomWait::Retry);
+    }
+    assert_eq!(roomy.room_waiters(), 1, "one entry per thread, however often it waits");
+    // A waiter parked with a far deadline is woken by the give-back and retries.
+    let waiter = {
+        let inbox = inbox.clone();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + std::time::Duration::from_secs(30);
+            let began = Instant::now();
+            let r = inbox.wait_for_room(Sender::External, Some(deadline));
+            (r, began.elapsed())
+        })
+    };
+    while inbox.room_waiters() == 0 {
+        std::thread::yield_now();
+    }
+    assert_eq!(consumer.pop(), Some(0));
+    assert!(consumer.release_taken());
+    let (r, waited) = waiter.join().unwrap();
+    assert_eq!(r, RoomWait::Retry);
+    assert!(
+        waited < std::time::Duration::from_secs(30),
+        "woken by the give-back, not by its deadline"
+    );
+}

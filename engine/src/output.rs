@@ -192,6 +192,18 @@ enum Waiter {
     Task(Waker),
 }
 
+impl sync::ThreadWaiter for Waiter {
+    fn of_thread(thread: Thread) -> Self {
+        Waiter::Thread(thread)
+    }
+    fn thread_id(&self) -> Option<sync::ThreadId> {
+        match self {
+            Waiter::Thread(t) => Some(t.id()),
+            Waiter::Task(_) => None,
+        }
+    }
+}
+
 impl Waiter {
     fn wake(self) {
         match self {
@@ -377,15 +389,14 @@ impl<A> OutputQueue<A> {
     /// Spurious returns are allowed: the caller pushes again.
     pub fn wait_for_room(&self, deadline: Option<Instant>) {
         // Register before announcing: the receiver that sees ROOM_WAITERS takes the list after it
-        // cleared the flag, so it finds us.
-        sync::lock(&self.waiters)
-            .room
-            .push(Waiter::Thread(sync::current()));
+        // cleared the flag, so it finds us. Once (`sync::list_current`): an entry an earlier wait
+        // of this thread left behind is reused.
+        sync::list_current(&mut sync::lock(&self.waiters).room);
         let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
         sync::seq_cst_order();
         // Re-check after announcing: room made before the receiver read the flag is visible now
         // (the ring's head update and our announcement are in one `SeqCst` order). Our list entry
-        // then costs only a spurious unpark.
+        // then costs only a spurious unpark (or serves our next wait).
         if state & (GONE | CLOSED | DRAINING) != 0 || !self.ring.is_full() {
             return;
         }
@@ -395,6 +406,12 @@ impl<A> OutputQueue<A> {
                 let now = Instant::now();
                 if now < d {
                     sync::park_timeout(d - now);
+                }
+                if Instant::now() >= d {
+                    // The caller gives up now: leave nothing listed (a producer that times out
+                    // again and again on an output nobody reads must not grow the list).
+                    let removed = sync::unlist_current(&mut sync::lock(&self.waiters).room);
+                    drop(removed);
                 }
             }
         }
@@ -945,5 +962,55 @@ impl<'a, A> IntoIterator for &'a OutputReceiver<A> {
     type IntoIter = Iter<'a, A>;
     fn into_iter(self) -> Iter<'a, A> {
         self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries in the room list (threads and tasks).
+    fn room_listed<A>(q: &OutputQueue<A>) -> usize {
+        sync::lock(&q.waiters).room.len()
+    }
+
+    // R4.3 (a `Block` output): a producer that waits for room with a deadline on an output nobody
+    // reads, again and again, leaves nothing listed once each wait gives up; one that waits
+    // without a deadline and returns without a wake-up keeps a single entry; a listed producer is
+    // woken when the receiver takes an event.
+    #[test]
+    fn r4_3_thread_waits_list_each_thread_once_and_timeouts_leave_nothing() {
+        let q = StdArc::new(OutputQueue::new(OutputOptions::bounded(1)));
+        assert!(matches!(q.push(1u8), Pushed::Queued));
+        for _ in 0..50 {
+            q.wait_for_room(Some(Instant::now() + Duration::from_micros(200)));
+            assert_eq!(room_listed(&q), 0, "a timed-out wait leaves no entry");
+        }
+        let roomy = OutputQueue::<u8>::new(OutputOptions::bounded(4));
+        for _ in 0..50 {
+            roomy.wait_for_room(None);
+        }
+        assert_eq!(
+            room_listed(&roomy),
+            1,
+            "one entry per thread, however often it waits"
+        );
+        let waiter = {
+            let q = q.clone();
+            std::thread::spawn(move || {
+                let began = Instant::now();
+                q.wait_for_room(Some(Instant::now() + Duration::from_secs(30)));
+                began.elapsed()
+            })
+        };
+        while room_listed(&q) == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(q.take(), Some(1));
+        let waited = waiter.join().unwrap();
+        assert!(
+            waited < Duration::from_secs(30),
+            "woken by the take, not by its deadline"
+        );
     }
 }

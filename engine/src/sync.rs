@@ -12,7 +12,9 @@
 mod imp {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
-    pub(crate) use std::thread::{current, park, park_timeout, yield_now, JoinHandle, Thread};
+    pub(crate) use std::thread::{
+        current, park, park_timeout, yield_now, JoinHandle, Thread, ThreadId,
+    };
 
     std::thread_local! {
         static CONTEXT_MARK: std::cell::Cell<Option<(usize, u32)>> =
@@ -79,7 +81,7 @@ mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
-    pub(crate) use loom::thread::{current, park, yield_now, JoinHandle, Thread};
+    pub(crate) use loom::thread::{current, park, yield_now, JoinHandle, Thread, ThreadId};
 
     loom::thread_local! {
         static CONTEXT_MARK: std::cell::Cell<Option<(usize, u32)>> = std::cell::Cell::new(None);
@@ -135,6 +137,35 @@ pub(crate) use imp::*;
 /// protocol (the list of a correlator's outputs, which shutdown walks): `std`'s under loom too,
 /// since loom's `Arc` has no `Weak`.
 pub(crate) use std::sync::{Arc as StdArc, Mutex as StdMutex, Weak as StdWeak};
+
+/// An entry of a waiter list (the inbox's room waiters, an output's waiters) that may be a parked
+/// thread.
+pub(crate) trait ThreadWaiter {
+    /// The entry for a parked `thread`.
+    fn of_thread(thread: Thread) -> Self;
+    /// The id of the thread this entry wakes, if it is a thread's.
+    fn thread_id(&self) -> Option<ThreadId>;
+}
+
+/// Lists the calling thread in `list` unless it is listed already. A thread waits in one place at
+/// a time, so one entry is all it ever needs; a wait that ends without a wake-up (a spurious
+/// return, a re-check that found room) leaves its entry behind, and the next wait reuses it
+/// instead of adding another, so a thread that waits again and again grows nothing.
+pub(crate) fn list_current<W: ThreadWaiter>(list: &mut Vec<W>) {
+    let me = current();
+    if !list.iter().any(|w| w.thread_id() == Some(me.id())) {
+        list.push(W::of_thread(me));
+    }
+}
+
+/// Takes the calling thread's entry out of `list`, if it is there (a wait that gives up: its
+/// deadline passed, or what it waited on closed). The caller drops it outside the lock.
+pub(crate) fn unlist_current<W: ThreadWaiter>(list: &mut Vec<W>) -> Option<W> {
+    let me = current().id();
+    let i = list.iter().position(|w| w.thread_id() == Some(me))?;
+    // Order does not matter: a wake-up wakes the whole list.
+    Some(list.swap_remove(i))
+}
 
 /// Locks `m`, recovering the data if a panicking thread poisoned it: every structure guarded by a
 /// mutex in the engine stays consistent at every await point, so poison carries no information.
