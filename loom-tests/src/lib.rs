@@ -1138,7 +1138,7 @@ pub async fn output_recv_async<A>(queue: &OutputQueue<A>) -> Option<A> {
 /// head and tail updates that it is. The flags and waiter lists around it are the shim's.
 pub mod output_scenarios {
     use super::*;
-    use rt::{spawn, Arc};
+    use rt::{spawn, Arc, AtomicBool, Ordering};
 
     fn queue(capacity: usize) -> Arc<OutputQueue<u8>> {
         Arc::new(OutputQueue::new(OutputOptions::bounded(capacity)))
@@ -1156,6 +1156,78 @@ pub mod output_scenarios {
                 assert!(output_push(&q, 2));
             })
         };
+        let got = [output_recv(&q), output_recv(&q)];
+        producer.join().unwrap();
+        assert_eq!(got, [Some(1), Some(2)], "R4.3: lost or reordered");
+        assert!(q.take().is_none(), "R4.3: a duplicate");
+    }
+
+    /// An async push into a `Block` output, as the `async` feature's channel send drives it
+    /// (`send_future`): push; on `Full`, register the task's waker with `poll_room` and return
+    /// `Pending`, or push again at once if the re-check found room. `false`: the output went away.
+    struct OutputPushAsync<'a> {
+        q: &'a OutputQueue<u8>,
+        value: Option<u8>,
+        /// Set when a push met the full ring (before the task registers).
+        full_seen: &'a AtomicBool,
+    }
+
+    impl std::future::Future for OutputPushAsync<'_> {
+        type Output = bool;
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<bool> {
+            loop {
+                let v = self.value.take().expect("polled after it completed");
+                match self.q.push(v) {
+                    Pushed::Queued => return std::task::Poll::Ready(true),
+                    Pushed::Full(v) => {
+                        self.full_seen.store(true, Ordering::Release);
+                        self.value = Some(v);
+                        if self.q.poll_room(cx.waker()).is_pending() {
+                            return std::task::Poll::Pending;
+                        }
+                    }
+                    _ => return std::task::Poll::Ready(false),
+                }
+            }
+        }
+    }
+
+    /// R4.3: an async producer meets a full `Block` output (capacity 1, its one place taken) and
+    /// registers its waker while the receiver takes, sleeping whenever it finds nothing: the take
+    /// races the registration in every order, and must wake the task, which is polled again only
+    /// after a wake-up (as an executor does): a lost one leaves the producer parked forever (a
+    /// loom deadlock). Where the take checked for waiters before the task announced itself, only
+    /// the task's re-check after announcing finds the room. Its event arrives after the first.
+    ///
+    /// The receiver starts once the producer met the full ring: the ring is crossbeam's
+    /// `ArrayQueue`, whose atomics loom does not see, so loom would not order the push before the
+    /// take by itself.
+    pub fn async_producer_is_woken() {
+        let q = queue(1);
+        assert!(matches!(q.push(1), Pushed::Queued));
+        let full_seen = Arc::new(AtomicBool::new(false));
+        let producer = {
+            let q = q.clone();
+            let full_seen = full_seen.clone();
+            spawn(move || {
+                let (count, waker) = CountingWaker::for_current();
+                let mut push = OutputPushAsync {
+                    q: &q,
+                    value: Some(2),
+                    full_seen: &full_seen,
+                };
+                assert!(
+                    poll_until_ready(&mut push, &count, &waker),
+                    "R4.3: the output refused an open producer"
+                );
+            })
+        };
+        while !full_seen.load(Ordering::Acquire) {
+            rt::yield_now();
+        }
         let got = [output_recv(&q), output_recv(&q)];
         producer.join().unwrap();
         assert_eq!(got, [Some(1), Some(2)], "R4.3: lost or reordered");

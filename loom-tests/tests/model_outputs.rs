@@ -9,6 +9,13 @@ fn r4_3_output_receiver_sleeps_producer_waits_for_room() {
     loom::model(output_scenarios::receiver_sleeps_producer_waits_for_room);
 }
 
+// R4.3: an async producer waiting for room in a full Block output is woken by the receiver's
+// take (no lost wake-up).
+#[test]
+fn r4_3_output_async_producer_is_woken() {
+    loom::model(output_scenarios::async_producer_is_woken);
+}
+
 // R4.3: an async receiver's waker is woken by a push (no lost wake-up).
 #[test]
 fn r4_3_output_async_receiver_is_woken() {
