@@ -109,6 +109,8 @@ pub struct BareProbe {
     pub runs: usize,
     /// Smallest and largest of the runs' own medians, %.
     pub run_range: (f64, f64),
+    /// Pairs whose two segments took 2x or more apart ([`is_regime_flip`]).
+    pub flips: usize,
     /// Bootstrap 95 % interval of the median of the pooled pairs (`None` under 2 pairs).
     pub ci: Option<(f64, f64)>,
     /// [`UNDER`], [`OVER`] or [`UNSETTLED`]: the interval against [`BOOKKEEPING_LIMIT_PCT`].
@@ -121,6 +123,15 @@ pub const UNDER: &str = "under the limit";
 pub const OVER: &str = "**over the limit**";
 /// The interval straddles the limit: the run cannot tell the bookkeeping from the noise.
 pub const UNSETTLED: &str = "undecided";
+
+/// Whether a pair cost (%) says one segment took at least twice as long as the other (cost at or
+/// above 50 %, or at or below -100 %): the machine changed state between the two segments (a
+/// neighbour took a vCPU, a spinning ring flipped), which no bookkeeping of a few clock reads
+/// and stores explains. Such pairs stay in the verdict (the median is robust to them); their
+/// share is reported, as the measured reason an interval stays wide.
+pub fn is_regime_flip(cost: f64) -> bool {
+    cost >= 50.0 || cost <= -100.0
+}
 
 /// The verdict on pooled pair costs: their median, the bootstrap interval of that median, and
 /// [`UNDER`] when the whole interval is at or under [`BOOKKEEPING_LIMIT_PCT`], [`OVER`] when all
@@ -163,6 +174,7 @@ pub fn bookkeeping(s: &Summary) -> Vec<BareProbe> {
                 pairs: pooled.len(),
                 runs: r.pairs.iter().filter(|p| !p.is_empty()).count(),
                 run_range: (r.min, r.max),
+                flips: pooled.iter().filter(|&&c| is_regime_flip(c)).count(),
                 ci,
                 verdict,
             })
@@ -354,7 +366,7 @@ pub fn render(
         let _ = writeln!(md, "## The harness's bookkeeping (A/B segments)\n");
         let _ = writeln!(
             md,
-            "After its timed run, every baseline runs on in one stream, on the same queue(s) and threads, alternating segments of equal size *with* the harness's bookkeeping (booked: exactly what the timed run does, publishing counts, stop checks, sender counters, sampled clock reads and histogram records) and *without* it (bare), in ABBA order so that a drifting machine moves both alike; the clock is read only at segment boundaries, and each thread switches by its own count. Each pair of adjacent segments gives a cost, `1 - t_bare / t_booked` (`1 - rate_booked / rate_bare` on streams, `1 - bare_mean / booked_mean` on latency loops); the cost below is the median of the pairs of all runs, with a bootstrap {:.0} % interval of that median over the pooled pairs. It must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure: *under the limit* when the whole interval is at or under it, *over* when all of it is above, *undecided* when it straddles it. \"runs' medians\" is the spread of each run's own median: a wide one means the runs differ (placement, regime), which the pooled interval does not capture. Stream segments are at least 32 queue capacities, so senders and receiver, which switch at most a queue's depth apart, agree on all but 1/32 of each; with several senders `ab_mixed_max` (in the headlines) is the largest share of a segment's events a sender sent in another segment. A spinning ring (rtrb, ArrayQueue) is bistable (harness/BENCHMARKS.md).\n",
+            "After its timed run, every baseline runs on in one stream, on the same queue(s) and threads, alternating segments of equal size *with* the harness's bookkeeping (booked: exactly what the timed run does, publishing counts, stop checks, sender counters, sampled clock reads and histogram records) and *without* it (bare), in ABBA order so that a drifting machine moves both alike; the clock is read only at segment boundaries, and each thread switches by its own count. Each pair of adjacent segments gives a cost, `1 - t_bare / t_booked` (`1 - rate_booked / rate_bare` on streams, `1 - bare_mean / booked_mean` on latency loops); the cost below is the median of the pairs of all runs, with a bootstrap {:.0} % interval of that median over the pooled pairs. It must stay under {BOOKKEEPING_LIMIT_PCT:.0} % for the bookkeeping not to decide the figure: *under the limit* when the whole interval is at or under it, *over* when all of it is above, *undecided* when it straddles it. \"pairs 2x apart\" is the share of pairs whose two segments took twice as long or longer one than the other: the machine changed state between them (a neighbour took a vCPU, a ring flipped), which no bookkeeping explains; they stay in the verdict (the median is robust to them), and a large share is the measured reason an interval stays wide. \"runs' medians\" is the spread of each run's own median: a wide one means the runs differ (placement, regime), which the pooled interval does not capture. In a stream the receiver decides and the senders follow within a queue's depth plus 1,024 events each; segments are at least 32 queue capacities, so the two sides agree on all but a few % of each. A spinning ring (rtrb, ArrayQueue) is bistable (harness/BENCHMARKS.md).\n",
             targets::LEVEL * 100.0
         );
         let count = |v: &str| probes.iter().filter(|p| p.verdict == v).count();
@@ -368,9 +380,9 @@ pub fn render(
         );
         let _ = writeln!(
             md,
-            "| peer | booked | bare | bookkeeping cost | 95 % interval | pairs (runs) | runs' medians | |"
+            "| peer | booked | bare | bookkeeping cost | 95 % interval | pairs (runs) | pairs 2x apart | runs' medians | |"
         );
-        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
         for p in &probes {
             let ci = match p.ci {
                 Some((lo, hi)) => format!("{lo:.1} % .. {hi:.1} %"),
@@ -378,13 +390,14 @@ pub fn render(
             };
             let _ = writeln!(
                 md,
-                "| `{}` | {} | {} | {:.1} % | {ci} | {} ({}) | {:.1} .. {:.1} % | {} |",
+                "| `{}` | {} | {} | {:.1} % | {ci} | {} ({}) | {:.0} % | {:.1} .. {:.1} % | {} |",
                 p.id,
                 fmt_value(p.booked, p.unit),
                 fmt_value(p.bare, p.unit),
                 p.cost,
                 p.pairs,
                 p.runs,
+                100.0 * p.flips as f64 / p.pairs as f64,
                 p.run_range.0,
                 p.run_range.1,
                 p.verdict
@@ -561,6 +574,9 @@ mod tests {
         // The median of the three pairs of all runs, not of the runs' medians (2, 2, -).
         assert_eq!((p.cost, p.pairs, p.runs), (2.0, 3, 2));
         assert_eq!(p.run_range, (2.0, 2.0));
+        assert_eq!(p.flips, 0);
+        assert!(is_regime_flip(50.0) && is_regime_flip(-100.0));
+        assert!(!is_regime_flip(49.0) && !is_regime_flip(-99.0));
         assert!(p.ci.is_some());
     }
 
