@@ -29,7 +29,7 @@
 //! when a folder cannot be read. `--json` prints one JSON object ([`Report`]) instead of the
 //! table, for CI.
 
-use crate::record::{fmt_value, read_summary};
+use crate::record::{fmt_value, read_summary, CHANGED_IN_SCHEMA_3};
 use crate::record::{Better, Summary, TargetRecord};
 use crate::{stats, targets};
 use serde::Serialize;
@@ -187,8 +187,15 @@ fn direction(up: bool, higher_is_better: bool) -> Verdict {
 pub fn compare_records(a: &Summary, b: &Summary) -> (Vec<RecordChange>, Vec<String>, Vec<String>) {
     let mut changes = Vec::new();
     let mut only_a = Vec::new();
+    // A record that changed meaning between the two schemas is not compared (listed as only in
+    // each).
+    let changed = |metric: &str| {
+        a.schema.min(b.schema) < 3
+            && a.schema.max(b.schema) >= 3
+            && CHANGED_IN_SCHEMA_3.contains(&metric)
+    };
     for ra in &a.records {
-        let Some(rb) = b.get(&ra.id, &ra.metric) else {
+        let Some(rb) = b.get(&ra.id, &ra.metric).filter(|_| !changed(&ra.metric)) else {
             only_a.push(format!("{} {}", ra.id, ra.metric));
             continue;
         };
@@ -244,7 +251,7 @@ pub fn compare_records(a: &Summary, b: &Summary) -> (Vec<RecordChange>, Vec<Stri
     let only_b = b
         .records
         .iter()
-        .filter(|rb| a.get(&rb.id, &rb.metric).is_none())
+        .filter(|rb| a.get(&rb.id, &rb.metric).is_none() || changed(&rb.metric))
         .map(|rb| format!("{} {}", rb.id, rb.metric))
         .collect();
     (changes, only_a, only_b)
@@ -548,6 +555,7 @@ mod tests {
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             runs: values.len(),
             values: values.iter().map(|&v| Some(v)).collect(),
+            pairs: Vec::new(),
             percentiles: None,
             checks: "ok".into(),
             better,
@@ -817,5 +825,30 @@ mod tests {
         );
         assert!(!fields.contains(&"mode") && !fields.contains(&"logical_cpus"));
         assert!(env_diff(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn records_that_changed_meaning_in_schema_3_are_not_paired_with_schema_2() {
+        let mut cost = r("stream/1to1/kanal", &[1.0, 2.0, 3.0], Better::Lower);
+        cost.metric = "bookkeeping_cost".into();
+        let mut tp = cost.clone();
+        tp.metric = "throughput".into();
+        let old = Summary {
+            schema: 2,
+            records: vec![cost.clone(), tp.clone()],
+            targets: Vec::new(),
+        };
+        let new = Summary {
+            schema: SCHEMA,
+            ..old.clone()
+        };
+        let (changes, only_a, only_b) = compare_records(&old, &new);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].metric, "throughput");
+        assert_eq!(only_a, ["stream/1to1/kanal bookkeeping_cost"]);
+        assert_eq!(only_b, ["stream/1to1/kanal bookkeeping_cost"]);
+        // Same schema: paired as usual.
+        let (changes, _, _) = compare_records(&new, &new);
+        assert_eq!(changes.len(), 2);
     }
 }

@@ -180,6 +180,7 @@ mod tests {
                 max: 2.0,
                 runs: 3,
                 values: vec![Some(1.0), Some(2.0), None],
+                pairs: Vec::new(),
                 percentiles: Some(Percentiles {
                     p50: 1.0,
                     p90: 2.0,

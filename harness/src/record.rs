@@ -11,8 +11,22 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `summary.json`'s schema version. 2 added each record's per-run `values` and the paired
-/// `targets` (see `harness/BENCHMARKS.md`, "summary.json").
-pub const SCHEMA: u32 = 2;
+/// `targets`; 3 added the per-run `pairs` of `bookkeeping_cost` (its A/B segment pairs), which
+/// changed that record's meaning, and the booked/bare figures of the A/B segments (see
+/// `harness/BENCHMARKS.md`, "summary.json").
+pub const SCHEMA: u32 = 3;
+
+/// The oldest schema [`read_summary`] reads: 2 has every field of 3 but `pairs` (read as empty).
+pub const OLDEST_READABLE_SCHEMA: u32 = 2;
+
+/// Metrics whose meaning changed in schema 3 (bare probes before and after the timed run became
+/// A/B segments in one stream): `harness compare` does not pair them across schemas 2 and 3.
+pub const CHANGED_IN_SCHEMA_3: [&str; 4] = [
+    "bookkeeping_cost",
+    "throughput_bare",
+    "latency_one_way_bare",
+    "latency_per_event_bare",
+];
 
 /// Which direction of a metric is an improvement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +52,10 @@ pub struct Measure {
     /// For latency metrics: the run's merged histogram as `[value_ns, count]` pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hist: Option<Vec<[u64; 2]>>,
+    /// For a figure measured on pairs of A/B segments (`bookkeeping_cost`): every pair's value;
+    /// `value` is their median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<Vec<f64>>,
 }
 
 impl Measure {
@@ -49,6 +67,7 @@ impl Measure {
             value,
             better,
             hist: None,
+            pairs: None,
         }
     }
 }
@@ -116,6 +135,11 @@ pub struct SummaryRecord {
     /// index r of two records was measured in the same round, back to back.
     #[serde(default)]
     pub values: Vec<Option<f64>>,
+    /// Records measured on pairs of A/B segments only (`bookkeeping_cost`): each run's pair
+    /// values, in round order (empty for a run that failed or lacks them); `values` holds each
+    /// run's median of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<Vec<f64>>,
     /// Latency records only: percentiles of the histogram merged over runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentiles: Option<Percentiles>,
@@ -228,19 +252,19 @@ pub fn fmt_value(v: f64, unit: &str) -> String {
 /// Reads `summary.json` from a result folder.
 ///
 /// # Errors
-/// When the file is missing, is not JSON, or has another schema.
+/// When the file is missing, is not JSON, or has a schema older than
+/// [`OLDEST_READABLE_SCHEMA`] or newer than [`SCHEMA`].
 pub fn read_summary(dir: &std::path::Path) -> Result<Summary, String> {
     let path = dir.join("summary.json");
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let s: Summary = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a summary: {e}", path.display()))?;
-    if s.schema != SCHEMA {
+    if !(OLDEST_READABLE_SCHEMA..=SCHEMA).contains(&s.schema) {
         return Err(format!(
-            "{} has schema {}, this harness reads schema {}",
+            "{} has schema {}, this harness reads schemas {OLDEST_READABLE_SCHEMA} to {SCHEMA}",
             path.display(),
             s.schema,
-            SCHEMA
         ));
     }
     Ok(s)

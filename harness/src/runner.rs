@@ -499,6 +499,7 @@ fn failed_row(id: &str, recs: &[RunRecord]) -> SummaryRecord {
         max: 0.0,
         runs: recs.len(),
         values: Vec::new(),
+        pairs: Vec::new(),
         percentiles: None,
         checks: recs.iter().find(|r| !r.ok()).map_or_else(
             || "failed: no metric was recorded".into(),

@@ -54,6 +54,7 @@ pub fn latency_measure(metric: &str, h: &Histogram<u64>) -> Measure {
         value: h.value_at_quantile(0.5) as f64,
         better: crate::record::Better::Lower,
         hist: Some(encode(h)),
+        pairs: None,
     }
 }
 
@@ -177,6 +178,22 @@ pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
             .filter_map(|m| m.hist.as_deref().map(decode))
             .collect();
         let percentiles = (!hists.is_empty()).then(|| percentiles(&merge(&hists)));
+        let pairs: Vec<Vec<f64>> = runs
+            .iter()
+            .map(|r| {
+                r.metrics
+                    .iter()
+                    .find(|m| m.metric == name)
+                    .filter(|_| r.ok())
+                    .and_then(|m| m.pairs.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let pairs = if pairs.iter().all(Vec::is_empty) {
+            Vec::new()
+        } else {
+            pairs
+        };
         rows.push(SummaryRecord {
             id: first.id.clone(),
             metric: name.to_string(),
@@ -186,6 +203,7 @@ pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             runs: values.len(),
             values: per_run,
+            pairs,
             percentiles,
             checks: checks.clone(),
             better: ms[0].better,

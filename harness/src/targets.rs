@@ -379,6 +379,7 @@ mod tests {
             max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             runs: values.len(),
             values: values.iter().map(|&v| Some(v)).collect(),
+            pairs: Vec::new(),
             percentiles: None,
             checks: "ok".into(),
             better: Better::Higher,

@@ -142,11 +142,28 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     assert!(env["allocator"].as_str().unwrap().contains("mimalloc"));
 
     let summary = json(&out.join("summary.json"));
-    assert_eq!(summary["schema"], 2);
+    assert_eq!(summary["schema"], 3);
     let records = summary["records"].as_array().expect("records");
     let ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap()).collect();
     for id in IDS {
         assert!(ids.contains(id), "no record for {id}");
+    }
+    // Every baseline (and the engine's bursts, which share their driver) measured its
+    // bookkeeping (A/B segments).
+    let measures_bookkeeping = |id: &str| {
+        let engine = ["/engine", "/engine-park", "/engine-batch"]
+            .iter()
+            .any(|e| id.ends_with(e));
+        id.starts_with("burst/")
+            || ((id.starts_with("stream/") || id.starts_with("pingpong/")) && !engine)
+    };
+    for id in IDS.iter().filter(|id| measures_bookkeeping(id)) {
+        assert!(
+            records
+                .iter()
+                .any(|r| r["id"] == *id && r["metric"] == "bookkeeping_cost"),
+            "{id} has no bookkeeping_cost"
+        );
     }
     for r in records {
         assert_eq!(
@@ -165,6 +182,15 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
             "values of {r}"
         );
         assert!(r["min"].as_f64().unwrap() <= r["max"].as_f64().unwrap());
+        // Schema 3: the bookkeeping's cost carries each run's A/B segment pairs.
+        if r["metric"] == "bookkeeping_cost" {
+            let pairs = r["pairs"].as_array().expect("bookkeeping_cost has pairs");
+            assert_eq!(pairs.len(), r["values"].as_array().unwrap().len(), "{r}");
+            assert!(
+                pairs.iter().all(|p| !p.as_array().unwrap().is_empty()),
+                "a run without pairs: {r}"
+            );
+        }
         if let Some(p) = r.get("percentiles") {
             for k in ["p50", "p90", "p99", "p99.9", "max"] {
                 assert!(p.get(k).is_some(), "percentiles lack {k}");

@@ -14,9 +14,10 @@
 //! `batch_publish` of the whole burst into a `BusySpin` processor, rtrb with `write_chunk_uninit`
 //! / `read_chunk` (its batch API).
 
+use super::ab::{self, Figure, Plan};
 use super::{
-    bare_latency_figures, put, sample_clock, slot, take, timed_window, Ev, Family, Outcome, RunCtx,
-    Scenario, Shared, Slot, Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
+    put, sampled, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot,
+    Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
@@ -65,11 +66,6 @@ pub fn register(v: &mut Vec<Scenario>) {
     }
 }
 
-/// Bursts of the bare probe (after the timed window, before the paused phase).
-pub fn bare_bursts(ctx: &RunCtx) -> u64 {
-    ctx.mode.pick(1_000, 20_000, 100_000)
-}
-
 /// Bursts of the paused phase.
 pub fn paused_bursts(ctx: &RunCtx) -> usize {
     ctx.mode.pick(5, 100, 500)
@@ -113,16 +109,41 @@ pub struct Driven {
     pub hot: Histogram<u64>,
     /// Per-event latency, 1 ms pause before each burst.
     pub paused: Histogram<u64>,
-    /// The bare probe: bursts and seconds.
-    pub bare: Option<(u64, f64)>,
+    /// The A/B phase ([`super::ab`]): its plan and the clock at its measured boundaries.
+    pub ab: Option<(Plan, Vec<u64>)>,
     /// Events sent.
     pub sent: u64,
     /// Why it stopped early, if it did.
     pub failure: Option<String>,
 }
 
+/// One burst of the timed loop, bookkeeping included: one burst in [`LATENCY_SAMPLE_EVERY`] is
+/// timed (`one(seq, true)`) and its time per event recorded into `hot` while `shared` is
+/// measuring, and the count of bursts is published every [`super::PUBLISH_EVERY`]. The A/B
+/// phase's booked segments run exactly this.
+#[inline]
+fn booked_burst(
+    one: &mut impl FnMut(&mut u64, bool) -> Result<u64, String>,
+    seq: &mut u64,
+    bursts: &mut u64,
+    b: usize,
+    shared: &Shared,
+    hot: &mut Histogram<u64>,
+) -> Result<(), String> {
+    let timed = sampled(*bursts);
+    let dt = one(seq, timed)?;
+    if timed && shared.measuring() {
+        hot.saturating_record((dt / b as u64).max(1));
+    }
+    *bursts += 1;
+    shared.publish(*bursts, false);
+    Ok(())
+}
+
 /// The producer's loop: `send(first_seq)` sends one burst of `b` events numbered from
-/// `first_seq`; the loop waits for the sink to reach the burst's end.
+/// `first_seq`; the loop waits for the sink to reach the burst's end. The timed loop
+/// (`booked_burst`) runs until the stop flag, then the A/B phase on the same queue (sized from
+/// the loop's own rate), then the paused phase.
 pub fn drive(
     ctx: &RunCtx,
     shared: &Shared,
@@ -164,32 +185,48 @@ pub fn drive(
         Ok(if timed { now_ns() - t0 } else { 0 })
     };
     let per_event = |dt: u64| (dt / b as u64).max(1);
+    let t_begin = now_ns();
     while !shared.stopped() {
-        // One burst in LATENCY_SAMPLE_EVERY is timed and recorded.
-        let timed = sample_clock(bursts) != 0;
-        match one(&mut seq, timed) {
-            Ok(dt) => {
-                if timed && shared.measuring() {
-                    hot.saturating_record(per_event(dt));
+        if let Err(e) = booked_burst(&mut one, &mut seq, &mut bursts, b, shared, &mut hot) {
+            shared.fail(e.clone());
+            failure = Some(e);
+            break;
+        }
+    }
+    let mut ab = None;
+    if failure.is_none() {
+        let rate = bursts as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
+        let phase = ab::latency_phase(ctx.mode);
+        let plan = Plan::sized(
+            phase,
+            rate,
+            ab::LATENCY_SEGMENT_MIN,
+            ab::LATENCY_SEGMENT_MIN,
+        );
+        // The booked segments' own stop flag (never raised), counter and histogram.
+        let book = Shared::new();
+        book.measuring.store(true, Ordering::Relaxed);
+        let mut scratch = new_hist();
+        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
+            match seg {
+                ab::Seg::Booked => {
+                    for _ in 0..n {
+                        if book.stopped() {
+                            break;
+                        }
+                        booked_burst(&mut one, &mut seq, &mut bursts, b, &book, &mut scratch)?;
+                    }
+                }
+                ab::Seg::Bare => {
+                    for _ in 0..n {
+                        one(&mut seq, false)?;
+                    }
                 }
             }
-            Err(e) => {
-                shared.fail(e.clone());
-                failure = Some(e);
-                break;
-            }
-        }
-        bursts += 1;
-        shared.publish(bursts, false);
-    }
-    let mut bare = None;
-    if failure.is_none() {
-        // The bare probe: the same bursts, timed as a whole (no clock read per burst, no
-        // histogram, no stop check, no publishing).
-        let n = bare_bursts(ctx);
-        let t0 = now_ns();
-        match (0..n).try_for_each(|_| one(&mut seq, false).map(drop)) {
-            Ok(()) => bare = Some((n, (now_ns() - t0) as f64 / 1e9)),
+            Ok(())
+        });
+        match times {
+            Ok(t) => ab = Some((plan, t)),
             Err(e) => failure = Some(e),
         }
     }
@@ -211,7 +248,7 @@ pub fn drive(
         placement: probe.finish(),
         hot,
         paused,
-        bare,
+        ab,
         sent: seq,
         failure,
     }
@@ -248,15 +285,15 @@ pub fn finish(
     out.param("latency_sampled_every", LATENCY_SAMPLE_EVERY);
     match w {
         Ok(w) if w.events > 0 => {
-            // The timed window's mean per event (bursts published every PUBLISH_EVERY) against
-            // the bare probe's.
+            // The timed window's mean per event (bursts published every PUBLISH_EVERY).
             let timed = w.secs * 1e9 / (w.events * b as u64) as f64;
-            match d.bare.filter(|&(n, secs)| n > 0 && secs > 0.0) {
-                Some((n, secs)) => {
-                    let bare = secs * 1e9 / (n * b as u64) as f64;
-                    bare_latency_figures(out, "latency_per_event", timed, bare);
-                }
-                None => out.value("latency_per_event_mean", "ns", timed, Better::Lower),
+            out.value("latency_per_event_mean", "ns", timed, Better::Lower);
+            if let Some((plan, times)) = &d.ab {
+                let fig = Figure::Latency {
+                    metric: "latency_per_event",
+                    per_unit: b as f64,
+                };
+                ab::record(out, fig, plan, times);
             }
         }
         Ok(_) => {}

@@ -20,6 +20,7 @@
 //! ping-pong; [`async_tokio`]: two tokio mpsc hops in a tokio service) use the same event type, capacities, thread slots and windows as their engine
 //! twins, so that a ratio compares like with like.
 
+pub mod ab;
 pub mod async_tokio;
 pub mod baseline;
 pub mod burst;

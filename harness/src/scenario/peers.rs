@@ -23,20 +23,24 @@
 //! Every peer's receiver does exactly what the engine's listener in `stream/*/engine` does:
 //! the per-sender sequence check ([`FifoCheck::take`], which counts) and one predictable branch
 //! taken every [`super::PUBLISH_EVERY`] events, where the count is published for the timed
-//! window. Each stream peer also runs *bare probes* in the same process, one before and one after
-//! its timed run, on fresh queues: the same senders' sends and the same receiver code (the same
-//! `Book`), count-bounded instead of time-bounded, with none of the harness's bookkeeping (no
-//! publishing, no stop checks, no sender counters, no timed window: at its every-256 points the
-//! bare receiver reads the clock twice in all, at 1/8 and at the end of its events).
-//! `bookkeeping_cost` = `1 - timed / bare` (%) compares the timed rate with the probes' pooled
-//! rate. The ping-pongs read the clock on one round trip in [`super::LATENCY_SAMPLE_EVERY`] and
-//! compare the timed window's rate of round trips with bare probes timed as a whole.
+//! window.
+//!
+//! # The bookkeeping's cost
+//! After its timed run, each stream peer runs an A/B phase ([`super::ab`]) in the same process,
+//! on a fresh queue of the same capacity with the same threads on the same cores: one stream in
+//! which the senders and the receiver (the same `Book`) alternate booked segments, which do
+//! exactly what the timed run does (publishing, stop checks, sender counters), and bare ones,
+//! which do none of it, in ABBA order. The ping-pongs and bursts continue on their own queues
+//! after the timed window, alternating booked round trips or bursts (the timed loop's sampled
+//! clock reads, histogram records, stop checks and publishing) with bare ones. `bookkeeping_cost`
+//! is the median of the pairs' `1 - t_bare / t_booked`.
 
+use super::ab::{self, Figure, Plan};
 use super::baseline::{sample, sender_counters, sender_slot};
 use super::{
-    bare_latency_figures, put, sample_clock, seq_of, slot, stream_figures, take, timed_window,
-    timed_window_with, Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
-    LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    put, sample_clock, seq_of, slot, stream_figures, take, timed_window, timed_window_with, Ev,
+    Family, FifoCheck, Mode, Outcome, RunCtx, Scenario, Shared, Slot, Spin, LATENCY_SAMPLE_EVERY,
+    PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
@@ -296,42 +300,42 @@ pub fn register_pingpong(v: &mut Vec<Scenario>) {
 }
 
 /// One phase of a stream peer: the **timed** run (time-bounded: senders flood until the stop
-/// flag and publish their counts, the receiver publishes its count) or the **bare** probe
-/// (count-bounded: each sender sends `per_sender` events and stops; the receiver publishes
-/// nothing and reads the clock at two of its every-[`PUBLISH_EVERY`] points instead).
+/// flag and publish their counts, the receiver publishes its count) or the **A/B** phase
+/// (count-bounded, [`super::ab`]: the same stream alternates booked segments, which do exactly
+/// what the timed run does, and bare ones, which do none of the bookkeeping).
 #[derive(Clone)]
 enum Phase {
     Timed {
         shared: Arc<Shared>,
         counters: Arc<Vec<CachePadded<AtomicU64>>>,
     },
-    Bare {
-        per_sender: u64,
+    Ab {
+        /// The segments, in events at the receiver.
+        plan: Plan,
+        /// [`ab::deadline_ns`].
+        deadline_ns: u64,
+        /// The segment the receiver is in: the senders' mode and stop flag.
+        word: ab::SegmentWord,
+        /// Where the booked receiver publishes.
+        shared: Arc<Shared>,
+        counters: Arc<Vec<CachePadded<AtomicU64>>>,
     },
 }
-
-/// Fewest events of a stream's bare probe.
-const BARE_MIN_EVENTS: u64 = 10_000;
 
 /// What the receiver does at every [`PUBLISH_EVERY`]-th event, out of line.
 enum AtPoint {
     /// Timed run: publish the count for the timed window.
     Publish(Arc<Shared>),
-    /// Bare probe: read the clock when the count reaches `from` and `to`, so that its figure is
-    /// the rate between them (start-up and wind-down left out, as the timed window leaves them
-    /// out).
-    Clock {
-        from: u64,
-        to: u64,
-        t_from: u64,
-        t_to: u64,
-    },
+    /// A/B phase: publish in booked segments only, and cross segment boundaries (reading the
+    /// clock there).
+    Ab(Arc<Shared>, ab::Receiver),
 }
 
 /// The receiving side's per-event work, the same as the engine listener's and the same in the
-/// timed run and the bare probe: the sequence check ([`FifoCheck::take`], which counts), and one
+/// timed run and the A/B phase: the sequence check ([`FifoCheck::take`], which counts), and one
 /// predictable branch that is taken every [`PUBLISH_EVERY`] events. Only what happens in that
-/// branch differs: publishing (the bookkeeping) or the bare probe's two clock reads.
+/// branch differs: publishing (the bookkeeping), or in the A/B phase publishing in booked
+/// segments and nothing in bare ones, and the boundary test.
 struct Book {
     fifo: FifoCheck,
     at_point: AtPoint,
@@ -341,15 +345,16 @@ impl Book {
     fn new(n: usize, phase: &Phase) -> Self {
         let at_point = match phase {
             Phase::Timed { shared, .. } => AtPoint::Publish(shared.clone()),
-            Phase::Bare { per_sender } => {
-                let to = (per_sender * n as u64) & !(PUBLISH_EVERY - 1);
-                AtPoint::Clock {
-                    from: (to / 8) & !(PUBLISH_EVERY - 1),
-                    to,
-                    t_from: 0,
-                    t_to: 0,
-                }
-            }
+            Phase::Ab {
+                plan,
+                deadline_ns,
+                word,
+                shared,
+                ..
+            } => AtPoint::Ab(
+                shared.clone(),
+                ab::Receiver::new(*plan, *deadline_ns, word.clone()),
+            ),
         };
         Book {
             fifo: FifoCheck::new(n),
@@ -371,46 +376,55 @@ impl Book {
         let n = self.fifo.total;
         match &mut self.at_point {
             AtPoint::Publish(shared) => shared.publish(n, true),
-            AtPoint::Clock {
-                from,
-                to,
-                t_from,
-                t_to,
-            } => {
-                if n == *from {
-                    *t_from = now_ns();
-                } else if n == *to {
-                    *t_to = now_ns();
+            AtPoint::Ab(shared, r) => {
+                if r.booked() {
+                    shared.publish(n, true);
                 }
+                r.at(n);
             }
         }
     }
 
-    /// The bare probe's figure: events between the two clock reads and the seconds between
-    /// them (`None` in a timed run, or when the probe did not get that far).
-    fn bare_figure(&self) -> Option<(u64, f64)> {
-        match self.at_point {
-            AtPoint::Clock {
-                from,
-                to,
-                t_from,
-                t_to,
-            } if to > from && t_to > t_from => Some((to - from, (t_to - t_from) as f64 / 1e9)),
-            _ => None,
+    /// The A/B phase's receiver (`None` in a timed run).
+    fn ab(&self) -> Option<&ab::Receiver> {
+        match &self.at_point {
+            AtPoint::Ab(_, r) => Some(r),
+            AtPoint::Publish(_) => None,
         }
     }
 }
 
 /// A sender of a stream peer: in the timed run it floods until the stop flag, publishing its
-/// count ([`flood_sender`]); in the bare probe it sends its `per_sender` events and stops.
-/// Returns how many it sent.
+/// count ([`booked_sends`]); in the A/B phase it follows the receiver's segment word, sending
+/// with [`booked_sends`] in booked segments and [`bare_sends`] in bare ones (both look at the word
+/// every [`STOP_CHECK_EVERY`] events, where the timed run looks at the stop flag), and stops
+/// when the word passes the last segment. Returns how many it sent.
 fn sender_loop(s: usize, phase: &Phase, mut send: impl FnMut(Ev) -> bool) -> u64 {
     match phase {
-        Phase::Timed { shared, counters } => flood_sender(s, shared, &counters[s], send),
-        Phase::Bare { per_sender } => {
+        Phase::Timed { shared, counters } => {
+            booked_sends(s, &counters[s], 0, || shared.stopped(), &mut send).0
+        }
+        Phase::Ab {
+            plan,
+            word,
+            counters,
+            ..
+        } => {
             let mut i = 0;
-            while i < *per_sender && send(stream_ev(s, i)) {
-                i += 1;
+            loop {
+                let k = word.load(Ordering::Acquire);
+                if k >= plan.total() {
+                    break;
+                }
+                let moved = || word.load(Ordering::Relaxed) != k;
+                let (sent, failed) = match plan.mode(k) {
+                    ab::Seg::Booked => booked_sends(s, &counters[s], i, moved, &mut send),
+                    ab::Seg::Bare => bare_sends(s, i, moved, &mut send),
+                };
+                i = sent;
+                if failed {
+                    break;
+                }
             }
             i
         }
@@ -427,27 +441,50 @@ fn stream_ev(s: usize, i: u64) -> Ev {
     }
 }
 
-/// Sender loop of a timed window: sends until the stop flag, publishing its count.
-fn flood_sender(
+/// The timed run's sender loop, bookkeeping included: a look at `stop` every
+/// [`STOP_CHECK_EVERY`] events (the stop flag in the timed run, the segment word in the A/B
+/// phase), the count published every [`PUBLISH_EVERY`]. Sends from index `i` until `stop`;
+/// returns the next index and whether a send failed.
+#[inline]
+fn booked_sends(
     s: usize,
-    shared: &Shared,
     counter: &CachePadded<AtomicU64>,
-    mut send: impl FnMut(Ev) -> bool,
-) -> u64 {
-    let mut i = 0u64;
+    mut i: u64,
+    stop: impl Fn() -> bool,
+    send: &mut impl FnMut(Ev) -> bool,
+) -> (u64, bool) {
     loop {
-        if i % STOP_CHECK_EVERY == 0 && shared.stopped() {
-            break;
+        if i % STOP_CHECK_EVERY == 0 && stop() {
+            return (i, false);
         }
         if !send(stream_ev(s, i)) {
-            break;
+            return (i, true);
         }
         i += 1;
         if i % PUBLISH_EVERY == 0 {
             counter.store(i, Ordering::Release);
         }
     }
-    i
+}
+
+/// A bare segment of a sender: the same sends and the same look at the segment word (the switch),
+/// without publishing the count. Returns the next index and whether a send failed.
+#[inline]
+fn bare_sends(
+    s: usize,
+    mut i: u64,
+    stop: impl Fn() -> bool,
+    send: &mut impl FnMut(Ev) -> bool,
+) -> (u64, bool) {
+    loop {
+        if i % STOP_CHECK_EVERY == 0 && stop() {
+            return (i, false);
+        }
+        if !send(stream_ev(s, i)) {
+            return (i, true);
+        }
+        i += 1;
+    }
 }
 
 /// Spawns sender `s` of a stream peer on its slot's core: `body` runs between the probe's start
@@ -514,9 +551,9 @@ impl Ran {
     }
 }
 
-/// Runs a stream peer: a bare probe, the timed run (its checks and figures), and a second bare
-/// probe; `bookkeeping_cost` compares the timed rate with the two probes' pooled rate, so that
-/// a machine that speeds up or slows down over the run moves both sides alike. `run(phase,
+/// Runs a stream peer: the timed run (its checks and figures), then the A/B phase
+/// ([`super::ab`]) on a fresh queue of the same capacity with the same threads on the same
+/// cores, sized from the timed rate; `bookkeeping_cost` is the median of its pairs. `run(phase,
 /// wait)` starts the peer's threads for `phase` on fresh queues, calls `wait` while they run, and
 /// joins them.
 fn stream_peer(
@@ -527,12 +564,6 @@ fn stream_peer(
     let mut out = Outcome::default();
     out.param("senders", n as u64);
     out.param("capacity", STREAM_CAPACITY as u64);
-    // A short pilot sizes the first probe (its rate is not used otherwise).
-    let pilot = bare_probe(&mut run, &mut out, BARE_MIN_EVENTS / n as u64);
-    let before = pilot.and_then(|(e, secs)| {
-        let per_sender = bare_per_sender(ctx, n, e as f64 / secs);
-        bare_probe(&mut run, &mut out, per_sender)
-    });
     let shared = Shared::new();
     let counters = sender_counters(n);
     let timed = Phase::Timed {
@@ -550,33 +581,42 @@ fn stream_peer(
     let Some(rate) = finish_stream(&mut out, w, &ran.sent, ran.book.map(|b| b.fifo)) else {
         return out;
     };
-    let after = bare_probe(&mut run, &mut out, bare_per_sender(ctx, n, rate));
-    bare_figures(&mut out, rate, &[before, after]);
+    ab_phase(&mut out, ctx, n, rate, &mut run);
     out
 }
 
-/// One bare probe of `per_sender` events a sender: its figure ([`Book::bare_figure`]); a lost or
-/// reordered event fails the run as in the timed run.
-fn bare_probe(
-    run: &mut impl FnMut(&Phase, &mut dyn FnMut()) -> Ran,
+/// The A/B phase of a stream peer measured at `rate`: segments of at least
+/// [`ab::STREAM_SEGMENT_MIN`] events (a multiple of [`PUBLISH_EVERY`]), checked like the timed
+/// run (a lost or reordered event fails the run), and its figures.
+fn ab_phase(
     out: &mut Outcome,
-    per_sender: u64,
-) -> Option<(u64, f64)> {
-    let ran = run(&Phase::Bare { per_sender }, &mut || ());
-    let book = ran.book?;
+    ctx: &RunCtx,
+    n: usize,
+    rate: f64,
+    run: &mut impl FnMut(&Phase, &mut dyn FnMut()) -> Ran,
+) {
+    let phase_time = ab::stream_phase(ctx.mode);
+    let plan = Plan::sized(phase_time, rate, ab::STREAM_SEGMENT_MIN, PUBLISH_EVERY);
+    let phase = Phase::Ab {
+        plan,
+        deadline_ns: ab::deadline_ns(phase_time),
+        word: ab::segment_word(),
+        shared: Shared::new(),
+        counters: sender_counters(n),
+    };
+    let ran = run(&phase, &mut || ());
+    let Some(book) = ran.book else {
+        out.fail("A/B phase: the receiver handed no result back");
+        return;
+    };
     let mut check = Outcome::default();
     book.fifo.verify(&ran.sent, &mut check);
     for f in check.failures {
-        out.fail(format!("bare probe: {f}"));
+        out.fail(format!("A/B phase: {f}"));
     }
-    book.bare_figure()
-}
-
-/// Events per sender of a bare probe of a peer measured at `rate`: about half a timed window's
-/// worth, at least [`BARE_MIN_EVENTS`] in all.
-fn bare_per_sender(ctx: &RunCtx, n: usize, rate: f64) -> u64 {
-    let total = ((rate * ctx.mode.window().as_secs_f64() * 0.5) as u64).max(BARE_MIN_EVENTS);
-    total / n as u64
+    if let Some(r) = book.ab() {
+        ab::record(out, Figure::Throughput, &plan, &r.times);
+    }
 }
 
 /// Finishes a stream outcome: checks, figures, parameters; the rate measured.
@@ -601,29 +641,6 @@ fn finish_stream(
             out.fail(e);
             None
         }
-    }
-}
-
-/// Records the bare probes' figures: their pooled rate (events over seconds, summed over the
-/// probes that measured) and `bookkeeping_cost = 1 - timed / bare` in %.
-fn bare_figures(out: &mut Outcome, rate_booked: f64, probes: &[Option<(u64, f64)>]) {
-    let (events, secs) = probes
-        .iter()
-        .flatten()
-        .fold((0, 0.0), |(e, s), (pe, ps)| (e + pe, s + ps));
-    if events == 0 {
-        out.note("the bare probes measured nothing");
-        return;
-    }
-    out.param("bare_probes", probes.iter().flatten().count() as u64);
-    let bare_rate = out.throughput("throughput_bare", "events/s", events, secs);
-    if bare_rate > 0.0 {
-        out.value(
-            "bookkeeping_cost",
-            "%",
-            100.0 * (1.0 - rate_booked / bare_rate),
-            Better::Lower,
-        );
     }
 }
 
@@ -802,9 +819,9 @@ impl SpinRing for Array {
     }
 }
 
-/// Why rtrb's `bookkeeping_cost` may not be the bookkeeping's cost (harness/BENCHMARKS.md,
-/// "bare probe").
-pub const RTRB_REGIME: &str = "a spinning SPSC ring is bistable: fast while the consumer stays ahead, 10-50x slower once it falls behind (the ring runs full and a cache line crosses the cores at every event); the timed run and the bare probe run the same receiver code, so a large bookkeeping_cost here is the two phases landing in different states, not bookkeeping";
+/// Why rtrb's and ArrayQueue's `bookkeeping_cost` may not be the bookkeeping's cost
+/// (harness/BENCHMARKS.md, "rtrb and ArrayQueue").
+pub const RTRB_REGIME: &str = "a spinning SPSC ring is bistable: fast while the consumer stays ahead, 10-50x slower once it falls behind (the ring runs full and a cache line crosses the cores at every event); booked and bare segments run the same receiver code in one stream, so a pair that straddles a flip between the two states reads a large cost either way: the median over pairs leaves it out, a wide interval shows it";
 
 fn ring_stream<R: SpinRing>(ctx: &RunCtx) -> Outcome {
     let shared_core = ctx.share_core(0, sender_slot(ctx, 0));
@@ -856,6 +873,131 @@ fn ring_stream<R: SpinRing>(ctx: &RunCtx) -> Outcome {
     out
 }
 
+/// Thread A's side of a ping-pong: `round_trip(e)` sends `e` and returns what came back (`None`
+/// when the other side is gone).
+trait Bounce: FnMut(Ev) -> Option<Ev> {}
+impl<F: FnMut(Ev) -> Option<Ev>> Bounce for F {}
+
+/// One round trip of a ping-pong's timed loop, bookkeeping included: the clock read on one trip
+/// in [`LATENCY_SAMPLE_EVERY`] (before and after), its one-way time recorded in `h` while
+/// `shared` is measuring, the count published every [`PUBLISH_EVERY`] trips. The A/B phase's
+/// booked segments run exactly this.
+#[inline]
+fn booked_trip(
+    a: &mut impl Bounce,
+    i: &mut u64,
+    shared: &Shared,
+    h: &mut Histogram<u64>,
+) -> Result<(), String> {
+    let t0 = sample_clock(*i);
+    let got = a(Ev {
+        kind: 0,
+        seq: *i,
+        t_ns: t0,
+        aux: 0,
+    });
+    let t1 = sample_clock(*i);
+    match got {
+        Some(e) if e.seq == *i => {}
+        other => return Err(format!("round trip {i} came back as {other:?}")),
+    }
+    if t0 != 0 && shared.measuring() {
+        h.saturating_record(((t1 - t0) / 2).max(1));
+    }
+    *i += 1;
+    shared.publish(*i, false);
+    Ok(())
+}
+
+/// One round trip of a bare segment: the same trip and check, no bookkeeping.
+#[inline]
+fn bare_trip(a: &mut impl Bounce, i: &mut u64) -> Result<(), String> {
+    let got = a(Ev {
+        kind: 0,
+        seq: *i,
+        t_ns: 0,
+        aux: 0,
+    });
+    match got {
+        Some(e) if e.seq == *i => {
+            *i += 1;
+            Ok(())
+        }
+        other => Err(format!("round trip {i} came back as {other:?}")),
+    }
+}
+
+/// What thread A of a ping-pong hands back: its placement, the timed loop's histogram, the
+/// round trips in all, why it stopped early (if it did), and the A/B phase (its plan and
+/// boundary clock reads).
+struct PingA {
+    placement: Placement,
+    hist: Histogram<u64>,
+    trips: u64,
+    bad: Option<String>,
+    ab: Option<(Plan, Vec<u64>)>,
+}
+
+/// Thread A of a ping-pong, on `core`: the timed loop ([`booked_trip`]) until the stop flag, then
+/// the A/B phase ([`super::ab`]) on the same queues, sized from the loop's own rate.
+fn drive_pingpong(mode: Mode, core: Option<usize>, shared: &Shared, a: &mut impl Bounce) -> PingA {
+    let probe = Probe::start("bouncer-a", core);
+    let mut hist = new_hist();
+    let mut i = 0u64;
+    let mut bad = None;
+    let t_begin = now_ns();
+    while !shared.stopped() {
+        if let Err(e) = booked_trip(a, &mut i, shared, &mut hist) {
+            bad = Some(e);
+            break;
+        }
+    }
+    let mut ab = None;
+    if bad.is_none() {
+        let rate = i as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
+        let phase = ab::latency_phase(mode);
+        let plan = Plan::sized(
+            phase,
+            rate,
+            ab::LATENCY_SEGMENT_MIN,
+            ab::LATENCY_SEGMENT_MIN,
+        );
+        // The booked segments' own stop flag (never raised), counter and histogram.
+        let book = Shared::new();
+        book.measuring.store(true, Ordering::Relaxed);
+        let mut scratch = new_hist();
+        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
+            match seg {
+                ab::Seg::Booked => {
+                    for _ in 0..n {
+                        if book.stopped() {
+                            break;
+                        }
+                        booked_trip(a, &mut i, &book, &mut scratch)?;
+                    }
+                }
+                ab::Seg::Bare => {
+                    for _ in 0..n {
+                        bare_trip(a, &mut i)?;
+                    }
+                }
+            }
+            Ok(())
+        });
+        match times {
+            Ok(t) => ab = Some((plan, t)),
+            Err(e) => bad = Some(e),
+        }
+    }
+    PingA {
+        placement: probe.finish(),
+        hist,
+        trips: i,
+        bad,
+        ab,
+    }
+}
+
 /// Ping-pong over two channels of `C`, both sides in their blocking `recv`.
 fn channel_pingpong<C: BlockingChannel>(ctx: &RunCtx) -> Outcome {
     let mut out = Outcome::default();
@@ -864,9 +1006,8 @@ fn channel_pingpong<C: BlockingChannel>(ctx: &RunCtx) -> Outcome {
     if ctx.share_core(0, 1) {
         out.note("both threads share one core");
     }
-    let before = channel_pingpong_bare::<C>(ctx, bare_trips(ctx));
     let (ab_tx, mut ab_rx) = C::make(STREAM_CAPACITY);
-    let (ba_tx, mut ba_rx) = C::make(STREAM_CAPACITY);
+    let (ba_tx, ba_rx) = C::make(STREAM_CAPACITY);
     let shared = Shared::new();
     let cb = ctx.map.core_for(1);
     let b = std::thread::spawn(move || {
@@ -880,58 +1021,30 @@ fn channel_pingpong<C: BlockingChannel>(ctx: &RunCtx) -> Outcome {
         }
         (probe.finish(), answered)
     });
-    let ca = ctx.map.core_for(0);
+    let (ca, mode) = (ctx.map.core_for(0), ctx.mode);
     let a = {
         let shared = shared.clone();
         std::thread::spawn(move || {
-            let probe = Probe::start("bouncer-a", ca);
-            let mut h = new_hist();
-            let mut i = 0u64;
-            let mut bad = None;
-            while !shared.stopped() {
-                let t0 = sample_clock(i);
-                if !C::send(
-                    &ab_tx,
-                    Ev {
-                        kind: 0,
-                        seq: i,
-                        t_ns: t0,
-                        aux: 0,
-                    },
-                ) {
-                    bad = Some("b is gone".to_string());
-                    break;
+            let mut ba_rx = ba_rx;
+            let mut a = move |e: Ev| {
+                if !C::send(&ab_tx, e) {
+                    return None;
                 }
-                let got = C::recv(&mut ba_rx);
-                let t1 = sample_clock(i);
-                match got {
-                    Some(e) if e.seq == i => {}
-                    other => {
-                        bad = Some(format!("round trip {i} came back as {other:?}"));
-                        break;
-                    }
-                }
-                if t0 != 0 && shared.measuring() {
-                    h.saturating_record(((t1 - t0) / 2).max(1));
-                }
-                i += 1;
-                shared.publish(i, false);
-            }
-            drop(ab_tx);
-            (probe.finish(), h, i, bad)
+                C::recv(&mut ba_rx)
+            };
+            drive_pingpong(mode, ca, &shared, &mut a)
+            // Dropping `a` drops A's sender: B sees the end.
         })
     };
     let w = timed_window(ctx, &shared);
     let ra = a.join();
     finish_pingpong(&mut out, &shared, w, ra, b.join().map(|x| (Some(x.0), x.1)));
-    pingpong_bare_figures(&mut out, ctx, before, channel_pingpong_bare::<C>);
     out
 }
 
-type PingA = (Placement, Histogram<u64>, u64, Option<String>);
-
-/// Checks a ping-pong and records its figures: the sampled one-way latencies, and the timed
-/// window's rate of round trips (`round_trips_per_s`), which the bare probes are compared with.
+/// Checks a ping-pong and records its figures: the sampled one-way latencies, the timed
+/// window's rate of round trips (`round_trips_per_s`) and mean one-way (`latency_one_way_mean`),
+/// and the A/B phase's ([`ab::record`]).
 fn finish_pingpong(
     out: &mut Outcome,
     shared: &Shared,
@@ -939,15 +1052,16 @@ fn finish_pingpong(
     a: std::thread::Result<PingA>,
     b: std::thread::Result<(Option<Placement>, u64)>,
 ) {
-    let (pa, h, sent, bad) = a.expect("bouncer a panicked");
+    let a = a.expect("bouncer a panicked");
     let (pb, answered) = b.expect("bouncer b panicked");
-    out.placed(pa);
+    out.placed(a.placement);
     if let Some(pb) = pb {
         out.placed(pb);
     }
-    if let Some(b) = bad {
+    if let Some(b) = a.bad {
         out.fail(b);
     }
+    let sent = a.trips;
     out.check(answered == sent, || {
         format!("b answered {answered} of {sent} pings")
     });
@@ -956,95 +1070,28 @@ fn finish_pingpong(
     }
     out.param("round_trips", sent);
     out.param("latency_sampled_every", LATENCY_SAMPLE_EVERY);
-    out.latency("latency_one_way", &h);
+    out.latency("latency_one_way", &a.hist);
     match w {
         Ok(w) => {
-            out.throughput("round_trips_per_s", "trips/s", w.events, w.secs);
+            let rate = out.throughput("round_trips_per_s", "trips/s", w.events, w.secs);
+            if rate > 0.0 {
+                out.value(
+                    "latency_one_way_mean",
+                    "ns",
+                    1e9 / rate / 2.0,
+                    Better::Lower,
+                );
+            }
         }
         Err(e) => out.fail(e),
     }
-}
-
-/// Round trips of each of a ping-pong's two bare probes.
-fn bare_trips(ctx: &RunCtx) -> u64 {
-    ctx.mode.pick(1_000, 20_000, 100_000)
-}
-
-/// Runs a ping-pong's second bare probe (`probe(ctx, trips)`: round trips over fresh queues,
-/// timed as a whole, `(trips, seconds)`; the first, `before`, ran before the timed run, so that
-/// the two bracket it), and records `latency_one_way_mean` (the timed window's mean one-way, from
-/// `round_trips_per_s`), `latency_one_way_bare` (the probes' pooled mean one-way) and
-/// `bookkeeping_cost` = `1 - bare / timed` in % (the same as `1 - timed / bare` on rates).
-/// Nothing is recorded when the ping-pong failed.
-fn pingpong_bare_figures(
-    out: &mut Outcome,
-    ctx: &RunCtx,
-    before: Option<(u64, f64)>,
-    probe: impl Fn(&RunCtx, u64) -> Option<(u64, f64)>,
-) {
-    if !out.failures.is_empty() {
-        return;
+    if let (Some((plan, times)), true) = (a.ab, out.failures.is_empty()) {
+        let fig = Figure::Latency {
+            metric: "latency_one_way",
+            per_unit: 2.0,
+        };
+        ab::record(out, fig, &plan, &times);
     }
-    let Some(timed_rate) = out
-        .metrics
-        .iter()
-        .find(|m| m.metric == "round_trips_per_s")
-        .map(|m| m.value)
-        .filter(|&r| r > 0.0)
-    else {
-        return;
-    };
-    let probes = [before, probe(ctx, bare_trips(ctx))];
-    let (trips, secs) = probes
-        .iter()
-        .flatten()
-        .fold((0, 0.0), |(t, s), (pt, ps)| (t + pt, s + ps));
-    if trips == 0 || secs <= 0.0 {
-        out.note("the bare probes measured nothing");
-        return;
-    }
-    let timed = 1e9 / timed_rate / 2.0;
-    let bare = secs * 1e9 / trips as f64 / 2.0;
-    bare_latency_figures(out, "latency_one_way", timed, bare);
-}
-
-/// The bare probe of a channel ping-pong: `trips` round trips over fresh channels, timed as a
-/// whole (no clock read per trip, no histogram, no stop check, no publishing): `(trips,
-/// seconds)`, `None` when a trip failed.
-fn channel_pingpong_bare<C: BlockingChannel>(ctx: &RunCtx, trips: u64) -> Option<(u64, f64)> {
-    let (ab_tx, mut ab_rx) = C::make(STREAM_CAPACITY);
-    let (ba_tx, mut ba_rx) = C::make(STREAM_CAPACITY);
-    let cb = ctx.map.core_for(1);
-    let b = std::thread::spawn(move || {
-        let _probe = Probe::start("bouncer-b", cb);
-        while let Some(e) = C::recv(&mut ab_rx) {
-            if !C::send(&ba_tx, e) {
-                break;
-            }
-        }
-    });
-    let ca = ctx.map.core_for(0);
-    let a = std::thread::spawn(move || {
-        let _probe = Probe::start("bouncer-a", ca);
-        let t0 = now_ns();
-        for i in 0..trips {
-            let e = Ev {
-                kind: 0,
-                seq: i,
-                t_ns: 0,
-                aux: 0,
-            };
-            if !C::send(&ab_tx, e) || C::recv(&mut ba_rx).map(|e| e.seq) != Some(i) {
-                return None;
-            }
-        }
-        let t1 = now_ns();
-        drop(ab_tx);
-        Some((trips, t1.saturating_sub(t0) as f64 / 1e9))
-    });
-    let mean = a.join().expect("bouncer a panicked");
-    b.join().expect("bouncer b panicked");
-    mean
 }
 
 /// Ping-pong over two single-producer disruptors: A publishes into the first, whose managed
@@ -1061,9 +1108,8 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
     if shared_core {
         out.note("both threads share one core");
     }
-    let before = disruptor_pingpong_bare(ctx, bare_trips(ctx));
     let shared = Shared::new();
-    let (mut poller, back) =
+    let (poller, back) =
         disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
             .new_event_poller();
     let back = back.build();
@@ -1101,53 +1147,26 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
             init,
         )
         .build();
-    let ca = ctx.map.core_for(0);
+    let (ca, mode) = (ctx.map.core_for(0), ctx.mode);
     let a = {
         let shared = shared.clone();
         let mut spin = Spin::new(ctx, shared_core);
         std::thread::spawn(move || {
-            let mut forth = forth;
-            let probe = Probe::start("bouncer-a", ca);
-            let mut h = new_hist();
-            let mut i = 0u64;
-            let mut bad = None;
-            'run: while !shared.stopped() {
-                let t0 = sample_clock(i);
-                disruptor::Producer::publish(&mut forth, |slot| {
-                    *slot = Ev {
-                        kind: 0,
-                        seq: i,
-                        t_ns: t0,
-                        aux: 0,
-                    }
-                });
-                let got = loop {
+            let (mut forth, mut poller) = (forth, poller);
+            let mut a = move |e: Ev| {
+                disruptor::Producer::publish(&mut forth, |slot| *slot = e);
+                loop {
                     match poller.poll() {
-                        Ok(mut events) => break (&mut events).next().copied(),
+                        Ok(mut events) => return (&mut events).next().copied(),
                         Err(disruptor::Polling::NoEvents) => spin.step(),
-                        Err(disruptor::Polling::Shutdown) => {
-                            bad = Some("the echo disruptor shut down".to_string());
-                            break 'run;
-                        }
-                    }
-                };
-                let t1 = sample_clock(i);
-                match got {
-                    Some(e) if e.seq == i => {}
-                    other => {
-                        bad = Some(format!("round trip {i} came back as {other:?}"));
-                        break;
+                        Err(disruptor::Polling::Shutdown) => return None,
                     }
                 }
-                if t0 != 0 && shared.measuring() {
-                    h.saturating_record(((t1 - t0) / 2).max(1));
-                }
-                i += 1;
-                shared.publish(i, false);
-            }
+            };
+            let r = drive_pingpong(mode, ca, &shared, &mut a);
             // Shuts the first disruptor down and joins B, which drops the second producer.
-            drop(forth);
-            (probe.finish(), h, i, bad)
+            drop(a);
+            r
         })
     };
     let w = timed_window(ctx, &shared);
@@ -1157,68 +1176,7 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
         None => (None, 0),
     };
     finish_pingpong(&mut out, &shared, w, ra, Ok((pb, answered)));
-    pingpong_bare_figures(&mut out, ctx, before, disruptor_pingpong_bare);
     out
-}
-
-/// The bare probe of the disruptor ping-pong: `trips` round trips over fresh disruptors, timed
-/// as a whole: `(trips, seconds)`, `None` when a trip failed.
-fn disruptor_pingpong_bare(ctx: &RunCtx, trips: u64) -> Option<(u64, f64)> {
-    let shared_core = ctx.share_core(0, 1);
-    let (mut poller, back) =
-        disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
-            .new_event_poller();
-    let back = back.build();
-    struct Echo<P> {
-        back: P,
-        _probe: Probe,
-    }
-    let init = {
-        let core = ctx.map.core_for(1);
-        move || Echo {
-            back,
-            _probe: Probe::start("bouncer-b", core),
-        }
-    };
-    let forth = disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
-        .handle_events_and_state_with(
-            |s: &mut Echo<_>, e: &Ev, _seq: i64, _end: bool| {
-                let e = *e;
-                disruptor::Producer::publish(&mut s.back, |slot| *slot = e);
-            },
-            init,
-        )
-        .build();
-    let ca = ctx.map.core_for(0);
-    let mut spin = Spin::new(ctx, shared_core);
-    let a = std::thread::spawn(move || {
-        let mut forth = forth;
-        let _probe = Probe::start("bouncer-a", ca);
-        let t0 = now_ns();
-        for i in 0..trips {
-            disruptor::Producer::publish(&mut forth, |slot| {
-                *slot = Ev {
-                    kind: 0,
-                    seq: i,
-                    t_ns: 0,
-                    aux: 0,
-                }
-            });
-            let got = loop {
-                match poller.poll() {
-                    Ok(mut events) => break (&mut events).next().copied(),
-                    Err(disruptor::Polling::NoEvents) => spin.step(),
-                    Err(disruptor::Polling::Shutdown) => return None,
-                }
-            };
-            if got.map(|e| e.seq) != Some(i) {
-                return None;
-            }
-        }
-        let t1 = now_ns();
-        Some((trips, t1.saturating_sub(t0) as f64 / 1e9))
-    });
-    a.join().expect("bouncer a panicked")
 }
 
 #[cfg(test)]
@@ -1226,18 +1184,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timed_and_bare_books_differ_only_at_their_every_256_points() {
+    fn timed_and_ab_books_differ_only_at_their_every_256_points() {
         let shared = Shared::new();
         let timed = Phase::Timed {
             shared: shared.clone(),
             counters: sender_counters(2),
         };
+        let ab_shared = Shared::new();
+        let plan = Plan {
+            size: 512,
+            measured: 4,
+        };
+        let ab = Phase::Ab {
+            plan,
+            deadline_ns: u64::MAX,
+            word: ab::segment_word(),
+            shared: ab_shared.clone(),
+            counters: sender_counters(2),
+        };
         let mut t = Book::new(2, &timed);
-        let mut b = Book::new(2, &Phase::Bare { per_sender: 5_000 });
-        for i in 0..5_000 {
+        let mut b = Book::new(2, &ab);
+        let mut published = Vec::new();
+        // Six segments of 512 events (warm-up, A B B A, cool-down), 256 from each sender.
+        for i in 0..1_536 {
             for s in 0..2 {
                 t.on_event(&stream_ev(s, i));
                 b.on_event(&stream_ev(s, i));
+            }
+            if (2 * i + 2) % 256 == 0 {
+                published.push(ab_shared.count.load(Ordering::Acquire));
             }
             if i == 200 {
                 // 402 events: the last publishing point was 256.
@@ -1245,21 +1220,54 @@ mod tests {
             }
         }
         // The same per-event work: both counted and checked every event.
-        assert_eq!((t.fifo.total, b.fifo.total), (10_000, 10_000));
+        assert_eq!((t.fifo.total, b.fifo.total), (3_072, 3_072));
         assert_eq!((t.fifo.violations, b.fifo.violations), (0, 0));
-        // The timed book published; the bare one read its clock at 1/8 and at the end
-        // (both rounded down to a publishing point) and published nothing.
-        assert_eq!(shared.count.load(Ordering::Acquire), 9_984);
-        assert!(t.bare_figure().is_none());
-        let (events, secs) = b.bare_figure().expect("the bare book measured");
-        assert_eq!(events, 9_984 - 1_024);
-        assert!(secs > 0.0);
-        // A probe cut short measures nothing rather than a wrong rate.
-        let mut short = Book::new(1, &Phase::Bare { per_sender: 5_000 });
-        for i in 0..2_000 {
-            short.on_event(&stream_ev(0, i));
-        }
-        assert!(short.bare_figure().is_none());
+        // The timed book published at every point; the A/B book in booked segments only
+        // (points 1280 .. 2048 fall in the two bare segments, or end the second).
+        assert_eq!(shared.count.load(Ordering::Acquire), 3_072);
+        assert_eq!(
+            published,
+            [256, 512, 768, 1024, 1024, 1024, 1024, 1024, 2304, 2560, 2816, 3072]
+        );
+        // The clock was read at the five measured boundaries.
+        let r = b.ab().expect("an A/B book");
+        assert_eq!(r.times.len(), 5);
+        assert!(t.ab().is_none());
+    }
+
+    #[test]
+    fn ab_senders_follow_the_receiver_and_publish_in_booked_segments_only() {
+        let counters = sender_counters(1);
+        let plan = Plan {
+            size: 2048,
+            measured: 4,
+        };
+        let ab = Phase::Ab {
+            plan,
+            deadline_ns: u64::MAX,
+            word: ab::segment_word(),
+            shared: Shared::new(),
+            counters: counters.clone(),
+        };
+        // The receiver takes each event as it is sent, so the sender, which looks at the
+        // segment word every 1024 events, switches exactly at the receiver's boundaries.
+        let mut book = Book::new(1, &ab);
+        let mut seen = Vec::new();
+        let mut i = 0u64;
+        let sent = sender_loop(0, &ab, |e| {
+            assert_eq!(e.seq, seq_of(0, i));
+            book.on_event(&e);
+            if i % 2048 == 2047 {
+                seen.push(counters[0].load(Ordering::Acquire));
+            }
+            i += 1;
+            true
+        });
+        // Six segments, then the word passes the last one and the sender stops.
+        assert_eq!(sent, 6 * 2048);
+        // At the end of each segment: warm-up A, A, B, B, A, cool-down A.
+        assert_eq!(seen, [1792, 3840, 4096, 4096, 9984, 12032]);
+        assert_eq!(counters[0].load(Ordering::Acquire), 12_288);
     }
 
     #[test]
