@@ -16,8 +16,8 @@
 
 use super::ab::{self, Figure, Plan};
 use super::{
-    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot,
-    Spin, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
+    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
+    LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
