@@ -285,9 +285,16 @@ impl Connector {
             subjects: subjects.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
-        self.block_on(self.jetstream.get_or_create_stream(config))
-            .map(drop)
-            .map_err(js)
+        match self.block_on(self.jetstream.get_or_create_stream(config)) {
+            Ok(_) => Ok(()),
+            // Several processes ensuring the same stream at once: each finds none, each creates
+            // it, and the server refuses the later creates (e.g. "subjects overlap with an
+            // existing stream"). The stream exists then: that is what was asked for.
+            Err(first) => self
+                .block_on(self.jetstream.get_stream(name))
+                .map(drop)
+                .map_err(|_| js(first)),
+        }
     }
 
     /// Feeds every message of the core NATS `subject` (wildcards allowed) into `ctx` through
