@@ -131,7 +131,7 @@ pub fn hgrm(h: &Histogram<u64>, scale: f64) -> String {
 
 /// Aggregates the runs of one scenario into summary rows, one per metric, in the order the
 /// metrics first appear. A run whose check failed makes every row of the scenario say so.
-pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
+pub fn aggregate<'a>(runs: &'a [RunRecord]) -> Vec<SummaryRecord> {
     let Some(first) = runs.first() else {
         return Vec::new();
     };
@@ -162,16 +162,16 @@ pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
         let values: Vec<f64> = ms.iter().map(|m| m.value).collect();
         // Per-run figures in run (round) order; a run without this metric, or whose check
         // failed, is `None`, so that index r is round r for every record.
+        // This metric of run `r`, if the run's check passed.
+        let of_ok_run = |r: &'a RunRecord| -> Option<&'a Measure> {
+            r.metrics
+                .iter()
+                .find(|m| m.metric == name)
+                .filter(|_| r.ok())
+        };
         let per_run: Vec<Option<f64>> = runs
             .iter()
-            .map(|r| {
-                r.metrics
-                    .iter()
-                    .find(|m| m.metric == name)
-                    .filter(|_| r.ok())
-                    .map(|m| m.value)
-                    .filter(|v| v.is_finite())
-            })
+            .map(|r| of_ok_run(r).map(|m| m.value).filter(|v| v.is_finite()))
             .collect();
         let hists: Vec<Histogram<u64>> = ms
             .iter()
@@ -181,10 +181,7 @@ pub fn aggregate(runs: &[RunRecord]) -> Vec<SummaryRecord> {
         let pairs: Vec<Vec<f64>> = runs
             .iter()
             .map(|r| {
-                r.metrics
-                    .iter()
-                    .find(|m| m.metric == name)
-                    .filter(|_| r.ok())
+                of_ok_run(r)
                     .and_then(|m| m.pairs.clone())
                     .unwrap_or_default()
             })
