@@ -182,6 +182,25 @@ impl<E> RouteStack<E> {
         self.max_depth = self.max_depth.max(1);
     }
 
+    /// Counts a root dispatched without entering the stack (see `Context::run_root`) in the max
+    /// depth, as [`push_root`](Self::push_root) would have: the event was the one entry pending.
+    #[inline]
+    pub fn note_root(&mut self) {
+        debug_assert!(
+            self.is_empty(),
+            "a root noted while routed events are pending"
+        );
+        self.max_depth = self.max_depth.max(1);
+    }
+
+    /// Puts a `completed` marker for `event`, an event dispatched outside the stack (a root, see
+    /// [`note_root`](Self::note_root)), on the stack: [`complete_current`](Self::complete_current)
+    /// for an event that was never in the current slot. Call before [`seal`](Self::seal).
+    #[inline]
+    pub fn push_completed(&mut self, event: E) {
+        self.append(Routed::Completed(event));
+    }
+
     /// Moves the event of the current slot into a `completed` marker on the stack (call before
     /// [`seal`](Self::seal), after its dispatch, instead of [`drop_current`](Self::drop_current)).
     ///

@@ -817,3 +817,140 @@ fn r6_8_a_routed_event_whose_kind_panics_is_dropped_and_its_batch_keeps_its_orde
     assert_eq!(panics, 3, "{lines:?}");
     assert!(lines.contains(&"a die Shutdown".to_string()), "{lines:?}");
 }
+
+/// Plain data (no drop glue): an inbox entry's event of such a type is dispatched without entering
+/// the route stack (`Context::run_root`). `fault` makes its `kind()` or `key()` panic.
+#[derive(Clone, Copy, Debug)]
+struct Cev {
+    kind: u32,
+    val: u64,
+    fault: Fault,
+}
+
+impl Event for Cev {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        if self.fault == Fault::Kind {
+            panic!("kind() of plain event {}", self.val);
+        }
+        self.kind
+    }
+    fn key(&self) -> Option<u64> {
+        if self.fault == Fault::Key {
+            panic!("key() of plain event {}", self.val);
+        }
+        Some(self.val)
+    }
+}
+
+fn cev(kind: u32, val: u64) -> Cev {
+    Cev {
+        kind,
+        val,
+        fault: Fault::None,
+    }
+}
+
+/// Logs kind 1 (solo listener), kind 2 (keyed:
+/// every event's `key()` is asked) and kind 3 (routed); value 30 routes 31, 32 and 33; kind 4
+/// (value 40, which has a `completed` listener) routes 41, which routes 42 (a chain link).
+struct Plain {
+    log: Log,
+}
+
+type Px<'a> = Scope<'a, Cev, Plain>;
+
+impl Monitor<Cev> for Plain {
+    fn on_load(&mut self, cx: &mut Px<'_>) {
+        cx.on_all(
+            Pattern::kind(1),
+            |m: &mut Plain, cx: &mut Px<'_>, e: &Cev| {
+                m.log.push(format!("got {}", e.val));
+                if e.val == 30 {
+                    cx.route(cev(3, 31));
+                    cx.route(cev(3, 32));
+                    cx.route(cev(3, 33));
+                }
+            },
+        );
+        cx.on_all(
+            Pattern::kind(2).key(7),
+            |m: &mut Plain, _: &mut Px<'_>, e: &Cev| m.log.push(format!("keyed {}", e.val)),
+        );
+        cx.on_all(
+            Pattern::kind(3),
+            |m: &mut Plain, cx: &mut Px<'_>, e: &Cev| {
+                m.log.push(format!("routed {}", e.val));
+                if e.val == 41 {
+                    cx.route(cev(3, 42));
+                }
+            },
+        );
+        cx.on_all(
+            Pattern::kind(4),
+            |m: &mut Plain, cx: &mut Px<'_>, e: &Cev| {
+                m.log.push(format!("four {}", e.val));
+                cx.route(cev(3, 41));
+            },
+        );
+        cx.completed(
+            Pattern::kind(4),
+            |m: &mut Plain, _: &mut Px<'_>, e: &Cev| m.log.push(format!("completed {}", e.val)),
+        );
+    }
+}
+
+// R2.2, R3.2, R6.7, R6.8, R9.1 for an inbox event of a type without drop glue, which the context
+// dispatches without putting it on the route stack: one whose `kind()` or `key()` panics is dropped
+// and counted and the context carries on; what a root routes runs before the next inbox entry, in
+// routing order (a chain included); a `completed` listener fires after everything its event
+// routed; and the max route depth counts the root as one entry.
+#[test]
+fn r6_8_r2_2_a_plain_inbox_event_dispatched_off_the_stack_keeps_every_rule() {
+    let (lines, status) = bounded(|| {
+        let log = Log::default();
+        let c: Correlator<Cev> = Correlator::builder().external_time().build().unwrap();
+        c.load(Plain { log: log.clone() }).unwrap();
+        c.start();
+        let input = c.input();
+        let bad = |kind, val, fault| Cev { kind, val, fault };
+        for e in [
+            cev(1, 1),
+            bad(1, 13, Fault::Kind),
+            bad(2, 14, Fault::Key),
+            cev(2, 7),
+            cev(1, 30),
+            cev(4, 40),
+            cev(1, 2),
+        ] {
+            input.send_to(c.main(), e).unwrap();
+        }
+        let main = c.main();
+        let status = c.shutdown().expect("clean shutdown");
+        (log.snapshot(), status.context(main).cloned())
+    });
+    assert_eq!(
+        lines,
+        [
+            "got 1",
+            "keyed 7",
+            "got 30",
+            "routed 31",
+            "routed 32",
+            "routed 33",
+            "four 40",
+            "routed 41",
+            "routed 42",
+            "completed 40",
+            "got 2"
+        ],
+        "{lines:?}"
+    );
+    let main = status.expect("main's status");
+    assert_eq!(main.events_dropped_by_panic, 2, "{main:?}");
+    assert_eq!(main.handler_panics, 0, "{main:?}");
+    // Every inbox event counts as processed, the two dropped ones included (as on the stack path).
+    assert_eq!(main.processed, 7 + 5, "{main:?}");
+    // Value 30's batch: 31 in the front slot, 32 and 33 on the stack.
+    assert_eq!(main.max_route_depth, 3, "{main:?}");
+}

@@ -294,9 +294,7 @@ impl<E: Event> Context<E> {
                         self.advance_time(t);
                     }
                 }
-                // The stack is empty between entries (R2.2): no batch to seal.
-                self.fx.routes.push_root(e);
-                self.drain_routes();
+                self.run_root(e);
             }
             Entry::Spawn(new) => self.run_then_drain(|cx| cx.create_instance(*new)),
             Entry::Tick(t) => self.advance_time(t),
