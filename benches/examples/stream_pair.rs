@@ -6,7 +6,9 @@
 //! The fifth argument picks the event: `24` (the benches' [`Ev`], 24 bytes) or `32` (a 32-byte
 //! event shaped like the harness's, kind + sequence + two words). The two settle in different
 //! regimes of the sender/consumer interplay (harness/BENCHMARKS.md, "Is a single send at its
-//! floor?"), which is why both are here.
+//! floor?"), which is why both are here. `8`, `16`, `40`, `48` and `56` pick events of those sizes
+//! (an inbox slot is the event plus 16 bytes): the sweep behind the inbox's slot layout
+//! (harness/BENCHMARKS.md, "Slot layout").
 //!
 //! `cargo run --release -p correlator-benches --example stream_pair -- 5000000 3` (events, rounds, capacity, release batch, event bytes)
 
@@ -24,6 +26,35 @@ struct Ev32 {
 }
 
 impl Event for Ev32 {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        self.kind
+    }
+}
+
+/// An event of `16 + 8 * W` bytes: kind, sequence number and `W` words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Wide<const W: usize> {
+    kind: u32,
+    seq: u64,
+    words: [u64; W],
+}
+
+impl<const W: usize> Event for Wide<W> {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        self.kind
+    }
+}
+
+/// An 8-byte event: kind and a 32-bit sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Narrow {
+    kind: u32,
+    seq: u32,
+}
+
+impl Event for Narrow {
     type Kind = u32;
     fn kind(&self) -> u32 {
         self.kind
@@ -60,6 +91,31 @@ impl Streamed for Ev32 {
     }
     fn seq(&self) -> u64 {
         self.seq
+    }
+}
+
+impl<const W: usize> Streamed for Wide<W> {
+    fn nth(seq: u64) -> Self {
+        Wide {
+            kind: CHAIN_KIND,
+            seq,
+            words: [0; W],
+        }
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Streamed for Narrow {
+    fn nth(seq: u64) -> Self {
+        Narrow {
+            kind: CHAIN_KIND,
+            seq: seq as u32,
+        }
+    }
+    fn seq(&self) -> u64 {
+        u64::from(self.seq)
     }
 }
 
@@ -110,12 +166,17 @@ fn main() {
     let rounds: usize = arg(2, 3, "rounds");
     let capacity: usize = arg(3, 4096, "capacity");
     let batch: usize = arg(4, 128, "release batch");
-    let bytes: usize = arg(5, 24, "event bytes: 24 or 32");
+    let bytes: usize = arg(5, 24, "event bytes: 8, 16, 24, 32, 40, 48 or 56");
     for _ in 0..rounds {
         let rate = match bytes {
             24 => round::<Ev>(n, capacity, batch),
             32 => round::<Ev32>(n, capacity, batch),
-            other => panic!("argument 5 (event bytes): 24 or 32, not {other}"),
+            8 => round::<Narrow>(n, capacity, batch),
+            16 => round::<Wide<0>>(n, capacity, batch),
+            40 => round::<Wide<3>>(n, capacity, batch),
+            48 => round::<Wide<4>>(n, capacity, batch),
+            56 => round::<Wide<5>>(n, capacity, batch),
+            other => panic!("argument 5 (event bytes): 8, 16, 24, 32, 40, 48 or 56, not {other}"),
         };
         println!("{rate:.2} M events/s");
     }
