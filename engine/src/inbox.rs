@@ -387,6 +387,11 @@ struct Slot<T> {
     value: UnsafeCell<MaybeUninit<T>>,
 }
 
+/// A slot alone on its cache line: the ring's stride is 64 bytes and the ring starts on a line
+/// boundary (see [`Inbox::LINE_SLOTS`]).
+#[repr(align(64))]
+struct LineSlot<T>(Slot<T>);
+
 /// The line every sender updates.
 struct Tail {
     /// Ticket, pending overflow reservations and flags (see the module docs). Updated with
@@ -420,7 +425,10 @@ pub struct Inbox<T> {
     progress: CachePadded<Progress>,
     /// `ROOM_WAITERS`; read-modify-written by the consumer when it gives places back.
     room: CachePadded<AtomicUsize>,
+    /// The ring when slots are packed ([`Self::LINE_SLOTS`] false); empty otherwise.
     slots: Box<[Slot<T>]>,
+    /// The ring when every slot has a cache line of its own; empty otherwise.
+    line_slots: Box<[LineSlot<T>]>,
     /// `one_lap - 1`: a ticket's slot index.
     index_mask: u64,
     /// The power of two above `capacity`: a ticket's lap unit.
@@ -555,7 +563,37 @@ fn before(a: u64, b: u64) -> bool {
     d != 0 && d < 1 << (TICKET_BITS - 1)
 }
 
+/// `capacity` slots made by `slot(index)`, or the allocation error.
+fn ring<S>(
+    capacity: usize,
+    slot: impl FnMut(usize) -> S,
+) -> Result<Vec<S>, std::collections::TryReserveError> {
+    let mut ring = Vec::new();
+    ring.try_reserve_exact(capacity)?;
+    ring.extend((0..capacity).map(slot));
+    Ok(ring)
+}
+
 impl<T> Inbox<T> {
+    /// Whether each slot gets a cache line of its own (a 64-byte stride on a line-aligned ring)
+    /// instead of slots packed edge to edge. Chosen by the slot's size (the entry and its stamp)
+    /// from what `benches/examples/stream_pair` measured on the 2-core VM, one sender flooding a
+    /// context (harness/BENCHMARKS.md, "Slot layout", has the table): a line per slot won a third
+    /// or more for 32-, 48-, 56- and 64-byte slots and lost a quarter for 24- and 40-byte ones;
+    /// above a line it changed nothing but doubled the memory. A constant per entry type, so the
+    /// choice costs no branch on the hot path.
+    const LINE_SLOTS: bool = {
+        let bytes = std::mem::size_of::<Slot<T>>();
+        bytes <= 64 && bytes != 24 && bytes != 40
+    };
+
+    /// Bytes from one slot to the next.
+    const SLOT_STRIDE: usize = if Self::LINE_SLOTS {
+        std::mem::size_of::<LineSlot<T>>()
+    } else {
+        std::mem::size_of::<Slot<T>>()
+    };
+
     /// Creates an inbox of nominal `capacity` (clamped to `1..=MAX_CAPACITY`) and its consumer end.
     ///
     /// # Panics
@@ -577,13 +615,15 @@ impl<T> Inbox<T> {
     ) -> Result<(sync::Arc<Self>, Consumer<T>), std::collections::TryReserveError> {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         let one_lap = (capacity as u64 + 1).next_power_of_two();
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(capacity)?;
-        slots.extend((0..capacity as u64).map(|i| Slot {
-            stamp: AtomicU64::new(i),
+        let slot = |i: usize| Slot {
+            stamp: AtomicU64::new(i as u64),
             value: UnsafeCell::new(MaybeUninit::uninit()),
-        }));
-        let slots = slots.into_boxed_slice();
+        };
+        let (slots, line_slots) = if Self::LINE_SLOTS {
+            (Vec::new(), ring(capacity, |i| LineSlot(slot(i)))?)
+        } else {
+            (ring(capacity, slot)?, Vec::new())
+        };
         let inbox = sync::Arc::new(Self {
             tail: CachePadded::new(Tail {
                 word: AtomicU64::new(0),
@@ -598,13 +638,14 @@ impl<T> Inbox<T> {
                 ov_freed: AtomicUsize::new(0),
             }),
             room: CachePadded::new(AtomicUsize::new(0)),
-            slots,
+            slots: slots.into_boxed_slice(),
+            line_slots: line_slots.into_boxed_slice(),
             index_mask: one_lap - 1,
             one_lap,
             capacity,
             // Below `capacity`, as `slot_after` needs; a tiny ring just prefetches less far.
             prefetch_ahead: PREFETCH_AHEAD_BYTES
-                .div_ceil(std::mem::size_of::<Slot<T>>())
+                .div_ceil(Self::SLOT_STRIDE)
                 .max(1)
                 % capacity,
             overflow: Mutex::new(VecDeque::new()),
@@ -650,7 +691,7 @@ impl<T> Inbox<T> {
         if i >= self.capacity {
             i -= self.capacity;
         }
-        &self.slots[i]
+        self.slot_at(i)
     }
 
     /// The ticket `n` places after `t` (`n <= capacity`, so it wraps around the ring at most once).
@@ -669,7 +710,17 @@ impl<T> Inbox<T> {
 
     #[inline]
     fn slot(&self, t: u64) -> &Slot<T> {
-        &self.slots[(t & self.index_mask) as usize]
+        self.slot_at((t & self.index_mask) as usize)
+    }
+
+    /// The slot of index `i` (`i < capacity`), in whichever ring this entry type uses.
+    #[inline(always)]
+    fn slot_at(&self, i: usize) -> &Slot<T> {
+        if Self::LINE_SLOTS {
+            &self.line_slots[i].0
+        } else {
+            &self.slots[i]
+        }
     }
 
     /// Tickets from `from` up to `to` (0 if `from` is ahead, which a racy read can see).

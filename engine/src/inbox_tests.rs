@@ -740,3 +740,29 @@ fn r5_1_thread_waits_list_each_thread_once_and_timeouts_leave_nothing() {
         "woken by the give-back, not by its deadline"
     );
 }
+
+// R5.1: a ring of capacity N holds N places whatever its layout, and the layout is the one
+// `Inbox::LINE_SLOTS` documents: 24- and 40-byte slots packed edge to edge, 32- to 64-byte slots
+// one per cache line on a line-aligned ring, slots above a line packed.
+#[test]
+fn r5_1_slot_layout_follows_the_measured_table() {
+    /// (bytes from slot 0 to slot 1, whether slot 0 starts a line, number of slots).
+    fn layout<T>() -> (usize, bool, usize) {
+        let (inbox, _consumer) = Inbox::<T>::with_capacity(3);
+        let first = inbox.slot_at(0) as *const Slot<T> as usize;
+        let second = inbox.slot_at(1) as *const Slot<T> as usize;
+        let places = inbox.slots.len() + inbox.line_slots.len();
+        (second - first, first % 64 == 0, places)
+    }
+    assert_eq!(std::mem::size_of::<Slot<[u64; 2]>>(), 24);
+    assert_eq!(layout::<[u64; 2]>().0, 24);
+    assert_eq!(layout::<[u64; 3]>(), (64, true, 3));
+    assert_eq!(layout::<[u64; 4]>().0, 40);
+    assert_eq!(layout::<[u64; 5]>(), (64, true, 3));
+    assert_eq!(layout::<[u64; 6]>(), (64, true, 3));
+    assert_eq!(layout::<[u64; 7]>(), (64, true, 3));
+    assert_eq!(layout::<[u64; 8]>().0, 72);
+    for (_, _, places) in [layout::<[u64; 2]>(), layout::<[u64; 8]>()] {
+        assert_eq!(places, 3);
+    }
+}
