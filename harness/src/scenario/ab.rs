@@ -32,12 +32,10 @@
 //! run whole scheduler slices apart, and on the 2-vCPU VM a receiver's segment was then up to 100 %
 //! events its senders had sent in the other mode.)
 
-use super::{Mode, Outcome, Shared, PUBLISH_EVERY, STREAM_CAPACITY};
+use super::{Mode, Outcome, PUBLISH_EVERY, STREAM_CAPACITY};
 use crate::clock::now_ns;
 use crate::record::Better;
-use crate::stats::new_hist;
 use crossbeam_utils::CachePadded;
-use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -271,46 +269,6 @@ pub fn run_segments(
         k += 1;
     }
     Ok(times)
-}
-
-/// One unit (a round trip, a burst) of a latency loop's A/B phase, as [`run_latency_phase`] asks
-/// for it.
-pub enum Unit<'a> {
-    /// With the timed loop's bookkeeping, pointed at the phase's own stop flag (never raised) and
-    /// a scratch histogram, so that the timed loop's counters and histogram stay as it left them.
-    Booked(&'a Shared, &'a mut Histogram<u64>),
-    /// Without it.
-    Bare,
-}
-
-/// The A/B phase of a latency loop (a ping-pong's thread A, a burst driver), run in the calling
-/// thread after its timed loop, which ran at `rate` units (round trips, bursts) per second: plans
-/// the phase for `mode` and runs it, calling `unit` once per unit of each segment. Returns the plan
-/// and the clock reads of [`run_segments`].
-///
-/// # Errors
-/// The first error a unit returns.
-pub fn run_latency_phase(
-    mode: Mode,
-    rate: f64,
-    mut unit: impl FnMut(Unit<'_>) -> Result<(), String>,
-) -> Result<(Plan, Vec<u64>), String> {
-    let phase = latency_phase(mode);
-    let plan = Plan::sized(phase, rate, LATENCY_SEGMENT_MIN, LATENCY_SEGMENT_MIN);
-    let book = Shared::new();
-    book.measuring.store(true, Ordering::Relaxed);
-    let mut scratch = new_hist();
-    let times = run_segments(&plan, deadline_ns(phase), |seg, n| {
-        for _ in 0..n {
-            match seg {
-                Seg::Booked if book.stopped() => break,
-                Seg::Booked => unit(Unit::Booked(&book, &mut scratch))?,
-                Seg::Bare => unit(Unit::Bare)?,
-            }
-        }
-        Ok(())
-    })?;
-    Ok((plan, times))
 }
 
 /// Whether the measured segments should end at the boundary that starts segment `k` (its clock

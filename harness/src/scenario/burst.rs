@@ -208,14 +208,37 @@ pub fn drive(
     let mut ab = None;
     if failure.is_none() {
         let rate = bursts as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let times = ab::run_latency_phase(ctx.mode, rate, |unit| match unit {
-            ab::Unit::Booked(book, scratch) => {
-                booked_burst(&mut one, &mut seq, &mut bursts, b, book, scratch)
+        let phase = ab::latency_phase(ctx.mode);
+        let plan = Plan::sized(
+            phase,
+            rate,
+            ab::LATENCY_SEGMENT_MIN,
+            ab::LATENCY_SEGMENT_MIN,
+        );
+        // The booked segments' own stop flag (never raised), counter and histogram.
+        let book = Shared::new();
+        book.measuring.store(true, Ordering::Relaxed);
+        let mut scratch = new_hist();
+        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
+            match seg {
+                ab::Seg::Booked => {
+                    for _ in 0..n {
+                        if book.stopped() {
+                            break;
+                        }
+                        booked_burst(&mut one, &mut seq, &mut bursts, b, &book, &mut scratch)?;
+                    }
+                }
+                ab::Seg::Bare => {
+                    for _ in 0..n {
+                        one(&mut seq, false)?;
+                    }
+                }
             }
-            ab::Unit::Bare => one(&mut seq, false).map(drop),
+            Ok(())
         });
         match times {
-            Ok(t) => ab = Some(t),
+            Ok(t) => ab = Some((plan, t)),
             Err(e) => failure = Some(e),
         }
     }

@@ -955,12 +955,37 @@ fn drive_pingpong(mode: Mode, core: Option<usize>, shared: &Shared, a: &mut impl
     let mut ab = None;
     if bad.is_none() {
         let rate = i as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let times = ab::run_latency_phase(mode, rate, |unit| match unit {
-            ab::Unit::Booked(book, scratch) => booked_trip(a, &mut i, book, scratch),
-            ab::Unit::Bare => bare_trip(a, &mut i),
+        let phase = ab::latency_phase(mode);
+        let plan = Plan::sized(
+            phase,
+            rate,
+            ab::LATENCY_SEGMENT_MIN,
+            ab::LATENCY_SEGMENT_MIN,
+        );
+        // The booked segments' own stop flag (never raised), counter and histogram.
+        let book = Shared::new();
+        book.measuring.store(true, Ordering::Relaxed);
+        let mut scratch = new_hist();
+        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
+            match seg {
+                ab::Seg::Booked => {
+                    for _ in 0..n {
+                        if book.stopped() {
+                            break;
+                        }
+                        booked_trip(a, &mut i, &book, &mut scratch)?;
+                    }
+                }
+                ab::Seg::Bare => {
+                    for _ in 0..n {
+                        bare_trip(a, &mut i)?;
+                    }
+                }
+            }
+            Ok(())
         });
         match times {
-            Ok(t) => ab = Some(t),
+            Ok(t) => ab = Some((plan, t)),
             Err(e) => bad = Some(e),
         }
     }
