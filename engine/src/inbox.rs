@@ -578,8 +578,8 @@ impl<T> Inbox<T> {
     /// Whether each slot gets a cache line of its own (a 64-byte stride on a line-aligned ring)
     /// instead of slots packed edge to edge. Chosen by the slot's size (the entry and its stamp)
     /// from what `benches/examples/stream_pair` measured on the 2-core VM, one sender flooding a
-    /// context (harness/BENCHMARKS.md, "Slot layout", has the table): a line per slot won a third
-    /// or more for 32-, 48-, 56- and 64-byte slots and lost a quarter for 24- and 40-byte ones;
+    /// context (harness/BENCHMARKS.md, "Slot layout", has the table): a line per slot won a quarter
+    /// to two thirds for 32-, 48-, 56- and 64-byte slots and lost a quarter for 24- and 40-byte ones;
     /// above a line it changed nothing but doubled the memory. A constant per entry type, so the
     /// choice costs no branch on the hot path.
     const LINE_SLOTS: bool = {
