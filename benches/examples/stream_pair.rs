@@ -16,13 +16,20 @@ use correlator::{Correlator, Event, Monitor, PinningPlan, Scope, WaitStrategy};
 use correlator_benches::{arg, Ev, CHAIN_KIND};
 use std::time::Instant;
 
-/// An event of `16 + 8 * W` bytes: kind, sequence number and `W` words (`Wide<2>` is the
+/// An event of `16 + 8 * W` bytes: sequence number, `W` words and kind (`Wide<2>` is the
 /// harness's 32-byte shape: kind, sequence number, timestamp and payload).
+///
+/// `repr(C)` keeps the sequence number first, as the compiler lays out the harness's event: left
+/// to reorder, it put the (constant zero) words first, merged them with the entry's zero tag into
+/// one 16-byte vector store, and that store, the first into a slot line the consumer still held,
+/// made a send wait a cross-core transfer longer on the EPYC VM (25 instead of 44 M events/s;
+/// harness/BENCHMARKS.md, "The first store into a slot").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 struct Wide<const W: usize> {
-    kind: u32,
     seq: u64,
     words: [u64; W],
+    kind: u32,
 }
 
 impl<const W: usize> Event for Wide<W> {
