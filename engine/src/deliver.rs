@@ -485,7 +485,9 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         Ok(())
     }
 
-    /// Sends an event to one context.
+    /// Sends an event to one context. Always inlined into the caller's loop, for the reason given
+    /// at `InputHandle::send_to`.
+    #[inline(always)]
     pub(crate) fn send_to(
         &mut self,
         to: ContextRef,
