@@ -446,7 +446,7 @@ fn stream_ev(s: usize, i: u64) -> Ev {
 /// phase), the count published every [`PUBLISH_EVERY`]. Sends from index `i` until `stop`;
 /// returns the next index and whether a send failed.
 #[inline]
-fn booked_sends(
+pub(super) fn booked_sends(
     s: usize,
     counter: &CachePadded<AtomicU64>,
     mut i: u64,

@@ -6,6 +6,7 @@ use crate::clock::now_ns;
 use crate::pin::Probe;
 use crate::record::Better;
 use crate::scenario::baseline::{sample, sender_counters, sender_slot};
+use crate::scenario::peers::booked_sends;
 use crate::scenario::{
     put, seq_of, slot, stream_figures, take, timed_window, timed_window_with, wait_for, Ev, Family,
     FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, FLOOD_CAPACITY, PUBLISH_EVERY,
@@ -194,7 +195,25 @@ fn flood(
             let t_start = now_ns();
             let mut i = 0u64;
             let mut buf: Vec<Ev> = Vec::with_capacity(batch);
-            loop {
+            if batch == 0 && hist.is_none() {
+                // One event per send, untimed (`stream/{N}to1/engine`): the very loop every
+                // stream peer's sender runs, so that the engine and its peers pay the same
+                // bookkeeping in the same code shape (harness/BENCHMARKS.md, "Per-event work,
+                // side by side"; "The first store into a slot" says why the shape matters).
+                let mut failed = None;
+                let send = &mut |e: Ev| match input.send_to(main, e) {
+                    Ok(()) => true,
+                    Err(err) => {
+                        failed = Some(err);
+                        false
+                    }
+                };
+                i = booked_sends(s, &counters[s], 0, || sh.stopped(), send).0;
+                if let Some(err) = failed {
+                    sh.fail(format!("sender {s}: send_to failed: {err}"));
+                }
+            }
+            while batch > 0 || hist.is_some() {
                 if i % STOP_CHECK_EVERY == 0 && sh.stopped() {
                     break;
                 }
