@@ -444,7 +444,8 @@ fn stream_ev(s: usize, i: u64) -> Ev {
 /// The timed run's sender loop, bookkeeping included: a look at `stop` every
 /// [`STOP_CHECK_EVERY`] events (the stop flag in the timed run, the segment word in the A/B
 /// phase), the count published every [`PUBLISH_EVERY`]. Sends from index `i` until `stop`;
-/// returns the next index and whether a send failed.
+/// returns the next index and whether a send failed. The engine's stream senders
+/// (`stream/{N}to1/engine`) run it too, so that every sender has the same code shape.
 #[inline]
 pub(super) fn booked_sends(
     s: usize,
