@@ -136,6 +136,44 @@ pub fn seq_of(s: usize, i: u64) -> u64 {
     ((s as u64) << SENDER_SHIFT) | i
 }
 
+/// The `i`-th event of sender `s`.
+pub fn stream_ev(s: usize, i: u64) -> Ev {
+    Ev {
+        kind: 0,
+        seq: seq_of(s, i),
+        t_ns: 0,
+        aux: 0,
+    }
+}
+
+/// A stream sender's loop in the timed run, bookkeeping included: a look at `stop` every
+/// [`STOP_CHECK_EVERY`] events (the stop flag in the timed run, the segment word in the A/B
+/// phase), the count published every [`PUBLISH_EVERY`]. Sends from index `i` until `stop`;
+/// returns the next index and whether a send failed. Every stream peer's sender runs it, and the
+/// engine's too: the shape of a sender's code decides what its sends cost (harness/BENCHMARKS.md,
+/// "The first store into a slot").
+#[inline]
+pub fn booked_sends(
+    s: usize,
+    counter: &CachePadded<AtomicU64>,
+    mut i: u64,
+    stop: impl Fn() -> bool,
+    send: &mut impl FnMut(Ev) -> bool,
+) -> (u64, bool) {
+    loop {
+        if i % STOP_CHECK_EVERY == 0 && stop() {
+            return (i, false);
+        }
+        if !send(stream_ev(s, i)) {
+            return (i, true);
+        }
+        i += 1;
+        if i % PUBLISH_EVERY == 0 {
+            counter.store(i, Ordering::Release);
+        }
+    }
+}
+
 /// What one run of a scenario hands back to the runner.
 #[derive(Debug, Default)]
 pub struct Outcome {

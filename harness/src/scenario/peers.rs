@@ -38,9 +38,9 @@
 use super::ab::{self, Figure, Plan};
 use super::baseline::{sample, sender_counters, sender_slot};
 use super::{
-    put, sample_clock, seq_of, slot, stream_figures, take, timed_window, timed_window_with, Ev,
-    Family, FifoCheck, Mode, Outcome, RunCtx, Scenario, Shared, Slot, Spin, LATENCY_SAMPLE_EVERY,
-    PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    booked_sends, put, sample_clock, slot, stream_ev, stream_figures, take, timed_window,
+    timed_window_with, Ev, Family, FifoCheck, Mode, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
+    LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
@@ -427,43 +427,6 @@ fn sender_loop(s: usize, phase: &Phase, mut send: impl FnMut(Ev) -> bool) -> u64
                 }
             }
             i
-        }
-    }
-}
-
-/// The `i`-th event of sender `s`.
-fn stream_ev(s: usize, i: u64) -> Ev {
-    Ev {
-        kind: 0,
-        seq: seq_of(s, i),
-        t_ns: 0,
-        aux: 0,
-    }
-}
-
-/// The timed run's sender loop, bookkeeping included: a look at `stop` every
-/// [`STOP_CHECK_EVERY`] events (the stop flag in the timed run, the segment word in the A/B
-/// phase), the count published every [`PUBLISH_EVERY`]. Sends from index `i` until `stop`;
-/// returns the next index and whether a send failed. The engine's stream senders
-/// (`stream/{N}to1/engine`) run it too, so that every sender has the same code shape.
-#[inline]
-pub(super) fn booked_sends(
-    s: usize,
-    counter: &CachePadded<AtomicU64>,
-    mut i: u64,
-    stop: impl Fn() -> bool,
-    send: &mut impl FnMut(Ev) -> bool,
-) -> (u64, bool) {
-    loop {
-        if i % STOP_CHECK_EVERY == 0 && stop() {
-            return (i, false);
-        }
-        if !send(stream_ev(s, i)) {
-            return (i, true);
-        }
-        i += 1;
-        if i % PUBLISH_EVERY == 0 {
-            counter.store(i, Ordering::Release);
         }
     }
 }
@@ -1183,6 +1146,7 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::seq_of;
 
     #[test]
     fn timed_and_ab_books_differ_only_at_their_every_256_points() {

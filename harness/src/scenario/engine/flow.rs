@@ -6,11 +6,10 @@ use crate::clock::now_ns;
 use crate::pin::Probe;
 use crate::record::Better;
 use crate::scenario::baseline::{sample, sender_counters, sender_slot};
-use crate::scenario::peers::booked_sends;
 use crate::scenario::{
-    put, seq_of, slot, stream_figures, take, timed_window, timed_window_with, wait_for, Ev, Family,
-    FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, FLOOD_CAPACITY, PUBLISH_EVERY,
-    STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_BATCH, STREAM_CAPACITY,
+    booked_sends, put, slot, stream_ev, stream_figures, take, timed_window, timed_window_with,
+    wait_for, Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, FLOOD_CAPACITY,
+    PUBLISH_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_BATCH, STREAM_CAPACITY,
 };
 use crate::stats::{merge, new_hist};
 use correlator::{Channel, ContextRef, DieReason, Monitor, Pattern};
@@ -193,13 +192,50 @@ fn flood(
             let mut hist = time_sends.then(new_hist);
             let mut blocked = 0u64;
             let t_start = now_ns();
-            let mut i = 0u64;
-            let mut buf: Vec<Ev> = Vec::with_capacity(batch);
-            if batch == 0 && hist.is_none() {
-                // One event per send, untimed (`stream/{N}to1/engine`): the very loop every
-                // stream peer's sender runs, so that the engine and its peers pay the same
-                // bookkeeping in the same code shape (harness/BENCHMARKS.md, "Per-event work,
-                // side by side"; "The first store into a slot" says why the shape matters).
+            let fail = |what: &str, err: &dyn std::fmt::Display| {
+                sh.fail(format!("sender {s}: {what} failed: {err}"));
+            };
+            // One loop per way of sending (the three are exclusive: `stream/1to1/engine-batch`,
+            // `backpressure/flood`, `stream/{N}to1/engine`), each with one send site: the shape of
+            // a sender's code decides what its sends cost (harness/BENCHMARKS.md, "The first store
+            // into a slot").
+            let sent = if batch > 0 {
+                let mut buf: Vec<Ev> = Vec::with_capacity(batch);
+                let mut i = 0u64;
+                while i % STOP_CHECK_EVERY != 0 || !sh.stopped() {
+                    buf.extend((0..batch as u64).map(|k| stream_ev(s, i + k)));
+                    if let Err(err) = input.send_batch_to(main, &mut buf) {
+                        fail("send_batch_to", &err);
+                        break;
+                    }
+                    i += batch as u64;
+                    if i % PUBLISH_EVERY == 0 {
+                        counters[s].store(i, Ordering::Release);
+                    }
+                }
+                i
+            } else if let Some(h) = hist.as_mut() {
+                let mut i = 0u64;
+                while i % STOP_CHECK_EVERY != 0 || !sh.stopped() {
+                    let t0 = now_ns();
+                    let r = input.send_to(main, stream_ev(s, i));
+                    let dt = now_ns() - t0;
+                    blocked += dt;
+                    h.saturating_record(dt.max(1));
+                    if let Err(err) = r {
+                        fail("send_to", &err);
+                        break;
+                    }
+                    i += 1;
+                    if i % PUBLISH_EVERY == 0 {
+                        counters[s].store(i, Ordering::Release);
+                    }
+                }
+                i
+            } else {
+                // The very loop every stream peer's sender runs, so that the engine and its peers
+                // pay the same bookkeeping in the same code shape (harness/BENCHMARKS.md,
+                // "Per-event work, side by side").
                 let mut failed = None;
                 let send = &mut |e: Ev| match input.send_to(main, e) {
                     Ok(()) => true,
@@ -208,61 +244,16 @@ fn flood(
                         false
                     }
                 };
-                i = booked_sends(s, &counters[s], 0, || sh.stopped(), send).0;
+                let (i, _) = booked_sends(s, &counters[s], 0, || sh.stopped(), send);
                 if let Some(err) = failed {
-                    sh.fail(format!("sender {s}: send_to failed: {err}"));
+                    fail("send_to", &err);
                 }
-            }
-            while batch > 0 || hist.is_some() {
-                if i % STOP_CHECK_EVERY == 0 && sh.stopped() {
-                    break;
-                }
-                if batch > 0 {
-                    buf.extend((0..batch as u64).map(|k| Ev {
-                        kind: 0,
-                        seq: seq_of(s, i + k),
-                        t_ns: 0,
-                        aux: 0,
-                    }));
-                    if let Err(err) = input.send_batch_to(main, &mut buf) {
-                        sh.fail(format!("sender {s}: send_batch_to failed: {err}"));
-                        break;
-                    }
-                    i += batch as u64;
-                    if i % PUBLISH_EVERY == 0 {
-                        counters[s].store(i, Ordering::Release);
-                    }
-                    continue;
-                }
-                let e = Ev {
-                    kind: 0,
-                    seq: seq_of(s, i),
-                    t_ns: 0,
-                    aux: 0,
-                };
-                let r = if let Some(h) = hist.as_mut() {
-                    let t0 = now_ns();
-                    let r = input.send_to(main, e);
-                    let dt = now_ns() - t0;
-                    blocked += dt;
-                    h.saturating_record(dt.max(1));
-                    r
-                } else {
-                    input.send_to(main, e)
-                };
-                if let Err(err) = r {
-                    sh.fail(format!("sender {s}: send_to failed: {err}"));
-                    break;
-                }
-                i += 1;
-                if i % PUBLISH_EVERY == 0 {
-                    counters[s].store(i, Ordering::Release);
-                }
-            }
+                i
+            };
             let wall = now_ns() - t_start;
             SenderReport {
                 placement: probe.finish(),
-                sent: i,
+                sent,
                 in_send: hist.map(|h| (h, blocked, wall)),
             }
         }));
