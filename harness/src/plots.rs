@@ -340,8 +340,12 @@ pub fn write_all(
     let groups: [(&str, &str, Pick); 10] = [
         (
             "latency-pingpong.svg",
-            "One-way latency: ping-pong vs the cache-line floor",
-            |id| id.starts_with("pingpong/") || id == "calibration/cacheline-pingpong",
+            "One-way latency: ping-pong vs the cache-line and ring floors",
+            |id| {
+                id.starts_with("pingpong/")
+                    || id == "calibration/cacheline-pingpong"
+                    || id == "calibration/ring-pingpong"
+            },
         ),
         (
             "latency-openloop.svg",

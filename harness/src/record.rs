@@ -173,7 +173,7 @@ pub struct TargetRecord {
     /// The target as the benchmark document states it.
     pub target: String,
     /// `ratio` (engine / baseline per round), `absolute` (a value, e.g. allocations per event)
-    /// or `bound` (reported only: the one-producer bound, no verdict).
+    /// or `bound` (reported only, no verdict: a one-producer bound, the ring floor, a paired peer).
     pub kind: String,
     /// The engine record.
     pub engine: String,

@@ -52,6 +52,7 @@ pub fn baselines_of(id: &str) -> Vec<String> {
     if id == "pingpong/engine" || id == "pingpong/engine-park" {
         return vec![
             "calibration/cacheline-pingpong".into(),
+            "calibration/ring-pingpong".into(),
             "pingpong/crossbeam-channel".into(),
             "pingpong/kanal".into(),
             "pingpong/disruptor".into(),
@@ -279,7 +280,7 @@ pub fn render(
     let _ = writeln!(md, "## Targets (harness/BENCHMARKS.md)\n");
     let _ = writeln!(
         md,
-        "Each round runs the engine scenario and its peers back to back. A target's figure is the **median of the per-round ratios** (engine / baseline of the same round; for \"the fastest peer\", the fastest multi-producer peer *of that round*), with a bootstrap 95 % interval of that median. MET: the whole interval meets the threshold; NOT MET: none of it does; UNDECIDED: it straddles the threshold (or one round only). Undecided targets were re-measured within the mode's time budget (quick 45 s, full 300 s; see the rounds column). Allocation targets: the largest allocs/event of any run must be 0. One-producer bounds and the async/tokio pairing (engine vs tokio mpsc) are reported, not targets.\n"
+        "Each round runs the engine scenario and its peers back to back. A target's figure is the **median of the per-round ratios** (engine / baseline of the same round; for \"the fastest peer\", the fastest multi-producer peer *of that round*), with a bootstrap 95 % interval of that median. MET: the whole interval meets the threshold; NOT MET: none of it does; UNDECIDED: it straddles the threshold (or one round only). Undecided targets were re-measured within the mode's time budget (quick 45 s, full 300 s; see the rounds column). Allocation targets: the largest allocs/event of any run must be 0. One-producer bounds, pingpong/engine against the ring floor (calibration/ring-pingpong: one event bounced through two rings of lines, the floor of any queue) and the async/tokio pairing (engine vs tokio mpsc) are reported, not targets.\n"
     );
     let _ = writeln!(
         md,

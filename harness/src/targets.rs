@@ -11,9 +11,10 @@
 //! when it is entirely on the bad side, **UNDECIDED** when it straddles the threshold (or there
 //! is one round only: no interval). `harness run` repeats the records of undecided targets within
 //! a time budget ([`crate::runner`]). The allocation targets are absolute: MET when no run
-//! allocated. The one-producer bounds (rtrb, single-producer disruptor) and the `async/tokio`
-//! pairing (engine against tokio mpsc, issue 19: "in the same run", no threshold) are reported
-//! with their ratio and interval but carry no verdict (`REPORTED`).
+//! allocated. The one-producer bounds (rtrb, single-producer disruptor), `pingpong/engine` against
+//! the ring floor (`calibration/ring-pingpong`) and the `async/tokio` pairing (engine against
+//! tokio mpsc, issue 19: "in the same run", no threshold) are reported with their ratio and
+//! interval but carry no verdict (`REPORTED`).
 
 use crate::record::{Summary, SummaryRecord, TargetRecord};
 use crate::scenario::peers::{MP_PEERS, SP_PEERS};
@@ -32,8 +33,8 @@ pub const BATCH_RATIO: f64 = 0.5;
 
 /// `kind` of a target that judges a ratio against its threshold.
 pub const KIND_RATIO: &str = "ratio";
-/// `kind` of a comparison without a target (a one-producer bound, the `async/tokio` pairing): its
-/// ratio is reported, never judged.
+/// `kind` of a comparison without a target (a one-producer bound, the ring floor, the `async/tokio`
+/// pairing): its ratio is reported, never judged.
 pub const KIND_BOUND: &str = "bound";
 /// `kind` of an absolute target (allocations): judged on every run's figure.
 pub const KIND_ABSOLUTE: &str = "absolute";
@@ -50,7 +51,7 @@ impl TargetRecord {
         self.direction == AT_LEAST
     }
 
-    /// Whether this is a one-producer bound (reported, never a regression).
+    /// Whether this is a comparison without a target (reported, never a regression).
     pub fn is_bound(&self) -> bool {
         self.kind == KIND_BOUND
     }
@@ -138,6 +139,23 @@ fn definitions(s: &Summary) -> Vec<Def> {
             fastest: false,
         },
     ];
+    // The hand-off through a ring of lines, the floor of any queue's ping-pong on the machine
+    // (`calibration/ring-pingpong`): reported beside the target, never judged.
+    let ring = "calibration/ring-pingpong";
+    if s.get(ring, "latency_one_way").is_some() {
+        d.push(Def {
+            target: format!(
+                "pingpong/engine one-way p50 vs {ring} p50 (a queue's floor, no target)"
+            ),
+            kind: KIND_BOUND,
+            engine: "pingpong/engine".into(),
+            baselines: vec![ring.into()],
+            metric: "latency_one_way",
+            at_least: false,
+            threshold: 1.0,
+            fastest: false,
+        });
+    }
     let mut ns = fan_ins(s);
     if ns.is_empty() {
         ns = vec![1, 2];
@@ -553,5 +571,41 @@ mod tests {
             .starts_with("NOT MEASURED"));
         // About 2x the floor against a 1.5x ceiling: NOT MET.
         assert_eq!(find(&t, "pingpong/engine").verdict, NOT_MET);
+        // No ring floor in the run: no row for it.
+        assert!(!t.iter().any(|x| x.target.contains("ring-pingpong")));
+    }
+
+    #[test]
+    fn the_ring_floor_is_reported_beside_the_pingpong_target_and_judges_nothing() {
+        let s = summary(vec![
+            row("pingpong/engine", "latency_one_way", &[90.0, 95.0, 90.0]),
+            row(
+                "calibration/cacheline-pingpong",
+                "latency_one_way",
+                &[60.0, 60.0, 60.0],
+            ),
+            row(
+                "calibration/ring-pingpong",
+                "latency_one_way",
+                &[75.0, 80.0, 75.0],
+            ),
+        ]);
+        let t = evaluate_all(&s);
+        // The target still compares with the single line (1.5x, 1.58x, 1.5x: the median is on
+        // the threshold, the interval straddles it).
+        let target = find(&t, "pingpong/engine one-way p50 <=");
+        assert_eq!(target.baselines, vec!["calibration/cacheline-pingpong"]);
+        assert_eq!(target.verdict, UNDECIDED);
+        let ring = find(
+            &t,
+            "pingpong/engine one-way p50 vs calibration/ring-pingpong",
+        );
+        assert!(ring.is_bound());
+        assert_eq!(ring.verdict, REPORTED);
+        assert!(
+            (ring.median.unwrap() - 1.2).abs() < 1e-9,
+            "{:?}",
+            ring.median
+        );
     }
 }

@@ -5,9 +5,15 @@
 //! answer. Each round trip is timed on A and recorded as half a round trip (one-way), so it pays
 //! the same two timer reads per sample as `pingpong/*`, and the ratio of the two is the cost the
 //! engine adds on top of moving a line between the same two cores.
+//! `calibration/ring-pingpong` bounces one event the way a queue hands it over: through two rings
+//! of [`STREAM_CAPACITY`] lines (one per direction, the size of every queue in the lab), one event
+//! per line, written with plain stores and published by a stamp, as a single-producer ring does.
+//! Timed the same way, it is the floor of any queue's ping-pong on the machine; on the 2-core VM
+//! it costs 1.6-2.2 times the single line (harness/BENCHMARKS.md, "How far is a ping-pong from the
+//! cache-line floor?"), so `pingpong/engine` is reported against it too.
 //! `calibration/timer` is the cost of one timestamp read, the resolution floor of every latency.
 
-use super::{Family, Outcome, RunCtx, Scenario, Spin};
+use super::{Family, Outcome, RunCtx, Scenario, Spin, STREAM_CAPACITY};
 use crate::clock::now_ns;
 use crate::pin::Probe;
 use crate::record::Better;
@@ -27,6 +33,13 @@ pub fn register(v: &mut Vec<Scenario>) {
         cacheline_pingpong,
     ));
     v.push(Scenario::new(
+        "calibration/ring-pingpong",
+        "two pinned threads bounce one event through two rings of 4096 lines (plain stores, no engine); one-way = RTT/2",
+        2,
+        Family::Calibration,
+        ring_pingpong,
+    ));
+    v.push(Scenario::new(
         "calibration/timer",
         "cost of one timestamp read (Instant, ns since process epoch)",
         1,
@@ -35,7 +48,21 @@ pub fn register(v: &mut Vec<Scenario>) {
     ));
 }
 
-fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
+/// One side of a bounce: what it does for round trip `i` (ask and wait for the answer, or wait for
+/// the question and answer), spinning with the given [`Spin`] while it waits.
+trait Side: Send + 'static {
+    fn round_trip(&mut self, i: u64, spin: &mut Spin);
+}
+
+/// Bounces `warm + n` round trips between side `a` (timed, on the run's first core) and side `b`
+/// (on the second); records each timed round trip as half of it (one-way). Checks that `b`
+/// answered every round trip; `done` checks what the sides left behind once both are joined.
+fn bounce(
+    ctx: &RunCtx,
+    mut a: impl Side,
+    mut b: impl Side,
+    done: impl FnOnce(&mut Outcome, u64),
+) -> Outcome {
     let mut out = Outcome::default();
     let warm = ctx.mode.pick(1_000u64, 20_000, 200_000);
     let n = ctx.mode.pick(5_000u64, 300_000, 3_000_000);
@@ -46,24 +73,17 @@ fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
         out.note("both threads share one core: they yield instead of spinning, figures show scheduler hand-offs");
     }
     let mut spin = Spin::new(ctx, shared);
-    let line = Arc::new(CachePadded::new(AtomicU64::new(0)));
     let total = warm + n;
     let (ca, cb) = (ctx.map.core_for(0), ctx.map.core_for(1));
-    let lb = line.clone();
     let b = std::thread::spawn(move || {
         let probe = Probe::start("bouncer-b", cb);
         let mut answered = 0u64;
         for i in 0..total {
-            let want = 2 * i + 1;
-            while lb.load(Ordering::Acquire) != want {
-                spin.step();
-            }
-            lb.store(want + 1, Ordering::Release);
+            b.round_trip(i, &mut spin);
             answered += 1;
         }
         (probe.finish(), answered)
     });
-    let la = line.clone();
     let a = std::thread::spawn(move || {
         let probe = Probe::start("bouncer-a", ca);
         let mut h = new_hist();
@@ -73,10 +93,7 @@ fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
                 t_start = now_ns();
             }
             let t0 = now_ns();
-            la.store(2 * i + 1, Ordering::Release);
-            while la.load(Ordering::Acquire) != 2 * i + 2 {
-                spin.step();
-            }
+            a.round_trip(i, &mut spin);
             let t1 = now_ns();
             if i >= warm {
                 h.saturating_record(((t1 - t0) / 2).max(1));
@@ -92,9 +109,7 @@ fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
     out.check(answered == total, || {
         format!("bouncer b answered {answered} of {total} round trips")
     });
-    out.check(line.load(Ordering::Relaxed) == 2 * total, || {
-        "the line does not hold the final value".into()
-    });
+    done(&mut out, total);
     out.latency("latency_one_way", &h);
     out.value(
         "one_way_mean_untimed",
@@ -102,6 +117,142 @@ fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
         elapsed as f64 / (2.0 * n as f64),
         Better::Lower,
     );
+    out
+}
+
+/// A side of the cache-line bounce: `a` writes an odd value and waits for the even answer, `b`
+/// waits for the odd value and writes the next even one.
+struct LineSide {
+    line: Arc<CachePadded<AtomicU64>>,
+    asks: bool,
+}
+
+impl Side for LineSide {
+    #[inline]
+    fn round_trip(&mut self, i: u64, spin: &mut Spin) {
+        let mut wait = |value| {
+            while self.line.load(Ordering::Acquire) != value {
+                spin.step();
+            }
+        };
+        if self.asks {
+            self.line.store(2 * i + 1, Ordering::Release);
+            wait(2 * i + 2);
+        } else {
+            wait(2 * i + 1);
+            self.line.store(2 * i + 2, Ordering::Release);
+        }
+    }
+}
+
+fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
+    let line = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let side = |asks| LineSide {
+        line: line.clone(),
+        asks,
+    };
+    let (a, b) = (side(true), side(false));
+    bounce(ctx, a, b, |out, total| {
+        out.check(line.load(Ordering::Relaxed) == 2 * total, || {
+            "the line does not hold the final value".into()
+        });
+    })
+}
+
+/// One event per cache line: a stamp (`i + 1` once round trip `i`'s event is in) and the payload,
+/// as large as the harness's event.
+#[repr(C, align(64))]
+struct RingSlot {
+    stamp: AtomicU64,
+    payload: [AtomicU64; 4],
+}
+
+/// A ring of [`STREAM_CAPACITY`] slots, one direction of `calibration/ring-pingpong`. One event is
+/// in flight at a time, so no room check is needed: a slot is written a whole lap after it was
+/// read.
+struct Ring(Box<[RingSlot]>);
+
+impl Ring {
+    fn new() -> Arc<Self> {
+        Arc::new(Ring(
+            (0..STREAM_CAPACITY)
+                .map(|_| RingSlot {
+                    stamp: AtomicU64::new(0),
+                    payload: Default::default(),
+                })
+                .collect(),
+        ))
+    }
+
+    /// Puts event `i` (payload `v` and zeros) into its slot with plain stores, then its stamp.
+    #[inline]
+    fn put(&self, i: u64, v: u64) {
+        let slot = &self.0[i as usize % STREAM_CAPACITY];
+        slot.payload[0].store(v, Ordering::Relaxed);
+        for w in &slot.payload[1..] {
+            w.store(0, Ordering::Relaxed);
+        }
+        slot.stamp.store(i + 1, Ordering::Release);
+    }
+
+    /// Waits for event `i` and returns its payload.
+    #[inline]
+    fn take(&self, i: u64, spin: &mut Spin) -> u64 {
+        let slot = &self.0[i as usize % STREAM_CAPACITY];
+        while slot.stamp.load(Ordering::Acquire) != i + 1 {
+            spin.step();
+        }
+        slot.payload[0].load(Ordering::Relaxed)
+    }
+}
+
+/// A side of the ring bounce: `a` puts event `i` into the ring towards `b` and waits for it to
+/// come back; `b` takes it and puts it into the ring back. `wrong` counts events that came back
+/// with another payload.
+struct RingSide {
+    to: Arc<Ring>,
+    from: Arc<Ring>,
+    asks: bool,
+    wrong: Arc<AtomicU64>,
+}
+
+impl Side for RingSide {
+    #[inline]
+    fn round_trip(&mut self, i: u64, spin: &mut Spin) {
+        if self.asks {
+            self.to.put(i, i);
+            if self.from.take(i, spin) != i {
+                self.wrong.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            let v = self.from.take(i, spin);
+            self.to.put(i, v);
+        }
+    }
+}
+
+fn ring_pingpong(ctx: &RunCtx) -> Outcome {
+    let (ab, ba) = (Ring::new(), Ring::new());
+    let wrong = Arc::new(AtomicU64::new(0));
+    let a = RingSide {
+        to: ab.clone(),
+        from: ba.clone(),
+        asks: true,
+        wrong: wrong.clone(),
+    };
+    let b = RingSide {
+        to: ba,
+        from: ab,
+        asks: false,
+        wrong: wrong.clone(),
+    };
+    let mut out = bounce(ctx, a, b, |out, _| {
+        let wrong = wrong.load(Ordering::Relaxed);
+        out.check(wrong == 0, || {
+            format!("{wrong} events came back with another payload")
+        });
+    });
+    out.param("ring_slots", STREAM_CAPACITY as u64);
     out
 }
 

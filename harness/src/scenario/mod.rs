@@ -172,6 +172,7 @@ mod tests {
         let ids: Vec<&str> = cat.iter().map(|s| s.id.as_str()).collect();
         for want in [
             "calibration/cacheline-pingpong",
+            "calibration/ring-pingpong",
             "calibration/timer",
             "route/dispatch",
             "route/crossbeam-channel",
