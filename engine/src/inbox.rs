@@ -37,7 +37,10 @@
 //! comes back in a register, and after publishing, a sender prefetches for writing the slot two
 //! cache lines on, so that the line the next sends write is already on its way when the next CAS
 //! waits for earlier stores to finish. (Taking several published entries out of the ring at once on
-//! the consumer side was tried too: no measurable gain, 22 more instructions per entry.)
+//! the consumer side was tried too: no measurable gain, 22 more instructions per entry.) A third
+//! keeps it from paying a second transfer for one slot: an entry of up to a cache line is written
+//! as 8-byte integer stores in order (`write_entry`), never with a vector store the compiler may
+//! issue ahead of them (32-, 48- and 56-byte events: 15-60 % more events per second).
 //!
 //! **Batches** ([`Inbox::try_reserve_batch`]) take `n` consecutive tickets with the same one CAS:
 //! the room for them is decided from the freed position like a single ticket's (the last of the `n`
@@ -227,7 +230,7 @@ impl<T> BatchReservation<'_, T> {
         // (through `freed`, or a hint a sender stored after reading it) that the consumer gave back
         // the place of the last ticket of the batch one lap before, and so of every earlier one;
         // only the holder of `t` writes the slot until it publishes `t + 1` below.
-        slot.value.with_mut(|p| unsafe { (*p).write(value) });
+        slot.value.with_mut(|p| unsafe { write_entry(p, value) });
         slot.stamp.store((t + 1) & TICKET, Ordering::Release);
         prefetch_for_write(inbox.slot_after(t, inbox.prefetch_ahead));
         self.next = inbox.next(t);
@@ -534,6 +537,37 @@ fn prefetch_for_write<T>(slot: &Slot<T>) {
     }
     #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), loom, miri))]
     let _ = slot;
+}
+
+/// Writes `value` into a slot. An entry of at most a cache line whose size is a multiple of 8 bytes
+/// and whose alignment is at least 8 (every entry of an event with a `u64` in it) is written as
+/// 8-byte words, each an integer store, in order, whatever instructions the compiler would pick for
+/// a copy of `T`: a 16-byte vector store among them, with its data ready before the integer stores
+/// (an event copied from memory, `send_to(ctx, *e)`, or fields the compiler merged), made a send
+/// cost a second cross-core transfer on the EPYC VM (harness/BENCHMARKS.md, "The first store into
+/// a slot"). The words are copied as `MaybeUninit<u64>`, so padding bytes are copied as what they
+/// are, never read as integers. Larger entries keep the compiler's copy (not measured).
+///
+/// # Safety
+/// `dst` is valid for a write of `T` and aligned for it.
+#[inline(always)]
+unsafe fn write_entry<T>(dst: *mut MaybeUninit<T>, value: T) {
+    const WORD: usize = std::mem::size_of::<u64>();
+    let size = std::mem::size_of::<T>();
+    if size % WORD == 0 && size <= 64 && std::mem::align_of::<T>() >= WORD {
+        let value = std::mem::ManuallyDrop::new(value);
+        let src = (&*value as *const T).cast::<MaybeUninit<u64>>();
+        let dst = dst.cast::<MaybeUninit<u64>>();
+        for i in 0..size / WORD {
+            // SAFETY: `T` is a whole number of words and both ends are aligned for `T`, so for a
+            // word; `i` stays within `T`. A `MaybeUninit<u64>` may hold uninitialised bytes
+            // (padding), and `value` is moved into `dst` (not dropped here, `ManuallyDrop`).
+            unsafe { std::ptr::write_volatile(dst.add(i), src.add(i).read()) };
+        }
+    } else {
+        // SAFETY: the caller's.
+        unsafe { (*dst).write(value) };
+    }
 }
 
 /// The tail word `cur` with its ticket taken: the next ticket, `SLEEPING` cleared (the step that
@@ -999,7 +1033,7 @@ impl<T> Inbox<T> {
                 // a hint a sender stored after reading it) that the consumer gave back the ticket
                 // that used the slot one lap before, so nobody reads the slot; only the holder of
                 // `t` writes it until it publishes `t + 1` below.
-                slot.value.with_mut(|p| unsafe { (*p).write(value) });
+                slot.value.with_mut(|p| unsafe { write_entry(p, value) });
                 slot.stamp.store((t + 1) & TICKET, Ordering::Release);
                 // Ask for the line a few slots on now: the next sends write there, and the
                 // reservation CAS of each send waits until the stores before it are done, which
