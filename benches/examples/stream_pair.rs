@@ -20,10 +20,11 @@ use std::time::Instant;
 /// harness's 32-byte shape: kind, sequence number, timestamp and payload).
 ///
 /// `repr(C)` keeps the sequence number first, as the compiler lays out the harness's event: left
-/// to reorder, it put the (constant zero) words first, merged them with the entry's zero tag into
-/// one 16-byte vector store, and that store, the first into a slot line the consumer still held,
-/// made a send wait a cross-core transfer longer on the EPYC VM (25 instead of 44 M events/s;
-/// harness/BENCHMARKS.md, "The first store into a slot").
+/// to reorder, it put the (constant zero) words first, and until the inbox wrote entries word by
+/// word the compiler merged them with the entry's zero tag into one 16-byte vector store, the first
+/// into a slot line the consumer still held, which made a send wait a cross-core transfer longer on
+/// the EPYC VM (25 instead of 44 M events/s; harness/BENCHMARKS.md, "The first store into a
+/// slot").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 struct Wide<const W: usize> {
