@@ -243,7 +243,7 @@ impl Event for Ball {
 
 /// Answers every ball with the next one, to `peer`, until `last`; then reports on `done`.
 struct Player {
-    peer: Option<ContextRef>,
+    peer: ContextRef,
     last: u64,
     done: Option<mpsc::Sender<Instant>>,
 }
@@ -259,12 +259,11 @@ impl Monitor<Ball> for Player {
                     }
                     return;
                 }
-                let peer = m.peer.expect("the peer is set before start");
                 let next = Ball {
                     seq: e.seq + 1,
                     ..*e
                 };
-                cx.send_to(peer, next).expect("send to the peer");
+                cx.send_to(m.peer, next).expect("send to the peer");
             },
         );
     }
@@ -287,7 +286,7 @@ fn engine(n: u64, capacity: usize) -> f64 {
     // `2n + 1` ends the rally there, `2n + 2` hops from the start.
     let last = 2 * n + 1;
     corr.load(Player {
-        peer: Some(b),
+        peer: b,
         last,
         done: Some(done),
     })
@@ -295,7 +294,7 @@ fn engine(n: u64, capacity: usize) -> f64 {
     corr.load_in(
         b,
         Player {
-            peer: Some(a),
+            peer: a,
             last,
             done: None,
         },
