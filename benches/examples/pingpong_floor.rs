@@ -8,8 +8,9 @@
 //! - `ring 8 locked` and `ring 4096 locked`: the same with a locked claim (`lock cmpxchg` on a
 //!   word of the sender's own, on a line of its own) before each event, what a multi-producer send
 //!   pays;
-//! - `inbox`: two bare engine inboxes of capacity 4096 (reserve and commit, take and give back in
-//!   batches, as a context does): the inbox protocol without dispatch;
+//! - `inbox` and `inbox, capacity 8`: two bare engine inboxes of capacity 4096 or 8 (reserve and
+//!   commit, take and give back in batches, as a context does): the inbox protocol without
+//!   dispatch;
 //! - `engine`: two contexts of a correlator (busy-spin, inbox capacity 4096) whose handlers answer
 //!   with `send_to` (`pingpong/engine` without the harness's timer reads);
 //! - `engine, capacity 8`: the same with inboxes of capacity 8.
@@ -184,9 +185,9 @@ fn rings(n: u64, len: usize, locked: bool) -> f64 {
 /// and three slots in eight would straddle two lines).
 type Item = [u64; 5];
 
-fn inboxes(n: u64) -> f64 {
-    let (to_a, mut a) = Inbox::<Item>::with_capacity(4096);
-    let (to_b, mut b) = Inbox::<Item>::with_capacity(4096);
+fn inboxes(n: u64, capacity: usize) -> f64 {
+    let (to_a, mut a) = Inbox::<Item>::with_capacity(capacity);
+    let (to_b, mut b) = Inbox::<Item>::with_capacity(capacity);
     bounce(
         n,
         move || {
@@ -322,13 +323,14 @@ fn main() {
         "the one way to run (line, ring, inbox, engine), or all",
     );
     let wanted = |name: &str| only == "all" || name.starts_with(only.as_str());
-    let ways: [(&str, &dyn Fn() -> f64); 8] = [
+    let ways: [(&str, &dyn Fn() -> f64); 9] = [
         ("line", &|| line(n)),
         ("ring 8", &|| rings(n, 8, false)),
         ("ring 4096", &|| rings(n, 4096, false)),
         ("ring 8 locked", &|| rings(n, 8, true)),
         ("ring 4096 locked", &|| rings(n, 4096, true)),
-        ("inbox", &|| inboxes(n)),
+        ("inbox", &|| inboxes(n, 4096)),
+        ("inbox, capacity 8", &|| inboxes(n, 8)),
         ("engine", &|| engine(n, 4096)),
         ("engine, capacity 8", &|| engine(n, 8)),
     ];
