@@ -114,9 +114,9 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// (plus a tag) and an 8-byte stamp, each rounded up to a 64-byte cache line when that comes
     /// to 32 to 64 bytes other than 40 (harness/BENCHMARKS.md, "Slot layout", says why).
     /// [`build`](Self::build) and `create_context` return [`Error::InvalidCapacity`] outside
-    /// `1..=`[`MAX_INBOX_CAPACITY`](crate::MAX_INBOX_CAPACITY) and [`Error::AllocationFailed`] when the memory cannot be allocated; an allocation the
-    /// operating system grants but cannot back when it is written is beyond what the engine can
-    /// see, so size inboxes for the machine.
+    /// `1..=`[`MAX_INBOX_CAPACITY`](crate::MAX_INBOX_CAPACITY) and [`Error::AllocationFailed`]
+    /// when the memory cannot be allocated; an allocation the operating system grants but cannot
+    /// back when it is written is beyond what the engine can see, so size inboxes for the machine.
     pub fn inbox_capacity(mut self, capacity: usize) -> Self {
         self.config.capacity = capacity;
         self

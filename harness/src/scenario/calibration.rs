@@ -56,13 +56,9 @@ trait Side: Send + 'static {
 
 /// Bounces `warm + n` round trips between side `a` (timed, on the run's first core) and side `b`
 /// (on the second); records each timed round trip as half of it (one-way). Checks that `b`
-/// answered every round trip; `done` checks what the sides left behind once both are joined.
-fn bounce(
-    ctx: &RunCtx,
-    mut a: impl Side,
-    mut b: impl Side,
-    done: impl FnOnce(&mut Outcome, u64),
-) -> Outcome {
+/// answered every round trip; hands both sides back, joined, with the number of round trips, for
+/// the caller to check what they left behind.
+fn bounce<A: Side, B: Side>(ctx: &RunCtx, mut a: A, mut b: B) -> (Outcome, A, B, u64) {
     let mut out = Outcome::default();
     let warm = ctx.mode.pick(1_000u64, 20_000, 200_000);
     let n = ctx.mode.pick(5_000u64, 300_000, 3_000_000);
@@ -82,7 +78,7 @@ fn bounce(
             b.round_trip(i, &mut spin);
             answered += 1;
         }
-        (probe.finish(), answered)
+        (probe.finish(), answered, b)
     });
     let a = std::thread::spawn(move || {
         let probe = Probe::start("bouncer-a", ca);
@@ -100,16 +96,15 @@ fn bounce(
             }
         }
         let elapsed = now_ns() - t_start;
-        (probe.finish(), h, elapsed)
+        (probe.finish(), h, elapsed, a)
     });
-    let (pa, h, elapsed) = a.join().expect("bouncer a panicked");
-    let (pb, answered) = b.join().expect("bouncer b panicked");
+    let (pa, h, elapsed, a) = a.join().expect("bouncer a panicked");
+    let (pb, answered, b) = b.join().expect("bouncer b panicked");
     out.placed(pa);
     out.placed(pb);
     out.check(answered == total, || {
         format!("bouncer b answered {answered} of {total} round trips")
     });
-    done(&mut out, total);
     out.latency("latency_one_way", &h);
     out.value(
         "one_way_mean_untimed",
@@ -117,7 +112,7 @@ fn bounce(
         elapsed as f64 / (2.0 * n as f64),
         Better::Lower,
     );
-    out
+    (out, a, b, total)
 }
 
 /// A side of the cache-line bounce: `a` writes an odd value and waits for the even answer, `b`
@@ -151,12 +146,11 @@ fn cacheline_pingpong(ctx: &RunCtx) -> Outcome {
         line: line.clone(),
         asks,
     };
-    let (a, b) = (side(true), side(false));
-    bounce(ctx, a, b, |out, total| {
-        out.check(line.load(Ordering::Relaxed) == 2 * total, || {
-            "the line does not hold the final value".into()
-        });
-    })
+    let (mut out, _, _, total) = bounce(ctx, side(true), side(false));
+    out.check(line.load(Ordering::Relaxed) == 2 * total, || {
+        "the line does not hold the final value".into()
+    });
+    out
 }
 
 /// One event per cache line: a stamp (`i + 1` once round trip `i`'s event is in) and the payload,
@@ -207,13 +201,13 @@ impl Ring {
 }
 
 /// A side of the ring bounce: `a` puts event `i` into the ring towards `b` and waits for it to
-/// come back; `b` takes it and puts it into the ring back. `wrong` counts events that came back
-/// with another payload.
+/// come back; `b` takes it and puts it into the ring back. `wrong` counts the events that came
+/// back to `a` with another payload.
 struct RingSide {
     to: Arc<Ring>,
     from: Arc<Ring>,
     asks: bool,
-    wrong: Arc<AtomicU64>,
+    wrong: u64,
 }
 
 impl Side for RingSide {
@@ -222,7 +216,7 @@ impl Side for RingSide {
         if self.asks {
             self.to.put(i, i);
             if self.from.take(i, spin) != i {
-                self.wrong.fetch_add(1, Ordering::Relaxed);
+                self.wrong += 1;
             }
         } else {
             let v = self.from.take(i, spin);
@@ -233,24 +227,16 @@ impl Side for RingSide {
 
 fn ring_pingpong(ctx: &RunCtx) -> Outcome {
     let (ab, ba) = (Ring::new(), Ring::new());
-    let wrong = Arc::new(AtomicU64::new(0));
-    let a = RingSide {
-        to: ab.clone(),
-        from: ba.clone(),
-        asks: true,
-        wrong: wrong.clone(),
+    let side = |to, from, asks| RingSide {
+        to,
+        from,
+        asks,
+        wrong: 0,
     };
-    let b = RingSide {
-        to: ba,
-        from: ab,
-        asks: false,
-        wrong: wrong.clone(),
-    };
-    let mut out = bounce(ctx, a, b, |out, _| {
-        let wrong = wrong.load(Ordering::Relaxed);
-        out.check(wrong == 0, || {
-            format!("{wrong} events came back with another payload")
-        });
+    let (a, b) = (side(ab.clone(), ba.clone(), true), side(ba, ab, false));
+    let (mut out, a, _, _) = bounce(ctx, a, b);
+    out.check(a.wrong == 0, || {
+        format!("{} events came back with another payload", a.wrong)
     });
     out.param("ring_slots", STREAM_CAPACITY as u64);
     out

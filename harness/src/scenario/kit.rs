@@ -146,14 +146,22 @@ pub fn stream_ev(s: usize, i: u64) -> Ev {
     }
 }
 
-/// A stream sender's loop in the timed run, bookkeeping included: a look at `stop` every
+/// [`sends`] with the harness's bookkeeping: what a stream sender runs in the timed run and in
+/// the A/B phase's booked segments.
+pub const BOOKED: bool = true;
+/// [`sends`] without it: the A/B phase's bare segments.
+pub const BARE: bool = false;
+
+/// A stream sender's loop: sends from index `i` until `stop`, which it looks at every
 /// [`STOP_CHECK_EVERY`] events (the stop flag in the timed run, the segment word in the A/B
-/// phase), the count published every [`PUBLISH_EVERY`]. Sends from index `i` until `stop`;
-/// returns the next index and whether a send failed. Every stream peer's sender runs it, and the
-/// engine's too: the shape of a sender's code decides what its sends cost (harness/BENCHMARKS.md,
-/// "The first store into a slot").
+/// phase); when `BOOKED`, it also publishes its count into `counter` every [`PUBLISH_EVERY`].
+/// Returns the next index and whether a send failed. The two are one function so that a bare
+/// segment differs from a booked one by the publishing alone (each is compiled on its own, with
+/// no branch on `BOOKED`). Every stream peer's sender runs it, and the engine's too: the shape of a
+/// sender's code decides what its sends cost (harness/BENCHMARKS.md, "The first store into a
+/// slot").
 #[inline]
-pub fn booked_sends(
+pub fn sends<const BOOKED: bool>(
     s: usize,
     counter: &CachePadded<AtomicU64>,
     mut i: u64,
@@ -168,7 +176,7 @@ pub fn booked_sends(
             return (i, true);
         }
         i += 1;
-        if i % PUBLISH_EVERY == 0 {
+        if BOOKED && i % PUBLISH_EVERY == 0 {
             counter.store(i, Ordering::Release);
         }
     }

@@ -38,9 +38,9 @@
 use super::ab::{self, Figure, Plan};
 use super::baseline::{sample, sender_counters, sender_slot};
 use super::{
-    booked_sends, put, sample_clock, slot, stream_ev, stream_figures, take, timed_window,
-    timed_window_with, Ev, Family, FifoCheck, Mode, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
-    LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    put, sample_clock, sends, slot, stream_figures, take, timed_window, timed_window_with, Ev,
+    Family, FifoCheck, Mode, Outcome, RunCtx, Scenario, Shared, Slot, Spin, BARE, BOOKED,
+    LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STREAM_CAPACITY,
 };
 use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
@@ -395,14 +395,14 @@ impl Book {
 }
 
 /// A sender of a stream peer: in the timed run it floods until the stop flag, publishing its
-/// count ([`booked_sends`]); in the A/B phase it follows the receiver's segment word, sending
-/// with [`booked_sends`] in booked segments and [`bare_sends`] in bare ones (both look at the word
+/// count ([`sends`]`::<BOOKED>`); in the A/B phase it follows the receiver's segment word, sending
+/// with [`sends`]`::<BOOKED>` in booked segments and `::<BARE>` in bare ones (both look at the word
 /// every [`STOP_CHECK_EVERY`] events, where the timed run looks at the stop flag), and stops
 /// when the word passes the last segment. Returns how many it sent.
 fn sender_loop(s: usize, phase: &Phase, mut send: impl FnMut(Ev) -> bool) -> u64 {
     match phase {
         Phase::Timed { shared, counters } => {
-            booked_sends(s, &counters[s], 0, || shared.stopped(), &mut send).0
+            sends::<BOOKED>(s, &counters[s], 0, || shared.stopped(), &mut send).0
         }
         Phase::Ab {
             plan,
@@ -418,8 +418,8 @@ fn sender_loop(s: usize, phase: &Phase, mut send: impl FnMut(Ev) -> bool) -> u64
                 }
                 let moved = || word.load(Ordering::Relaxed) != k;
                 let (sent, failed) = match plan.mode(k) {
-                    ab::Seg::Booked => booked_sends(s, &counters[s], i, moved, &mut send),
-                    ab::Seg::Bare => bare_sends(s, i, moved, &mut send),
+                    ab::Seg::Booked => sends::<BOOKED>(s, &counters[s], i, moved, &mut send),
+                    ab::Seg::Bare => sends::<BARE>(s, &counters[s], i, moved, &mut send),
                 };
                 i = sent;
                 if failed {
@@ -428,26 +428,6 @@ fn sender_loop(s: usize, phase: &Phase, mut send: impl FnMut(Ev) -> bool) -> u64
             }
             i
         }
-    }
-}
-
-/// A bare segment of a sender: the same sends and the same look at the segment word (the switch),
-/// without publishing the count. Returns the next index and whether a send failed.
-#[inline]
-fn bare_sends(
-    s: usize,
-    mut i: u64,
-    stop: impl Fn() -> bool,
-    send: &mut impl FnMut(Ev) -> bool,
-) -> (u64, bool) {
-    loop {
-        if i % STOP_CHECK_EVERY == 0 && stop() {
-            return (i, false);
-        }
-        if !send(stream_ev(s, i)) {
-            return (i, true);
-        }
-        i += 1;
     }
 }
 
@@ -1147,6 +1127,7 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
 mod tests {
     use super::*;
     use crate::scenario::seq_of;
+    use crate::scenario::stream_ev;
 
     #[test]
     fn timed_and_ab_books_differ_only_at_their_every_256_points() {

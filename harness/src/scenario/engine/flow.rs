@@ -7,8 +7,8 @@ use crate::pin::Probe;
 use crate::record::Better;
 use crate::scenario::baseline::{sample, sender_counters, sender_slot};
 use crate::scenario::{
-    booked_sends, put, slot, stream_ev, stream_figures, take, timed_window, timed_window_with,
-    wait_for, Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, FLOOD_CAPACITY,
+    put, sends, slot, stream_ev, stream_figures, take, timed_window, timed_window_with, wait_for,
+    Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, BOOKED, FLOOD_CAPACITY,
     PUBLISH_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_BATCH, STREAM_CAPACITY,
 };
 use crate::stats::{merge, new_hist};
@@ -244,7 +244,7 @@ fn flood(
                         false
                     }
                 };
-                let (i, _) = booked_sends(s, &counters[s], 0, || sh.stopped(), send);
+                let (i, _) = sends::<BOOKED>(s, &counters[s], 0, || sh.stopped(), send);
                 if let Some(err) = failed {
                     fail("send_to", &err);
                 }
