@@ -35,6 +35,7 @@ pub mod nats;
 pub mod partitioned;
 pub mod peers;
 pub mod ticks;
+pub mod workload;
 
 pub use kit::*;
 
@@ -142,6 +143,7 @@ pub const FAMILIES: &[Register] = &[
     |v, _| ticks::register(v),
     |v, _| nats::register(v),
     |v, _| async_tokio::register(v),
+    |v, cores| workload::register(v, cores),
     |v, _| {
         if std::env::var_os(SELFTEST_ENV).is_some() {
             baseline::register_selftest(v);

@@ -1,0 +1,6 @@
+//! `workload/absence`: not written yet.
+
+use crate::scenario::Scenario;
+
+/// Registers `workload/absence` and its twin.
+pub fn register(_v: &mut Vec<Scenario>, _cores: usize) {}

@@ -1,0 +1,6 @@
+//! `workload/fraud`: not written yet.
+
+use crate::scenario::Scenario;
+
+/// Registers `workload/fraud` and its twin.
+pub fn register(_v: &mut Vec<Scenario>, _cores: usize) {}

@@ -1,0 +1,21 @@
+//! `workload/*`: what users run (keyed monitors, followed-by, `within`, `not`), each beside
+//! `workload/<name>/twin`, the same rules written by hand as a per-key state machine over the
+//! same kind of transport on the same threads. A scenario's check is that the engine's output
+//! equals its twin's exactly; its headline is the paired ratio engine / twin (issue 31).
+//!
+//! One file per workload: [`fraud`], [`spike`], [`absence`], [`keys`].
+
+use super::Scenario;
+
+pub mod absence;
+pub mod fraud;
+pub mod keys;
+pub mod spike;
+
+/// Registers every workload scenario and its twin, next to each other.
+pub fn register(v: &mut Vec<Scenario>, cores: usize) {
+    fraud::register(v, cores);
+    absence::register(v, cores);
+    spike::register(v, cores);
+    keys::register(v, cores);
+}

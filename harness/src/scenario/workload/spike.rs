@@ -1,0 +1,6 @@
+//! `workload/spike`: not written yet.
+
+use crate::scenario::Scenario;
+
+/// Registers `workload/spike` and its twin.
+pub fn register(_v: &mut Vec<Scenario>, _cores: usize) {}
