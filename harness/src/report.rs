@@ -61,6 +61,13 @@ pub fn baselines_of(id: &str) -> Vec<String> {
     if id == "async/tokio/engine" {
         return vec!["async/tokio/tokio-mpsc".into()];
     }
+    // workload/<name> and its variants (workload/fraud/pool) beside workload/<name>/twin.
+    if let Some(rest) = id.strip_prefix("workload/") {
+        let name = rest.split('/').next().unwrap_or(rest);
+        if !id.ends_with("/twin") {
+            return vec![format!("workload/{name}/twin")];
+        }
+    }
     if let Some(prefix) = id.strip_suffix("/engine") {
         if prefix.starts_with("burst/") {
             return ["crossbeam-channel", "disruptor", "rtrb"]
@@ -665,5 +672,11 @@ mod tests {
             baselines_of("async/tokio/engine"),
             vec!["async/tokio/tokio-mpsc"]
         );
+        assert_eq!(baselines_of("workload/fraud"), vec!["workload/fraud/twin"]);
+        assert_eq!(
+            baselines_of("workload/fraud/pool"),
+            vec!["workload/fraud/twin"]
+        );
+        assert!(baselines_of("workload/fraud/twin").is_empty());
     }
 }

@@ -30,6 +30,11 @@ pub const PINGPONG_RATIO: f64 = 1.5;
 pub const STREAM_RATIO: f64 = 1.0;
 /// stream/1to1/engine-batch must be at least this fraction of rtrb (one producer, one consumer).
 pub const BATCH_RATIO: f64 = 0.5;
+/// workload/{fraud,absence,spike} (the engine) must be at least this fraction of its twin (the
+/// same rules written by hand), issue 31.
+pub const WORKLOAD_RATIO: f64 = 0.5;
+/// The workloads judged against their twins by [`WORKLOAD_RATIO`].
+pub const WORKLOADS: [&str; 3] = ["fraud", "absence", "spike"];
 
 /// `kind` of a target that judges a ratio against its threshold.
 pub const KIND_RATIO: &str = "ratio";
@@ -240,6 +245,32 @@ fn definitions(s: &Summary) -> Vec<Def> {
             metric: "allocs_per_event",
             at_least: false,
             threshold: 0.0,
+            fastest: false,
+        });
+    }
+    d.push(Def {
+        target:
+            "alloc/workload: 0 allocations per non-matching event on workload/fraud in every run"
+                .into(),
+        kind: KIND_ABSOLUTE,
+        engine: "alloc/workload".into(),
+        baselines: Vec::new(),
+        metric: "allocs_per_event",
+        at_least: false,
+        threshold: 0.0,
+        fastest: false,
+    });
+    for w in WORKLOADS {
+        d.push(Def {
+            target: format!(
+                "workload/{w} >= {WORKLOAD_RATIO}x workload/{w}/twin (the same rules by hand)"
+            ),
+            kind: KIND_RATIO,
+            engine: format!("workload/{w}"),
+            baselines: vec![format!("workload/{w}/twin")],
+            metric: "throughput",
+            at_least: true,
+            threshold: WORKLOAD_RATIO,
             fastest: false,
         });
     }
@@ -573,6 +604,36 @@ mod tests {
         assert_eq!(find(&t, "pingpong/engine").verdict, NOT_MET);
         // No ring floor in the run: no row for it.
         assert!(!t.iter().any(|x| x.target.contains("ring-pingpong")));
+    }
+
+    #[test]
+    fn workloads_are_judged_against_their_twins_and_alloc_workload_is_absolute() {
+        let mut alloc = row("alloc/workload", "allocs_per_event", &[0.0, 0.0, 0.0]);
+        alloc.unit = "allocs/event".into();
+        let s = summary(vec![
+            // fraud: 0.2x its twin in every round.
+            row("workload/fraud", "throughput", &[1.0, 1.2, 0.8, 1.0]),
+            row("workload/fraud/twin", "throughput", &[5.0, 6.0, 4.0, 5.0]),
+            // absence: 0.8x.
+            row("workload/absence", "throughput", &[8.0, 8.0, 8.0, 8.0]),
+            row(
+                "workload/absence/twin",
+                "throughput",
+                &[10.0, 10.0, 10.0, 10.0],
+            ),
+            alloc,
+        ]);
+        let t = evaluate_all(&s);
+        let fraud = find(&t, "workload/fraud >=");
+        assert_eq!(fraud.baselines, vec!["workload/fraud/twin"]);
+        assert!((fraud.median.unwrap() - 0.2).abs() < 1e-9, "{fraud:?}");
+        assert_eq!(fraud.verdict, NOT_MET);
+        assert_eq!(find(&t, "workload/absence >=").verdict, MET);
+        // spike did not run: not measured, never met.
+        assert!(find(&t, "workload/spike >=")
+            .verdict
+            .starts_with("NOT MEASURED"));
+        assert_eq!(find(&t, "alloc/workload").verdict, MET);
     }
 
     #[test]

@@ -218,6 +218,14 @@ mod tests {
             "alloc/output",
             "async/tokio/engine",
             "async/tokio/tokio-mpsc",
+            "workload/fraud",
+            "workload/fraud/pool",
+            "workload/fraud/twin",
+            "workload/absence",
+            "workload/absence/twin",
+            "workload/spike",
+            "workload/spike/twin",
+            "alloc/workload",
         ] {
             assert!(ids.contains(&want), "missing {want}");
         }

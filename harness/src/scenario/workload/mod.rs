@@ -8,6 +8,7 @@
 use super::Scenario;
 
 pub mod absence;
+mod common;
 pub mod fraud;
 pub mod keys;
 pub mod spike;
