@@ -30,6 +30,12 @@ pub const PINGPONG_RATIO: f64 = 1.5;
 pub const STREAM_RATIO: f64 = 1.0;
 /// stream/1to1/engine-batch must be at least this fraction of rtrb (one producer, one consumer).
 pub const BATCH_RATIO: f64 = 0.5;
+/// workload/keys/1m throughput must be at least this fraction of workload/keys/1k's (issue 31).
+pub const KEYS_THROUGHPUT_RATIO: f64 = 0.5;
+/// workload/keys/1m shutdown ns per live instance must be at most this many times 1k's.
+pub const KEYS_SHUTDOWN_RATIO: f64 = 2.0;
+/// What RSS per live instance of a one-listener keyed monitor should be (bytes): reported only.
+pub const KEYS_RSS_AIM: f64 = 256.0;
 /// workload/{fraud,absence,spike} (the engine) must be at least this fraction of its twin (the
 /// same rules written by hand), issue 31.
 pub const WORKLOAD_RATIO: f64 = 0.5;
@@ -274,6 +280,45 @@ fn definitions(s: &Summary) -> Vec<Def> {
             fastest: false,
         });
     }
+    // workload/keys (issue 31): a live key should cost about the same at a million keys as at a
+    // thousand; the two sizes run in every round, so their figures pair per round.
+    let (small, large) = ("workload/keys/1k", "workload/keys/1m");
+    for (metric, what, at_least, threshold) in [
+        ("throughput", "throughput", true, KEYS_THROUGHPUT_RATIO),
+        (
+            "shutdown_ns_per_instance",
+            "shutdown ns per live instance",
+            false,
+            KEYS_SHUTDOWN_RATIO,
+        ),
+    ] {
+        d.push(Def {
+            target: format!(
+                "{large} {what} {} {threshold}x {small}",
+                if at_least { ">=" } else { "<=" }
+            ),
+            kind: KIND_RATIO,
+            engine: large.into(),
+            baselines: vec![small.into()],
+            metric,
+            at_least,
+            threshold,
+            fastest: false,
+        });
+    }
+    // No baseline: the per-round figures are the engine's own (bytes, not a ratio).
+    d.push(Def {
+        target: format!(
+            "{large} RSS per live instance in bytes, not a ratio (reported; aim <= {KEYS_RSS_AIM})"
+        ),
+        kind: KIND_BOUND,
+        engine: large.into(),
+        baselines: Vec::new(),
+        metric: "rss_per_instance",
+        at_least: false,
+        threshold: KEYS_RSS_AIM,
+        fastest: false,
+    });
     d
 }
 
@@ -351,6 +396,11 @@ fn evaluate(s: &Summary, d: Def) -> TargetRecord {
     let rounds = engine.values.len();
     for r in 0..rounds {
         let Some(e) = engine.values[r] else { continue };
+        if bases.is_empty() {
+            // A bound without a baseline reports the engine's own figure.
+            t.ratios.push(e);
+            continue;
+        }
         let vals: Option<Vec<f64>> = bases
             .iter()
             .map(|b| b.values.get(r).copied().flatten())
@@ -634,6 +684,65 @@ mod tests {
             .verdict
             .starts_with("NOT MEASURED"));
         assert_eq!(find(&t, "alloc/workload").verdict, MET);
+    }
+
+    #[test]
+    fn keys_sizes_pair_per_round_and_rss_is_reported_as_bytes() {
+        let mut rss = row(
+            "workload/keys/1m",
+            "rss_per_instance",
+            &[900.0, 920.0, 910.0],
+        );
+        rss.unit = "bytes".into();
+        let s = summary(vec![
+            // Round 3 is slow for both sizes: the per-round ratios stay at 0.6.
+            row(
+                "workload/keys/1k",
+                "throughput",
+                &[10.0, 10.0, 5.0, 10.0, 10.0],
+            ),
+            row("workload/keys/1m", "throughput", &[6.0, 6.0, 3.0, 6.0, 6.0]),
+            row("workload/keys/1k", "shutdown_ns_per_instance", &[100.0; 5]),
+            row(
+                "workload/keys/1m",
+                "shutdown_ns_per_instance",
+                &[900.0, 1000.0, 1100.0, 950.0, 1050.0],
+            ),
+            rss,
+        ]);
+        let t = evaluate_all(&s);
+        let thr = find(&t, "workload/keys/1m throughput >=");
+        assert_eq!(thr.baselines, vec!["workload/keys/1k"]);
+        assert!(
+            thr.ratios.iter().all(|r| (r - 0.6).abs() < 1e-12),
+            "{thr:?}"
+        );
+        assert_eq!(thr.verdict, MET);
+        let down = find(&t, "workload/keys/1m shutdown");
+        assert!(!down.higher_is_better());
+        assert!((down.median.unwrap() - 10.0).abs() < 1e-9, "{down:?}");
+        assert_eq!(down.verdict, NOT_MET);
+        let mem = find(&t, "workload/keys/1m RSS");
+        assert!(mem.is_bound());
+        assert_eq!(mem.ratios, [900.0, 920.0, 910.0]);
+        assert_eq!(mem.verdict, REPORTED);
+        assert!(undecided_ids(&t)
+            .iter()
+            .all(|id| !id.starts_with("workload/keys")));
+        // A skipped 1m (its only record a failed `run` row) is not measured, never met.
+        let mut skipped = row("workload/keys/1m", "run", &[0.0]);
+        skipped.checks = "failed: skipped: shutdown is not linear".into();
+        let s = summary(vec![
+            row("workload/keys/1k", "throughput", &[10.0; 3]),
+            row("workload/keys/1k", "shutdown_ns_per_instance", &[100.0; 3]),
+            skipped,
+        ]);
+        for t in evaluate_all(&s)
+            .iter()
+            .filter(|t| t.engine == "workload/keys/1m")
+        {
+            assert!(t.verdict.starts_with("NOT MEASURED"), "{t:?}");
+        }
     }
 
     #[test]
