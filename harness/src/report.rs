@@ -47,7 +47,7 @@ pub fn figure_warnings(s: &Summary) -> Vec<String> {
 /// The baselines an engine record is compared with in the headline table.
 pub fn baselines_of(id: &str) -> Vec<String> {
     if id == "route/dispatch" {
-        return vec!["route/crossbeam-channel".into()];
+        return vec!["route/floor".into(), "route/crossbeam-channel".into()];
     }
     if id == "pingpong/engine" || id == "pingpong/engine-park" {
         return vec![
@@ -663,7 +663,7 @@ mod tests {
     fn baselines_pair_engine_with_twins() {
         assert_eq!(
             baselines_of("route/dispatch"),
-            vec!["route/crossbeam-channel"]
+            vec!["route/floor", "route/crossbeam-channel"]
         );
         assert!(baselines_of("stream/3to1/engine")
             .contains(&"stream/3to1/crossbeam-channel".to_string()));

@@ -22,8 +22,9 @@ use crate::stats;
 
 /// Confidence level of every target interval.
 pub const LEVEL: f64 = 0.95;
-/// route/dispatch must be at least this many times the same loop through crossbeam-channel.
-pub const ROUTE_RATIO: f64 = 10.0;
+/// route/dispatch must be at least this fraction of the same loop written by hand (`route/floor`:
+/// a `Vec` stack and a `match` dispatcher), issue 31.
+pub const ROUTE_RATIO: f64 = 0.7;
 /// pingpong/engine p50 must be at most this many times the cache-line floor.
 pub const PINGPONG_RATIO: f64 = 1.5;
 /// stream/*/engine must be at least this many times the fastest multi-producer peer.
@@ -130,10 +131,10 @@ fn fan_ins(s: &Summary) -> Vec<usize> {
 fn definitions(s: &Summary) -> Vec<Def> {
     let mut d = vec![
         Def {
-            target: format!("route/dispatch >= {ROUTE_RATIO}x route/crossbeam-channel (the same loop through a channel)"),
+            target: format!("route/dispatch >= {ROUTE_RATIO}x route/floor (the same loop by hand: a Vec stack and a match)"),
             kind: KIND_RATIO,
             engine: "route/dispatch".into(),
-            baselines: vec!["route/crossbeam-channel".into()],
+            baselines: vec!["route/floor".into()],
             metric: "throughput",
             at_least: true,
             threshold: ROUTE_RATIO,
@@ -150,6 +151,22 @@ fn definitions(s: &Summary) -> Vec<Def> {
             fastest: false,
         },
     ];
+    // The same loop through a channel (the route target before issue 31): reported, never judged.
+    let channel = "route/crossbeam-channel";
+    if s.get(channel, "throughput").is_some() {
+        d.push(Def {
+            target: format!(
+                "route/dispatch vs {channel} (the same loop through a channel, no target)"
+            ),
+            kind: KIND_BOUND,
+            engine: "route/dispatch".into(),
+            baselines: vec![channel.into()],
+            metric: "throughput",
+            at_least: true,
+            threshold: 1.0,
+            fastest: false,
+        });
+    }
     // The hand-off through a ring of lines, the floor of any queue's ping-pong on the machine
     // (`calibration/ring-pingpong`): reported beside the target, never judged.
     let ring = "calibration/ring-pingpong";
@@ -607,17 +624,53 @@ mod tests {
             ),
             row("stream/1to1/crossbeam-channel", "throughput", &[10.0; 5]),
             row("route/dispatch", "throughput", &[100.0]),
-            row("route/crossbeam-channel", "throughput", &[1.0]),
+            row("route/floor", "throughput", &[1.0]),
         ]);
         let t = evaluate_all(&s);
         let st = find(&t, "stream/1to1/engine >=");
         assert_eq!(st.verdict, UNDECIDED, "{st:?}");
-        let r = find(&t, "route/dispatch");
+        let r = find(&t, "route/dispatch >=");
         assert_eq!(r.verdict, UNDECIDED, "one round has no interval: {r:?}");
         let ids = undecided_ids(&t);
         assert!(ids.contains(&"stream/1to1/engine".to_string()));
         assert!(ids.contains(&"stream/1to1/crossbeam-channel".to_string()));
         assert!(ids.contains(&"route/dispatch".to_string()));
+        assert!(ids.contains(&"route/floor".to_string()));
+    }
+
+    #[test]
+    fn route_is_judged_against_its_hand_written_floor_and_the_channel_only_reported() {
+        let s = summary(vec![
+            row(
+                "route/dispatch",
+                "throughput",
+                &[200.0, 210.0, 190.0, 205.0],
+            ),
+            row("route/floor", "throughput", &[320.0, 330.0, 310.0, 325.0]),
+            row(
+                "route/crossbeam-channel",
+                "throughput",
+                &[40.0, 42.0, 38.0, 41.0],
+            ),
+        ]);
+        let t = evaluate_all(&s);
+        // 0.625, 0.636, 0.613, 0.631 of the floor, paired per round: under 0.7x in every round.
+        let target = find(&t, "route/dispatch >=");
+        assert_eq!(target.baselines, vec!["route/floor"]);
+        assert_eq!(target.threshold, ROUTE_RATIO);
+        assert_eq!(target.verdict, NOT_MET, "{target:?}");
+        let channel = find(&t, "route/dispatch vs route/crossbeam-channel");
+        assert!(channel.is_bound());
+        assert_eq!(channel.verdict, REPORTED);
+        assert!(channel.median.unwrap() > 4.9, "{:?}", channel.median);
+        // Without the channel in the run there is nothing to report beside the target.
+        let only = summary(vec![
+            row("route/dispatch", "throughput", &[250.0, 260.0, 255.0]),
+            row("route/floor", "throughput", &[300.0, 300.0, 300.0]),
+        ]);
+        let t = evaluate_all(&only);
+        assert_eq!(find(&t, "route/dispatch >=").verdict, MET);
+        assert!(!t.iter().any(|r| r.target.starts_with("route/dispatch vs")));
     }
 
     #[test]

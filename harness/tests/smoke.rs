@@ -40,6 +40,7 @@ const IDS: &[&str] = &[
     "calibration/cacheline-pingpong",
     "calibration/timer",
     "route/dispatch",
+    "route/floor",
     "route/crossbeam-channel",
     "route/tree",
     "listeners/indexed",
@@ -244,7 +245,8 @@ fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("## Targets"));
     for t in [
-        "route/dispatch >= 10x route/crossbeam-channel",
+        "route/dispatch >= 0.7x route/floor",
+        "route/dispatch vs route/crossbeam-channel (the same loop through a channel",
         "pingpong/engine one-way p50 <= 1.5x",
         "stream/1to1/engine >= 1x the fastest multi-producer peer",
         "stream/2to1/engine >= 1x the fastest multi-producer peer",
@@ -362,7 +364,7 @@ fn compare_json(a: &Path, b: &Path) -> (Option<i32>, serde_json::Value) {
 fn compare_json_reports_environment_and_targets_and_exits_3_on_a_regression() {
     let _one = serial();
     let a = tmpdir("cmpj-a");
-    let filter = "^(route/dispatch|route/crossbeam-channel)$";
+    let filter = "^(route/dispatch|route/floor)$";
     smoke_into(&a, filter, harness::compare::MIN_TARGET_ROUNDS);
     // Against itself: exit 0, no environment difference, no regression, every target compared.
     let (code, v) = compare_json(&a, &a);
@@ -374,7 +376,12 @@ fn compare_json_reports_environment_and_targets_and_exits_3_on_a_regression() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|t| t["target"].as_str().unwrap().starts_with("route/dispatch"))
+        .find(|t| {
+            t["target"]
+                .as_str()
+                .unwrap()
+                .starts_with("route/dispatch >=")
+        })
         .expect("route target compared");
     assert_eq!(route["verdict"], "no_real_change", "{route}");
     assert_eq!(route["change"], 1.0);
@@ -386,7 +393,11 @@ fn compare_json_reports_environment_and_targets_and_exits_3_on_a_regression() {
         std::fs::create_dir_all(dir).unwrap();
         let mut summary = json(&a.join("summary.json"));
         for t in summary["targets"].as_array_mut().unwrap() {
-            if t["target"].as_str().unwrap().starts_with("route/dispatch") {
+            if t["target"]
+                .as_str()
+                .unwrap()
+                .starts_with("route/dispatch >=")
+            {
                 t["median"] = serde_json::json!(ratios[0]);
                 t["ratios"] = serde_json::json!(ratios);
             }

@@ -177,6 +177,7 @@ mod tests {
             "calibration/ring-pingpong",
             "calibration/timer",
             "route/dispatch",
+            "route/floor",
             "route/crossbeam-channel",
             "route/tree",
             "listeners/indexed",
