@@ -345,6 +345,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             available_cores,
             threads: Mutex::new(Vec::new()),
             creating: Mutex::new(()),
+            #[cfg(test)]
+            work: std::sync::atomic::AtomicU64::new(0),
             tag: sync::next_correlator_tag(),
             config,
         });
@@ -417,6 +419,12 @@ pub struct Correlator<E: Event> {
 }
 
 impl<E: Event> Correlator<E> {
+    /// The bookkeeping steps the contexts counted (see [`Shared::work`]), for the tests.
+    #[cfg(test)]
+    pub(crate) fn work(&self) -> u64 {
+        self.shared.work.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A builder with the default settings.
     pub fn builder() -> CorrelatorBuilder<E> {
         CorrelatorBuilder::default()

@@ -6,8 +6,13 @@
 //! listeners of its own kind, whatever the number of listeners on other kinds.
 //!
 //! Removal is lazy: a listener that ends is marked dead at once (so it cannot fire again, even later
-//! in the same dispatch) and its bucket is compacted after the current event's dispatch, when no
-//! iteration is in progress. Listeners registered during a dispatch are appended at the end of their
+//! in the same dispatch) and the lists that hold it are compacted after the current event's
+//! dispatch, when no iteration is in progress. A list is compacted once its dead entries are at
+//! least half of it (or it is short, [`SHORT_LIST`]), so ending `n` listeners of one list costs
+//! O(n) in all, not O(n) each: with one listener per monitor instance on a shared list, ending
+//! every instance one by one would otherwise be quadratic. A slot is freed once no list holds it
+//! any more (an expression's listener is listed once per template), so a list never names a
+//! freed or reused slot. Listeners registered during a dispatch are appended at the end of their
 //! list; the dispatch loop iterates only up to the length the list had when the event started, which
 //! is what keeps a new listener from matching the event being processed (R6.5).
 //!
@@ -47,31 +52,67 @@ pub(crate) struct ListenerSlot<E: Event> {
     pub(crate) body: Body<E>,
     /// Where the slot is listed: `(bucket, key)`.
     regs: Vec<(u32, Option<u64>)>,
+    /// How many lists still hold the slot: it is freed when a dead listener's count reaches 0.
+    listed: u32,
     pub(crate) alive: bool,
     /// Alive, `on_all`, and a template without filters: every event offered to it fires its
     /// handler, so the dispatch loop tests this one flag instead of four facts.
     pub(crate) simple: bool,
 }
 
+/// A list at most this long is compacted as soon as one of its listeners ends: cheap, and it
+/// keeps a kind's lone listener recognisable as its [`Bucket::solo`] right after the others end.
+const SHORT_LIST: usize = 8;
+
+/// The slots of the listeners listed under one `(kind, mode, key)`, in registration order, live
+/// and dead ones: dead ones stay until [`ListenerTable::compact`] takes them out.
+#[derive(Default)]
+pub(crate) struct List {
+    pub(crate) slots: Vec<u32>,
+    /// Dead listeners still in `slots`.
+    dead: u32,
+    /// Whether the list waits in the table's `dirty` queue.
+    queued: bool,
+}
+
+impl List {
+    /// Notes one more dead listener; returns whether the list is due for compaction and not yet
+    /// queued for it (the caller queues it).
+    fn note_dead(&mut self) -> bool {
+        self.dead += 1;
+        let due = self.slots.len() <= SHORT_LIST || 2 * self.dead as usize >= self.slots.len();
+        let queue = due && !self.queued;
+        self.queued |= queue;
+        queue
+    }
+}
+
 /// The listeners of one event kind in one mode: unkeyed ones, and keyed ones by key; each list in
 /// registration order.
 #[derive(Default)]
 pub(crate) struct Lists {
-    pub(crate) plain: Vec<u32>,
-    pub(crate) keyed: KindMap<u64, Vec<u32>>,
+    pub(crate) plain: List,
+    pub(crate) keyed: KindMap<u64, List>,
 }
 
 impl Lists {
-    fn list_mut(&mut self, key: Option<u64>) -> &mut Vec<u32> {
+    fn list_mut(&mut self, key: Option<u64>) -> &mut List {
         match key {
             None => &mut self.plain,
             Some(k) => self.keyed.entry(k).or_default(),
         }
     }
 
+    fn get_mut(&mut self, key: Option<u64>) -> Option<&mut List> {
+        match key {
+            None => Some(&mut self.plain),
+            Some(k) => self.keyed.get_mut(&k),
+        }
+    }
+
     /// Whether no listener is registered.
     pub(crate) fn is_empty(&self) -> bool {
-        self.plain.is_empty() && self.keyed.is_empty()
+        self.plain.slots.is_empty() && self.keyed.is_empty()
     }
 }
 
@@ -180,6 +221,9 @@ pub(crate) struct ListenerTable<E: Event> {
     unlisted: Vec<u32>,
     /// Buckets `compact` found empty (a reused buffer).
     emptied: Vec<u32>,
+    /// List entries `compact` visited, for the tests that count bookkeeping work.
+    #[cfg(test)]
+    visited: u64,
     /// Live listeners in the table.
     live: usize,
     /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
@@ -217,7 +261,7 @@ impl Cursor {
                 return None;
             }
             self.i += 1;
-            return Some(lists.plain[self.i - 1]);
+            return Some(lists.plain.slots[self.i - 1]);
         }
         self.next_merged(table, lists)
     }
@@ -228,8 +272,8 @@ impl Cursor {
         let keyed = lists
             .keyed
             .get(&self.key)
-            .and_then(|v| v.get(self.j).copied());
-        let plain = (self.i < self.plain_len).then(|| lists.plain[self.i]);
+            .and_then(|v| v.slots.get(self.j).copied());
+        let plain = (self.i < self.plain_len).then(|| lists.plain.slots[self.i]);
         match (plain, keyed) {
             (Some(p), Some(q)) if table.handle_at(p) < table.handle_at(q) => {
                 self.i += 1;
@@ -270,6 +314,8 @@ impl<E: Event> Default for ListenerTable<E> {
             dirty: Vec::new(),
             unlisted: Vec::new(),
             emptied: Vec::new(),
+            #[cfg(test)]
+            visited: 0,
             live: 0,
             last: None,
         }
@@ -373,6 +419,7 @@ impl<E: Event> ListenerTable<E> {
             instance,
             mode,
             body,
+            listed: regs.len() as u32,
             regs,
             alive: true,
             simple,
@@ -390,7 +437,7 @@ impl<E: Event> ListenerTable<E> {
         if let Some(slot) = &self.slots[index as usize] {
             for &(b, key) in &slot.regs {
                 let bucket = &mut self.buckets[b as usize];
-                bucket.lists_mut(mode).list_mut(key).push(index);
+                bucket.lists_mut(mode).list_mut(key).slots.push(index);
                 bucket.has_completed |= mode == Mode::Completed;
                 Self::refresh_solo(&self.slots, bucket);
             }
@@ -418,17 +465,18 @@ impl<E: Event> ListenerTable<E> {
         let lists = self.buckets[b].lists(mode);
         // Each list is in registration order, so in handle order: cut it at the first new handle.
         // (Between dispatches every listed slot is occupied: compaction unlists before it frees.)
-        let cut = |list: &[u32]| {
+        let cut = |list: &List| {
             if first_new == u64::MAX {
-                list.len()
+                list.slots.len()
             } else {
-                list.partition_point(|&s| self.handle_at(s) < first_new)
+                list.slots
+                    .partition_point(|&s| self.handle_at(s) < first_new)
             }
         };
         let (key, keyed_len) = match lists.keyed.is_empty() {
             true => (0, 0),
             false => match key() {
-                Some(k) => (k, lists.keyed.get(&k).map_or(0, |v| cut(v))),
+                Some(k) => (k, lists.keyed.get(&k).map_or(0, &cut)),
                 None => (0, 0),
             },
         };
@@ -490,8 +538,13 @@ impl<E: Event> ListenerTable<E> {
                 self.unlisted.push(slot);
             }
             for &(b, key) in &l.regs {
-                self.dirty.push((b, mode, key));
-                Self::refresh_solo(&self.slots, &mut self.buckets[b as usize]);
+                let bucket = &mut self.buckets[b as usize];
+                if let Some(list) = bucket.lists_mut(mode).get_mut(key) {
+                    if list.note_dead() {
+                        self.dirty.push((b, mode, key));
+                    }
+                }
+                Self::refresh_solo(&self.slots, bucket);
             }
         }
         self.last = None;
@@ -502,7 +555,7 @@ impl<E: Event> ListenerTable<E> {
     /// decides it (`insert`, `kill` and `compact` call it for every bucket they change).
     fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
-        bucket.solo = match lists.plain[..] {
+        bucket.solo = match lists.plain.slots[..] {
             [only] if lists.keyed.is_empty() => slots[only as usize]
                 .as_ref()
                 .filter(|l| l.simple)
@@ -529,28 +582,34 @@ impl<E: Event> ListenerTable<E> {
             let slots = &mut self.slots;
             let free = &mut self.free;
             let bucket = &mut self.buckets[b as usize];
-            let lists = match mode {
-                Mode::Once | Mode::All => &mut bucket.ordinary,
-                Mode::Unmatched => &mut bucket.unmatched,
-                Mode::Completed => &mut bucket.completed,
+            let lists = bucket.lists_mut(mode);
+            let Some(list) = lists.get_mut(key) else {
+                continue;
             };
-            let keep = |s: &u32| {
-                let alive = slots[*s as usize].as_ref().is_some_and(|l| l.alive);
-                if !alive && slots[*s as usize].take().is_some() {
-                    free.push(*s);
+            #[cfg(test)]
+            {
+                self.visited += list.slots.len() as u64;
+            }
+            list.slots.retain(|&s| {
+                let Some(l) = slots[s as usize].as_mut() else {
+                    debug_assert!(false, "a list names a freed slot");
+                    return false;
+                };
+                if l.alive {
+                    return true;
                 }
-                alive
-            };
-            match key {
-                None => lists.plain.retain(keep),
-                Some(k) => {
-                    if let Some(list) = lists.keyed.get_mut(&k) {
-                        list.retain(keep);
-                        if list.is_empty() {
-                            lists.keyed.remove(&k);
-                        }
-                    }
+                l.listed -= 1;
+                if l.listed == 0 {
+                    // No list holds it any more: the slot (and the listener's state) goes.
+                    slots[s as usize] = None;
+                    free.push(s);
                 }
+                false
+            });
+            list.dead = 0;
+            list.queued = false;
+            if let (Some(k), true) = (key, list.slots.is_empty()) {
+                lists.keyed.remove(&k);
             }
             bucket.has_completed = !bucket.completed.is_empty();
             Self::refresh_solo(slots, bucket);
@@ -584,6 +643,12 @@ impl<E: Event> ListenerTable<E> {
         if self.kinds.capacity() > KIND_MAP_MIN && self.kinds.len() * 4 < self.kinds.capacity() {
             self.kinds.shrink_to(2 * self.kinds.len());
         }
+    }
+
+    /// List entries compaction has visited so far (tests count bookkeeping work with it).
+    #[cfg(test)]
+    pub(crate) fn work(&self) -> u64 {
+        self.visited
     }
 
     /// Whether compaction is pending.
@@ -721,7 +786,7 @@ mod tests {
         let c = add(&mut t, 3, 11, Mode::Unmatched, Pattern::kind(3));
         assert_eq!(t.bucket_of(&3), Some(b2));
         assert_eq!(t.buckets.len(), 2, "no bucket added");
-        assert_eq!(t.buckets[b2].unmatched.plain, [c]);
+        assert_eq!(t.buckets[b2].unmatched.plain.slots, [c]);
         assert!(
             t.buckets[b2].ordinary.is_empty(),
             "the freed bucket starts empty"

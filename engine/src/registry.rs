@@ -73,6 +73,12 @@ pub(crate) struct Shared<E: Event> {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Serialises context creation (ids are handed out in order).
     pub(crate) creating: Mutex<()>,
+    /// Steps of per-instance and per-listener bookkeeping the contexts did (instance slots
+    /// scanned at shutdown, list entries visited by compaction), added by each context when it
+    /// exits: what the tests count to show that this work is linear in the instances, where a
+    /// wall clock would not do.
+    #[cfg(test)]
+    pub(crate) work: std::sync::atomic::AtomicU64,
 }
 
 impl<E: Event> Shared<E> {

@@ -136,6 +136,10 @@ pub(crate) struct Context<E: Event> {
     /// Event time and tick-mode warnings (see `event_time.rs`).
     event_clock: EventClock,
     fx: Effects<E>,
+    /// Steps of per-instance bookkeeping (instance slots scanned at shutdown), for the tests that
+    /// show shutdown is linear in the live instances ([`Shared::work`]).
+    #[cfg(test)]
+    work: u64,
 }
 
 /// Whose code a contained panic was, that is which status counter it counts in.
@@ -207,6 +211,8 @@ impl<E: Event> Context<E> {
                 next_handle: 0,
                 now: Time::ZERO,
             },
+            #[cfg(test)]
+            work: 0,
         }
     }
 
@@ -219,6 +225,11 @@ impl<E: Event> Context<E> {
         }
         self.event_loop(&mut consumer);
         self.end_all(DieReason::Shutdown);
+        #[cfg(test)]
+        shared.work.fetch_add(
+            self.work + self.table.work(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.publish();
     }
 
