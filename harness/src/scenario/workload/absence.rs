@@ -244,4 +244,54 @@ mod imp {
             }
         })
     }
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn factory(device: u64, first: &Hb, alerts: Output<Alert>) -> Device {
+            Device {
+                device,
+                first: Some(*first),
+                alerts,
+            }
+        }
+
+        #[test]
+        fn r7_2_an_absence_fires_once_at_its_due_time_before_an_event_stamped_then() {
+            let d = SILENCE_MS;
+            let beats = [
+                (1, 0),
+                (2, 0),
+                (3, 0),
+                (1, 10_000),
+                (3, d - 1),
+                // Device 2's next beat is stamped exactly at the due time: the absence fires
+                // first (the bound is exclusive; due timers fire before the event).
+                (2, d),
+                (2, d + 5_000),
+            ];
+            let events: Vec<Hb> = beats
+                .iter()
+                .enumerate()
+                .map(|(id, &(device, t_ms))| Hb {
+                    id: id as u64,
+                    device,
+                    t_ms,
+                })
+                .collect();
+            // At the end (the clock moved by send_time): device 1 has been silent since 10 s,
+            // due at 35 s; device 3's last beat is due after the end, device 2's too.
+            let end = 10_000 + d;
+            let (got, want) =
+                engine::engine_and_twin(events, end, [()], factory, AbsenceTwin::default());
+            assert_eq!(got, want, "engine vs twin");
+            let alert = |key, first, last| Alert {
+                rule: 0,
+                key,
+                first,
+                last,
+            };
+            assert_eq!(got, [alert(1, 3, 10_000 + d), alert(2, 1, d)]);
+        }
+    }
 }

@@ -424,6 +424,41 @@ pub(super) mod engine {
             placed: vec![placed],
         })
     }
+
+    /// For the rules' tests: `events` (stamped in order) through the engine on one unpinned
+    /// member, then through `twin`; both alert lists, sorted.
+    #[cfg(test)]
+    pub(in crate::scenario::workload) fn engine_and_twin<E, M, T>(
+        events: Vec<E>,
+        end_ms: u64,
+        kinds: impl IntoIterator<Item = E::Kind>,
+        factory: impl Fn(u64, &E, Output<Alert>) -> M + Send + Sync + 'static,
+        twin: T,
+    ) -> (Vec<Alert>, Vec<Alert>)
+    where
+        E: Event + Copy + Sync,
+        M: Monitor<E>,
+        T: super::Twin<E>,
+    {
+        let ctx = RunCtx {
+            mode: crate::scenario::Mode::Smoke,
+            map: crate::pin::CoreMap {
+                cores: vec![0],
+                pinned: false,
+            },
+            run_index: 0,
+        };
+        let data = Data {
+            events: events.into(),
+            end_ms,
+        };
+        let run = build(&ctx, 1).and_then(|b| run_keyed(&ctx, &data, b, kinds, factory));
+        let mut got = run.expect("the engine ran").alerts;
+        let mut want = data.reference(twin);
+        got.sort_unstable();
+        want.sort_unstable();
+        (got, want)
+    }
 }
 
 #[cfg(test)]

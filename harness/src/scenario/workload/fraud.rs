@@ -440,4 +440,92 @@ mod imp {
         }
         out
     }
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn tx(id: u64, card: u64, t_ms: u64, amount: u32, country: u16, present: bool) -> Tx {
+            Tx {
+                id,
+                card,
+                t_ms,
+                amount,
+                country,
+                present,
+                mark: false,
+            }
+        }
+
+        /// Sorts by time (stable), numbers the events in that order, runs both sides.
+        fn both(mut v: Vec<Tx>) -> (Vec<Alert>, Vec<Alert>) {
+            v.sort_by_key(|t| t.t_ms);
+            let ids: Vec<u64> = v.iter().map(|t| t.id).collect();
+            assert!(
+                ids.iter().enumerate().all(|(i, &id)| i as u64 == id),
+                "ids in time order"
+            );
+            let end = v.last().map_or(0, |t| t.t_ms);
+            engine::engine_and_twin(v, end, [TX], factory, FraudTwin::default())
+        }
+
+        fn alert(rule: u8, key: u64, first: u64, last: u64) -> Alert {
+            Alert {
+                rule,
+                key,
+                first,
+                last,
+            }
+        }
+
+        #[test]
+        fn r7_2_rule1_is_counted_from_the_first_and_exclusive_and_starts_at_every_one() {
+            let big = RULE1_AMOUNT + 1;
+            let w = RULE1_WINDOW_MS;
+            let (got, want) = both(vec![
+                // Card 1: the third is 1 ms inside the window (and the first is the card's
+                // first event, handed to the factory).
+                tx(0, 1, 0, big, 0, false),
+                tx(2, 1, 30_000, big, 0, false),
+                tx(4, 1, w - 1, big, 0, false),
+                // Card 2: the third is stamped exactly at the bound: too late.
+                tx(1, 2, 1, big, 0, false),
+                tx(3, 2, 30_001, big, 0, false),
+                tx(5, 2, w + 1, big, 0, false),
+                // Card 3: four in a row; amounts of exactly 1,000 do not count.
+                tx(6, 3, w + 10, big, 0, false),
+                tx(7, 3, w + 11, RULE1_AMOUNT, 0, false),
+                tx(8, 3, w + 12, big, 0, false),
+                tx(9, 3, w + 13, big, 0, false),
+                tx(10, 3, w + 14, big, 0, false),
+            ]);
+            assert_eq!(got, want, "engine vs twin");
+            assert_eq!(
+                got,
+                [alert(1, 1, 0, 4), alert(1, 3, 6, 9), alert(1, 3, 8, 10)]
+            );
+        }
+
+        #[test]
+        fn r6_5_rule2_never_matches_its_own_large_transaction_and_is_exclusive() {
+            let large = RULE2_AMOUNT + 1;
+            let w = RULE2_WINDOW_MS;
+            let (got, want) = both(vec![
+                // Card 1: large in country 1 (online), a card-present one at home, then one
+                // abroad just inside the window: one alert, for the first one abroad.
+                tx(0, 1, 0, large, 1, false),
+                tx(3, 1, 10, 5, 1, true),
+                tx(4, 1, w - 1, 5, 2, true),
+                tx(5, 1, w - 1, 5, 3, true),
+                // Card 2: large and card-present abroad itself: its own watch does not see it
+                // (R6.5); the earlier large one's does.
+                tx(1, 2, 1, large, 1, false),
+                tx(2, 2, 2, large, 2, true),
+                // Card 3: card-present abroad exactly at the bound: too late.
+                tx(6, 3, w, large, 1, false),
+                tx(7, 3, 2 * w, 5, 2, true),
+            ]);
+            assert_eq!(got, want, "engine vs twin");
+            assert_eq!(got, [alert(2, 1, 0, 4), alert(2, 2, 1, 2)]);
+        }
+    }
 }

@@ -219,4 +219,52 @@ mod imp {
             }
         })
     }
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn factory(symbol: u64, first: &Tick, alerts: Output<Alert>) -> Symbol {
+            Symbol {
+                symbol,
+                first: Some(*first),
+                alerts,
+            }
+        }
+
+        #[test]
+        fn r6_5_a_spike_watches_for_the_first_drop_below_its_price_within_the_window() {
+            let ticks = [
+                // (t, price, move): a spike, a drop not below it, a small move below it, then
+                // a drop below it: alert on the last one.
+                (0, 1_000, SPIKE_BP),
+                (1, 1_001, -DROP_BP),
+                (2, 990, -10),
+                (3, 980, -DROP_BP),
+                // A second spike; the drop below it comes exactly at the bound: too late.
+                (10, 2_000, SPIKE_BP + 1),
+                (10 + WINDOW_MS, 1_000, -DROP_BP),
+            ];
+            let events: Vec<Tick> = ticks
+                .iter()
+                .enumerate()
+                .map(|(id, &(t_ms, price, move_bp))| Tick {
+                    id: id as u64,
+                    symbol: 7,
+                    t_ms,
+                    price,
+                    move_bp,
+                })
+                .collect();
+            let (got, want) =
+                engine::engine_and_twin(events, 0, [()], factory, SpikeTwin::default());
+            assert_eq!(got, want, "engine vs twin");
+            let one = Alert {
+                rule: 0,
+                key: 7,
+                first: 0,
+                last: 3,
+            };
+            assert_eq!(got, [one]);
+        }
+    }
 }
