@@ -23,7 +23,7 @@
 //! [`ROUNDS`] periods; exactly 1 % of them go silent at a seeded round early enough for the
 //! silence to be due before the end: the run must raise exactly that many alerts.
 
-use super::common::{mix, Alert, Data, FastMap, Rng, Twin};
+use super::common::{measure, mix, Alert, Data, EngineFn, Expect, FastMap, Rng, Twin};
 use crate::scenario::{Outcome, RunCtx, Scenario};
 use std::collections::VecDeque;
 
@@ -149,35 +149,25 @@ pub fn register(v: &mut Vec<Scenario>, _cores: usize) {
         "heartbeat absence, when_all(hb -> not(hb) within 25 s) per device (load_per_key), 1 % of devices go silent, event time, one context: events/s to completion, alerts equal to the twin's",
         2,
         crate::scenario::Family::Engine,
-        |ctx| run(ctx, true),
+        |ctx| run(ctx, Some(&imp::run)),
     ));
     v.push(Scenario::new(
         "workload/absence/twin",
         "workload/absence by hand: a FastMap<device, last beat> and a FIFO of due times in one consumer thread, fed through an rtrb ring",
         2,
         crate::scenario::Family::Baseline,
-        |ctx| run(ctx, false),
+        |ctx| run(ctx, None),
     ));
 }
 
-fn run(ctx: &RunCtx, engine: bool) -> Outcome {
+fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Hb>>) -> Outcome {
     let mut out = Outcome::default();
     let n = devices(ctx.mode);
     out.param("devices", n);
     let (data, silent) = generate(n);
     out.param("silent_devices", silent as u64);
-    let reference = data.reference(AbsenceTwin::default());
-    let timed = if engine {
-        #[cfg(feature = "engine")]
-        let r = imp::run(ctx, &data);
-        #[cfg(not(feature = "engine"))]
-        let r = Err("built without the engine".to_string());
-        r
-    } else {
-        super::common::run_twin(ctx, &data, AbsenceTwin::default())
-    };
-    let expect = super::common::Expect::Exactly(silent);
-    super::common::report(&mut out, data.events.len(), timed, reference, expect);
+    let expect = Expect::Exactly(silent);
+    measure(&mut out, ctx, &data, AbsenceTwin::default, engine, expect);
     out
 }
 

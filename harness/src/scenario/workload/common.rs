@@ -251,6 +251,30 @@ pub(super) enum Expect {
     Some,
 }
 
+/// How a workload runs on the engine (in its `imp` module, with the `engine` feature).
+pub(super) type EngineFn<'a, E> = &'a dyn Fn(&RunCtx, &Data<E>) -> Result<Timed, String>;
+
+/// One run of a workload scenario on `data`: through `engine` when given, else through the twin
+/// (producer and consumer threads); checked against the twin's reference ([`report`]).
+pub(super) fn measure<E, T>(
+    out: &mut Outcome,
+    ctx: &RunCtx,
+    data: &Data<E>,
+    twin: impl Fn() -> T,
+    engine: Option<EngineFn<'_, E>>,
+    expect: Expect,
+) where
+    E: Copy + Send + Sync + 'static,
+    T: Twin<E>,
+{
+    let reference = data.reference(twin());
+    let timed = match engine {
+        Some(run) => run(ctx, data),
+        None => run_twin(ctx, data, twin()),
+    };
+    report(out, data.events.len(), timed, reference, expect);
+}
+
 /// Records a timed run's figures (`throughput` over `events`, `alerts`) and checks its alerts
 /// against the reference: the same sorted list, and a plausible count.
 pub(super) fn report(

@@ -28,10 +28,10 @@
 //! uniformly, time moves 0-2 ms per transaction (never back); 85 % of amounts are up to 1,000,
 //! 12 % up to 5,000, 3 % up to 20,000; 2 % are abroad, half are card-present.
 
-use super::common::{FastMap, Rng, Twin, Watches};
-use crate::scenario::Scenario;
+use super::common::{measure, Data, EngineFn, Expect, FastMap, Rng, Twin, Watches};
 #[cfg(feature = "engine")]
-use crate::scenario::{Family, Mode, Outcome, RunCtx};
+use crate::scenario::{Family, Mode};
+use crate::scenario::{Outcome, RunCtx, Scenario};
 
 /// Rule 1's amount: strictly over it.
 pub const RULE1_AMOUNT: u32 = 1_000;
@@ -69,7 +69,7 @@ pub struct Tx {
 }
 
 /// The generated stream: `n` transactions over `cards` cards.
-fn generate(cards: usize, n: usize) -> super::common::Data<Tx> {
+fn generate(cards: usize, n: usize) -> Data<Tx> {
     let mut rng = Rng::new(SEED);
     let keys: Vec<(u64, u16)> = (0..cards as u64)
         .map(|i| (super::common::mix(i ^ SEED), rng.below(40) as u16))
@@ -100,7 +100,7 @@ fn generate(cards: usize, n: usize) -> super::common::Data<Tx> {
             }
         })
         .collect();
-    super::common::Data {
+    Data {
         events: events.into(),
         end_ms: t,
     }
@@ -178,14 +178,18 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
             "card fraud, 2 rules (when_all a->(b->c within 60 s); on_all large + nested when within 10 min), one instance per card (load_per_key), event time, one context, typed Block output: events/s to completion, alerts equal to the twin's",
             2,
             Family::Engine,
-            |ctx| imp::run(ctx, 1),
+            |ctx| run(ctx, Some(&|c, d| imp::run(c, d, 1))),
         ));
         v.push(Scenario::new(
             "workload/fraud/pool",
             format!("workload/fraud on a pool of {members} contexts (PoolInput, one producer)"),
             members + 1,
             Family::Engine,
-            move |ctx| imp::run(ctx, members),
+            move |ctx| {
+                let mut out = run(ctx, Some(&|c, d| imp::run(c, d, members)));
+                out.param("members", members as u64);
+                out
+            },
         ));
     }
     v.push(Scenario::new(
@@ -193,16 +197,7 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
         "workload/fraud's two rules by hand: a FastMap<card, state> in one consumer thread, fed through an rtrb ring by one producer",
         2,
         crate::scenario::Family::Baseline,
-        |ctx| {
-            let (cards, n) = sizes(ctx.mode);
-            let data = generate(cards, n);
-            let reference = data.reference(FraudTwin::default());
-            let run = super::common::run_twin(ctx, &data, FraudTwin::default());
-            let mut out = crate::scenario::Outcome::default();
-            out.param("cards", cards as u64);
-            super::common::report(&mut out, n, run, reference, super::common::Expect::Some);
-            out
-        },
+        |ctx| run(ctx, None),
     ));
     #[cfg(not(feature = "engine"))]
     v.push(crate::scenario::engine::absent("alloc/workload".into(), 2));
@@ -216,9 +211,26 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     ));
 }
 
+/// One run of `workload/fraud` (through `engine`) or of its twin.
+fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Tx>>) -> Outcome {
+    let mut out = Outcome::default();
+    let (cards, n) = sizes(ctx.mode);
+    out.param("cards", cards as u64);
+    let data = generate(cards, n);
+    measure(
+        &mut out,
+        ctx,
+        &data,
+        FraudTwin::default,
+        engine,
+        Expect::Some,
+    );
+    out
+}
+
 #[cfg(feature = "engine")]
 mod imp {
-    use super::super::common::{self, engine, Alert};
+    use super::super::common::{engine, Alert, Timed};
     use super::*;
     use crate::alloc::{allocations, counting_installed};
     use correlator::{Event, Match, Monitor, Output, Pattern, Scope, Time};
@@ -313,17 +325,9 @@ mod imp {
         }
     }
 
-    pub(super) fn run(ctx: &RunCtx, members: usize) -> Outcome {
-        let mut out = Outcome::default();
-        let (cards, n) = sizes(ctx.mode);
-        out.param("cards", cards as u64);
-        out.param("members", members as u64);
-        let data = generate(cards, n);
-        let reference = data.reference(FraudTwin::default());
-        let run = engine::build(ctx, members)
-            .and_then(|b| engine::run_keyed(ctx, &data, b, [TX], factory));
-        common::report(&mut out, n, run, reference, common::Expect::Some);
-        out
+    /// The data set through a pool of `members`.
+    pub(super) fn run(ctx: &RunCtx, data: &Data<Tx>, members: usize) -> Result<Timed, String> {
+        engine::build(ctx, members).and_then(|b| engine::run_keyed(ctx, data, b, [TX], factory))
     }
 
     /// Non-matching transactions per `alloc/workload` window.
@@ -394,7 +398,7 @@ mod imp {
             let e = quiet(events.len() as u64, t, true);
             events.push(e);
         }
-        let data = common::Data {
+        let data = Data {
             events: events.into(),
             end_ms: t,
         };

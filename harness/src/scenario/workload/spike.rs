@@ -11,10 +11,10 @@
 //! registered during the spike never matches the spike itself (R6.5).
 //!
 //! # The data
-//! Seeded: symbols (sparse ids) picked uniformly, time moves 0-2 ms per tick; 1 % of ticks are
+//! Seeded: symbols (sparse ids) picked uniformly, time moves 0-1 ms per tick; 1 % of ticks are
 //! spikes (+200..+500 bp), 2 % drops (-100..-400 bp), the rest move -50..+50 bp.
 
-use super::common::{mix, Alert, Data, FastMap, Rng, Twin, Watches};
+use super::common::{measure, mix, Alert, Data, EngineFn, Expect, FastMap, Rng, Twin, Watches};
 use crate::scenario::{Outcome, RunCtx, Scenario};
 
 /// A spike's move, at least, basis points.
@@ -28,7 +28,8 @@ const SEED: u64 = 0x5b1c_e000;
 
 /// `(symbols, ticks)` per mode.
 fn sizes(mode: crate::scenario::Mode) -> (u64, u64) {
-    mode.pick((200, 20_000), (2_000, 1_000_000), (2_000, 1_000_000))
+    // About as long as workload/fraud on the engine: a spike costs the engine less per event.
+    mode.pick((200, 20_000), (10_000, 2_000_000), (10_000, 2_000_000))
 }
 
 /// A tick.
@@ -54,7 +55,7 @@ fn generate(symbols: u64, n: u64) -> Data<Tick> {
     let events: Vec<Tick> = (0..n)
         .map(|id| {
             let s = rng.below(symbols) as usize;
-            t += rng.below(3);
+            t += rng.below(2);
             let move_bp = match rng.below(1000) {
                 0..=9 => rng.range(200, 500) as i32,
                 10..=29 => -(rng.range(100, 400) as i32),
@@ -118,34 +119,30 @@ pub fn register(v: &mut Vec<Scenario>, _cores: usize) {
         "a spike then, within 30 s, a drop below the spike's price (on_all spike + nested when capturing the price), one instance per symbol (load_per_key), event time, one context: events/s to completion, alerts equal to the twin's",
         2,
         crate::scenario::Family::Engine,
-        |ctx| run(ctx, true),
+        |ctx| run(ctx, Some(&imp::run)),
     ));
     v.push(Scenario::new(
         "workload/spike/twin",
         "workload/spike by hand: a FastMap<symbol, pending spikes> in one consumer thread, fed through an rtrb ring",
         2,
         crate::scenario::Family::Baseline,
-        |ctx| run(ctx, false),
+        |ctx| run(ctx, None),
     ));
 }
 
-fn run(ctx: &RunCtx, engine: bool) -> Outcome {
+fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Tick>>) -> Outcome {
     let mut out = Outcome::default();
     let (symbols, n) = sizes(ctx.mode);
     out.param("symbols", symbols);
     let data = generate(symbols, n);
-    let reference = data.reference(SpikeTwin::default());
-    let timed = if engine {
-        #[cfg(feature = "engine")]
-        let r = imp::run(ctx, &data);
-        #[cfg(not(feature = "engine"))]
-        let r = Err("built without the engine".to_string());
-        r
-    } else {
-        super::common::run_twin(ctx, &data, SpikeTwin::default())
-    };
-    let expect = super::common::Expect::Some;
-    super::common::report(&mut out, data.events.len(), timed, reference, expect);
+    measure(
+        &mut out,
+        ctx,
+        &data,
+        SpikeTwin::default,
+        engine,
+        Expect::Some,
+    );
     out
 }
 
