@@ -14,7 +14,7 @@
 //! right side: the idiom is the shortest expression of "d after the last heartbeat".
 //!
 //! # End of stream
-//! Once every heartbeat is sent the producer moves the clock to [`end_ms`] (`send_time`): the
+//! Once every heartbeat is sent the producer moves the clock to `end_ms` (`send_time`): the
 //! absences due by then fire, on both sides; the ones due later do not (a live device's last
 //! heartbeat is younger than `d` then, so only the planted silences fire).
 //!

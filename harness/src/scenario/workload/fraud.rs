@@ -24,7 +24,7 @@
 //! card's first transaction counts for both rules like any other; the twin simply processes it.
 //!
 //! # The data
-//! Seeded: [`cards`] sparse card numbers, each with a home country; transactions pick a card
+//! Seeded: `cards` sparse card numbers, each with a home country; transactions pick a card
 //! uniformly, time moves 0-2 ms per transaction (never back); 85 % of amounts are up to 1,000,
 //! 12 % up to 5,000, 3 % up to 20,000; 2 % are abroad, half are card-present.
 
