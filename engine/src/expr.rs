@@ -66,9 +66,12 @@
 //! matcher failed too) is removed.
 //!
 //! # Evaluation
-//! An expression is flattened into a vector of definitions; a matcher is a tree of small states
-//! mirroring it, created lazily (the right side of `then` only when the left side matched, with its
-//! own start time). Every state ends as `Matched` or `Failed` and keeps that result. Timers are
+//! An expression is flattened into a vector of definitions (children before parents, left before
+//! right); a matcher is one vector of small states indexed like the definitions, each started
+//! lazily (the right side of `then` only when the left side matched, with its own start time),
+//! plus the events its templates matched. Every state ends as `Matched` or `Failed` and keeps that
+//! result. A finished matcher's vectors are reused for the listener's next one, so a repeating
+//! listener starts matches without allocating. Timers are
 //! registered with the context's timer queue and come back as time stimuli, in trigger-time order,
 //! then creation order.
 //!
@@ -263,36 +266,6 @@ impl<E> Clone for Stimulus<'_, E> {
 
 impl<E> Copy for Stimulus<'_, E> {}
 
-enum MatcherKind<E> {
-    Leaf {
-        def: usize,
-        got: Option<E>,
-    },
-    Timer {
-        /// `None`: due beyond the end of logical time, never fires.
-        due: Option<Time>,
-    },
-    Then {
-        left: Box<Matcher<E>>,
-        right_def: usize,
-        right: Option<Box<Matcher<E>>>,
-    },
-    And(Box<Matcher<E>>, Box<Matcher<E>>),
-    Or(Box<Matcher<E>>, Box<Matcher<E>>),
-    Not(Box<Matcher<E>>),
-    Within {
-        inner: Box<Matcher<E>>,
-        /// `None`: beyond the end of logical time, never expires.
-        deadline: Option<Time>,
-    },
-}
-
-pub(crate) struct Matcher<E> {
-    kind: MatcherKind<E>,
-    /// `Matched` or `Failed` once final.
-    fin: Option<Outcome>,
-}
-
 /// Side effects of stepping a matcher.
 pub(crate) struct StepOut {
     /// Timers the new states need, as trigger times.
@@ -301,47 +274,82 @@ pub(crate) struct StepOut {
     pub(crate) progressed: bool,
 }
 
+/// The state of one definition inside a [`Matcher`]: whether it has started, how it ended, and
+/// the due time of a timer or the deadline of a `within` (`None`: beyond the end of logical time,
+/// never).
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeState {
+    started: bool,
+    /// `Matched` or `Failed` once final.
+    fin: Option<Outcome>,
+    time: Option<Time>,
+}
+
+/// One match in progress: the state of every definition of the expression, indexed like the
+/// definitions (a definition is started at most once per matcher: the right side of `then` only
+/// once its left side matched, with its own start time), and the events its templates matched.
+///
+/// One flat vector instead of a tree of boxes: stepping a matcher reads a few consecutive lines
+/// rather than one cold line per node, and a finished matcher's vectors are reused for the next
+/// one ([`ExprListener`] keeps them), so starting a match allocates nothing in the steady state.
+pub(crate) struct Matcher<E> {
+    nodes: Vec<NodeState>,
+    /// `(definition, event)` of every template that matched, outside a `not`.
+    got: Vec<(u32, E)>,
+}
+
 impl<E: Event> Matcher<E> {
-    /// Creates the state of definition `def`, started at `now`.
-    pub(crate) fn start(defs: &[Def<E>], def: usize, now: Time, out: &mut StepOut) -> Self {
-        let kind = match &defs[def] {
-            Def::Leaf(_) => MatcherKind::Leaf { def, got: None },
-            Def::Wait(d) => {
-                let due = now.checked_add(*d);
-                out.timers.extend(due);
-                MatcherKind::Timer { due }
-            }
-            Def::At(t) => {
-                out.timers.push(*t);
-                MatcherKind::Timer { due: Some(*t) }
-            }
-            Def::Then(a, b) => MatcherKind::Then {
-                left: Box::new(Self::start(defs, *a, now, out)),
-                right_def: *b,
-                right: None,
-            },
-            Def::And(a, b) => MatcherKind::And(
-                Box::new(Self::start(defs, *a, now, out)),
-                Box::new(Self::start(defs, *b, now, out)),
-            ),
-            Def::Or(a, b) => MatcherKind::Or(
-                Box::new(Self::start(defs, *a, now, out)),
-                Box::new(Self::start(defs, *b, now, out)),
-            ),
-            Def::Not(a) => MatcherKind::Not(Box::new(Self::start(defs, *a, now, out))),
-            Def::Within(a, d) => {
-                let deadline = now.checked_add(*d);
-                out.timers.extend(deadline);
-                MatcherKind::Within {
-                    inner: Box::new(Self::start(defs, *a, now, out)),
-                    deadline,
-                }
-            }
-        };
-        Matcher { kind, fin: None }
+    /// A matcher of `defs` with its root started at `now`, in `reuse`'s vectors if given.
+    pub(crate) fn start(
+        defs: &[Def<E>],
+        now: Time,
+        out: &mut StepOut,
+        reuse: Option<Matcher<E>>,
+    ) -> Self {
+        let mut m = reuse.unwrap_or(Matcher {
+            nodes: Vec::new(),
+            got: Vec::new(),
+        });
+        m.nodes.clear();
+        m.nodes.resize(defs.len(), NodeState::default());
+        m.got.clear();
+        m.start_node(defs, defs.len() - 1, now, out);
+        m
     }
 
-    /// Steps this state with `stim` at logical time `now`.
+    /// Starts definition `d` (and what of its subtree starts with it) at `now`.
+    fn start_node(&mut self, defs: &[Def<E>], d: usize, now: Time, out: &mut StepOut) {
+        let mut time = None;
+        match &defs[d] {
+            Def::Leaf(_) => {}
+            Def::Wait(dur) => {
+                time = now.checked_add(*dur);
+                out.timers.extend(time);
+            }
+            Def::At(t) => {
+                time = Some(*t);
+                out.timers.push(*t);
+            }
+            Def::Then(a, _) | Def::Not(a) => self.start_node(defs, *a, now, out),
+            Def::And(a, b) | Def::Or(a, b) => {
+                self.start_node(defs, *a, now, out);
+                self.start_node(defs, *b, now, out);
+            }
+            Def::Within(a, dur) => {
+                time = now.checked_add(*dur);
+                out.timers.extend(time);
+                self.start_node(defs, *a, now, out);
+            }
+        }
+        self.nodes[d] = NodeState {
+            started: true,
+            fin: None,
+            time,
+        };
+    }
+
+    /// Steps the whole matcher with `stim` at logical time `now`.
+    #[inline]
     pub(crate) fn step(
         &mut self,
         defs: &[Def<E>],
@@ -349,68 +357,82 @@ impl<E: Event> Matcher<E> {
         now: Time,
         out: &mut StepOut,
     ) -> Outcome {
-        if let Some(s) = self.fin {
+        self.step_node(defs, defs.len() - 1, stim, now, out, true)
+    }
+
+    /// Steps definition `d`; `keep`: whether a template matched here is part of the match (not
+    /// under a `not`).
+    fn step_node(
+        &mut self,
+        defs: &[Def<E>],
+        d: usize,
+        stim: Stimulus<'_, E>,
+        now: Time,
+        out: &mut StepOut,
+        keep: bool,
+    ) -> Outcome {
+        let node = self.nodes[d];
+        if let Some(s) = node.fin {
             return s;
         }
-        let status = match &mut self.kind {
-            MatcherKind::Leaf { def, got } => match (stim, &defs[*def]) {
-                (Stimulus::Event(e), Def::Leaf(t)) if t.matches(e) => {
-                    *got = Some(e.clone());
-                    out.progressed = true;
-                    Outcome::Matched
-                }
-                _ => Outcome::Pending,
-            },
-            MatcherKind::Timer { due } => match stim {
-                Stimulus::Time(t) if due.is_some_and(|due| t >= due) => {
-                    out.progressed = true;
-                    Outcome::Matched
-                }
-                _ => Outcome::Pending,
-            },
-            MatcherKind::Then {
-                left,
-                right_def,
-                right,
-            } => match right {
-                Some(r) => r.step(defs, stim, now, out),
-                None => match left.step(defs, stim, now, out) {
-                    Outcome::Matched => {
-                        // The right side starts now and does not see the stimulus that completed
-                        // the left side.
-                        let r = Box::new(Matcher::start(defs, *right_def, now, out));
-                        let s = r.initial();
-                        *right = Some(r);
-                        s
+        let status = match &defs[d] {
+            Def::Leaf(t) => match stim {
+                Stimulus::Event(e) if t.matches(e) => {
+                    if keep {
+                        self.got.push((d as u32, e.clone()));
                     }
-                    Outcome::Failed => Outcome::Failed,
-                    Outcome::Pending | Outcome::Holding => Outcome::Pending,
-                },
+                    out.progressed = true;
+                    Outcome::Matched
+                }
+                _ => Outcome::Pending,
             },
-            MatcherKind::And(a, b) => {
-                let sa = a.step(defs, stim, now, out);
-                let sb = b.step(defs, stim, now, out);
+            Def::Wait(_) | Def::At(_) => match stim {
+                Stimulus::Time(t) if node.time.is_some_and(|due| t >= due) => {
+                    out.progressed = true;
+                    Outcome::Matched
+                }
+                _ => Outcome::Pending,
+            },
+            &Def::Then(a, b) => {
+                if self.nodes[b].started {
+                    self.step_node(defs, b, stim, now, out, keep)
+                } else {
+                    match self.step_node(defs, a, stim, now, out, keep) {
+                        Outcome::Matched => {
+                            // The right side starts now and does not see the stimulus that
+                            // completed the left side.
+                            self.start_node(defs, b, now, out);
+                            initial(defs, b)
+                        }
+                        Outcome::Failed => Outcome::Failed,
+                        Outcome::Pending | Outcome::Holding => Outcome::Pending,
+                    }
+                }
+            }
+            &Def::And(a, b) => {
+                let sa = self.step_node(defs, a, stim, now, out, keep);
+                let sb = self.step_node(defs, b, stim, now, out, keep);
                 combine_and(sa, sb)
             }
-            MatcherKind::Or(a, b) => {
-                let sa = a.step(defs, stim, now, out);
-                let sb = b.step(defs, stim, now, out);
+            &Def::Or(a, b) => {
+                let sa = self.step_node(defs, a, stim, now, out, keep);
+                let sb = self.step_node(defs, b, stim, now, out, keep);
                 match (sa, sb) {
                     (Outcome::Matched, _) | (_, Outcome::Matched) => Outcome::Matched,
                     (Outcome::Failed, Outcome::Failed) => Outcome::Failed,
                     _ => Outcome::Pending,
                 }
             }
-            MatcherKind::Not(x) => match x.step(defs, stim, now, out) {
+            &Def::Not(a) => match self.step_node(defs, a, stim, now, out, false) {
                 Outcome::Matched => {
                     out.progressed = true;
                     Outcome::Failed
                 }
                 _ => Outcome::Holding,
             },
-            MatcherKind::Within { inner, deadline } => {
-                let s = inner.step(defs, stim, now, out);
-                let expired = matches!((stim, *deadline), (Stimulus::Time(t), Some(d)) if t >= d);
+            &Def::Within(a, _) => {
+                let s = self.step_node(defs, a, stim, now, out, keep);
+                let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(d)) if t >= d);
                 match s {
                     Outcome::Matched => Outcome::Matched,
                     Outcome::Failed => Outcome::Failed,
@@ -427,41 +449,25 @@ impl<E: Event> Matcher<E> {
             }
         };
         if matches!(status, Outcome::Matched | Outcome::Failed) {
-            self.fin = Some(status);
+            self.nodes[d].fin = Some(status);
         }
         status
     }
 
-    /// The status of a state just started (before any stimulus).
-    fn initial(&self) -> Outcome {
-        match &self.kind {
-            MatcherKind::Not(_) => Outcome::Holding,
-            MatcherKind::And(a, b) => combine_and(a.initial(), b.initial()),
-            _ => Outcome::Pending,
-        }
+    /// Moves the events the templates matched into `out`, left to right (definitions are
+    /// numbered children first, left before right, so their order is the expression's).
+    pub(crate) fn collect(&mut self, out: &mut Vec<E>) {
+        self.got.sort_unstable_by_key(|&(d, _)| d);
+        out.extend(self.got.drain(..).map(|(_, e)| e));
     }
+}
 
-    /// The events the templates matched, left to right.
-    pub(crate) fn collect(&self, out: &mut Vec<E>)
-    where
-        E: Clone,
-    {
-        match &self.kind {
-            MatcherKind::Leaf { got, .. } => out.extend(got.iter().cloned()),
-            MatcherKind::Timer { .. } => {}
-            MatcherKind::Then { left, right, .. } => {
-                left.collect(out);
-                if let Some(r) = right {
-                    r.collect(out);
-                }
-            }
-            MatcherKind::And(a, b) | MatcherKind::Or(a, b) => {
-                a.collect(out);
-                b.collect(out);
-            }
-            MatcherKind::Not(_) => {}
-            MatcherKind::Within { inner, .. } => inner.collect(out),
-        }
+/// The status of definition `d` just started (before any stimulus).
+fn initial<E: Event>(defs: &[Def<E>], d: usize) -> Outcome {
+    match &defs[d] {
+        Def::Not(_) => Outcome::Holding,
+        &Def::And(a, b) => combine_and(initial(defs, a), initial(defs, b)),
+        _ => Outcome::Pending,
     }
 }
 
@@ -542,18 +548,20 @@ pub(crate) struct ExprListener<E: Event> {
     all: bool,
     /// Whether the last matcher has seen nothing yet (`when_all` only).
     fresh: bool,
+    /// A finished matcher whose vectors the next one reuses.
+    spare: Option<Matcher<E>>,
 }
 
 impl<E: Event> ExprListener<E> {
     pub(crate) fn new(expr: Expr<E>, all: bool, now: Time, out: &mut StepOut) -> Self {
         let defs = expr.compile();
-        let root = defs.len() - 1;
-        let first = Matcher::start(&defs, root, now, out);
+        let first = Matcher::start(&defs, now, out, None);
         Self {
             defs,
             matchers: vec![first],
             all,
             fresh: all,
+            spare: None,
         }
     }
 
@@ -580,7 +588,6 @@ impl<E: Event> ExprListener<E> {
         out: &mut StepOut,
         fired: &mut Vec<Match<E>>,
     ) -> (bool, bool) {
-        let root = self.defs.len() - 1;
         let mut progressed_any = false;
         let mut i = 0;
         let mut restart = false;
@@ -591,16 +598,17 @@ impl<E: Event> ExprListener<E> {
             progressed_any |= out.progressed;
             match status {
                 Outcome::Matched => {
-                    let m = self.matchers.remove(i);
+                    let mut m = self.matchers.remove(i);
                     let mut events = Vec::new();
                     m.collect(&mut events);
                     fired.push(Match { events, time: now });
+                    self.spare = Some(m);
                     if is_fresh {
                         restart = true;
                     }
                 }
                 Outcome::Failed => {
-                    self.matchers.remove(i);
+                    self.spare = Some(self.matchers.remove(i));
                     if is_fresh {
                         // The expression can no longer start a match: no new fresh matcher.
                         self.fresh = false;
@@ -620,7 +628,7 @@ impl<E: Event> ExprListener<E> {
         }
         if restart && self.all {
             out.progressed = false;
-            let fresh = Matcher::start(&self.defs, root, now, out);
+            let fresh = Matcher::start(&self.defs, now, out, self.spare.take());
             self.matchers.push(fresh);
             self.fresh = true;
         }
