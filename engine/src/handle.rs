@@ -61,7 +61,11 @@ pub struct InputHandle<E: Event> {
 }
 
 impl<E: Event> InputHandle<E> {
-    pub(crate) fn new(links: Links<E>) -> Self {
+    pub(crate) fn new(mut links: Links<E>) -> Self {
+        // Fill the cache of the contexts that exist now: a first send to one of them (or a
+        // `send_time`, which reaches all) then allocates nothing. Contexts created later are
+        // added when first sent to.
+        links.refresh();
         Self {
             links: RefCell::new(links),
         }
