@@ -360,6 +360,11 @@ pub(super) mod engine {
         pub(in crate::scenario::workload) pool: Pool,
         pub(in crate::scenario::workload) out: Output<Alert>,
         rx: OutputReceiver<Alert>,
+        /// If set, the producer waits after its last send until this says the engine is done
+        /// with what it measures, before it does anything else (`alloc/workload`: its
+        /// allocation window must not overlap the producer's own ending, the clock entry or
+        /// the shutdown, whose allocations would be counted against the events).
+        pub(in crate::scenario::workload) settled: Option<Box<dyn Fn() -> bool + Send>>,
     }
 
     /// Builds the correlator (event time, inbox [`STREAM_CAPACITY`], context `i` pinned to slot
@@ -385,7 +390,13 @@ pub(super) mod engine {
         let (out, rx) = c
             .typed_output::<Alert>(OutputOptions::default())
             .map_err(|e| format!("typed_output: {e}"))?;
-        Ok(Built { c, pool, out, rx })
+        Ok(Built {
+            c,
+            pool,
+            out,
+            rx,
+            settled: None,
+        })
     }
 
     /// Loads `factory` per key for `kinds` and runs the data set through the pool: producer on
@@ -402,7 +413,13 @@ pub(super) mod engine {
         E: Event + Copy + Sync,
         M: Monitor<E>,
     {
-        let Built { c, pool, out, rx } = built;
+        let Built {
+            c,
+            pool,
+            out,
+            rx,
+            settled,
+        } = built;
         pool.load_per_key(&c, kinds, move |key, first: &E| {
             factory(key, first, out.clone())
         })
@@ -417,6 +434,11 @@ pub(super) mod engine {
             let probe = Probe::start("producer", core);
             for &e in events.iter() {
                 input.send(e).map_err(|e| format!("send: {e}"))?;
+            }
+            if let Some(settled) = settled {
+                while !settled() {
+                    std::thread::yield_now();
+                }
             }
             // Every event has arrived: the time entry comes after them in each inbox (R2.2).
             clock

@@ -403,7 +403,9 @@ mod imp {
             end_ms: t,
         };
         let at: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-        let run = engine::build(ctx, 1).and_then(|b| {
+        let run = engine::build(ctx, 1).and_then(|mut b| {
+            let end = at.clone();
+            b.settled = Some(Box::new(move || end[1].load(Ordering::Relaxed) != 0));
             // The marker shares the member with the cards (a pool of one: member 0).
             b.c.load_in(
                 b.pool.members()[0],
