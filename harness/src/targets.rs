@@ -297,6 +297,21 @@ fn definitions(s: &Summary) -> Vec<Def> {
             fastest: false,
         });
     }
+    // The fraud rules on a published CEP engine (Varpulis, harness feature `varpulis`): reported,
+    // no target; only when the peer ran.
+    let cep = "workload/fraud/varpulis";
+    if s.get(cep, "throughput").is_some() {
+        d.push(Def {
+            target: format!("workload/fraud vs {cep} (a CEP peer, no target)"),
+            kind: KIND_BOUND,
+            engine: "workload/fraud".into(),
+            baselines: vec![cep.into()],
+            metric: "throughput",
+            at_least: true,
+            threshold: 1.0,
+            fastest: false,
+        });
+    }
     // workload/keys (issue 31): a live key should cost about the same at a million keys as at a
     // thousand; the two sizes run in every round, so their figures pair per round.
     let (small, large) = ("workload/keys/1k", "workload/keys/1m");

@@ -211,8 +211,8 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     ));
 }
 
-/// One run of `workload/fraud` (through `engine`) or of its twin.
-fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Tx>>) -> Outcome {
+/// One run of `workload/fraud` (through `engine`, or a peer's run) or of its twin.
+pub(super) fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Tx>>) -> Outcome {
     let mut out = Outcome::default();
     let (cards, n) = sizes(ctx.mode);
     out.param("cards", cards as u64);

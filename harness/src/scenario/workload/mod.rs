@@ -3,7 +3,8 @@
 //! same kind of transport on the same threads. A scenario's check is that the engine's output
 //! equals its twin's exactly; its headline is the paired ratio engine / twin (issue 31).
 //!
-//! One file per workload: [`fraud`], [`spike`], [`absence`], [`keys`].
+//! One file per workload: [`fraud`], [`spike`], [`absence`], [`keys`]; a CEP peer of fraud in
+//! [`varpulis`].
 
 use super::Scenario;
 
@@ -12,10 +13,12 @@ mod common;
 pub mod fraud;
 pub mod keys;
 pub mod spike;
+pub mod varpulis;
 
 /// Registers every workload scenario and its twin, next to each other.
 pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     fraud::register(v, cores);
+    varpulis::register(v);
     absence::register(v, cores);
     spike::register(v, cores);
     keys::register(v, cores);
