@@ -575,3 +575,56 @@ pub fn env_cmd(pin_plan: &str) -> i32 {
     );
     EXIT_OK
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Better, Measure};
+
+    fn rec(check: &str, measured: bool, note: bool) -> RunRecord {
+        RunRecord {
+            id: "workload/fraud/varpulis".into(),
+            check: check.into(),
+            metrics: if measured {
+                vec![Measure {
+                    metric: "throughput".into(),
+                    unit: "events/s".into(),
+                    value: 1.0,
+                    better: Better::Higher,
+                    hist: None,
+                    pairs: None,
+                }]
+            } else {
+                Vec::new()
+            },
+            placement: Vec::new(),
+            params: BTreeMap::new(),
+            notes: if note {
+                vec!["left out".into()]
+            } else {
+                Vec::new()
+            },
+            wall_ms: 0.0,
+        }
+    }
+
+    // A scenario is skipped (no row, its note among the warnings) only when every run passed,
+    // measured nothing and said why; anything else keeps a row, so a failure stays visible.
+    #[test]
+    fn only_a_passing_silent_noted_scenario_is_skipped() {
+        assert!(skipped(&[rec("ok", false, true), rec("ok", false, true)]));
+        assert!(!skipped(&[]), "no run at all is a failure");
+        assert!(
+            !skipped(&[rec("ok", false, false)]),
+            "nothing measured, no reason"
+        );
+        assert!(
+            !skipped(&[rec("failed: lost", false, true)]),
+            "a failed check"
+        );
+        assert!(
+            !skipped(&[rec("ok", false, true), rec("ok", true, true)]),
+            "one run measured"
+        );
+    }
+}
