@@ -318,7 +318,13 @@ pub fn render(
             t.median.map_or("-".into(), |m| format!(
                 "**{}{}**",
                 fmt_ratio(m),
-                if t.is_absolute() { "" } else { "x" }
+                // An absolute target, or a row of the engine's own figure (no baseline: RSS
+                // per instance), is not a ratio.
+                if t.is_absolute() || t.baselines.is_empty() {
+                    ""
+                } else {
+                    "x"
+                }
             )),
             t.ci95.map_or("-".into(), |(lo, hi)| format!(
                 "{} .. {}",
