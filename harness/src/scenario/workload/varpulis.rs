@@ -4,10 +4,10 @@
 //! nothing and says in a note that it was left out; the run does not fail for it.
 //!
 //! # Driven as its documentation shows
-//! The rules are a VPL program ([`PROGRAM`]) parsed by `varpulis_parser::parse` and loaded into a
+//! The rules are a VPL program (`PROGRAM`) parsed by `varpulis_parser::parse` and loaded into a
 //! synchronous engine (`Engine::new_sync()`, its documented fast path: no tokio, outputs
-//! collected in place), fed in batches of [`BATCH`] through `process_batch_sync_collect`.
-//! Varpulis events are dynamic maps (field name to value): each typed [`Tx`] is converted
+//! collected in place), fed in batches of `BATCH` through `process_batch_sync_collect`.
+//! Varpulis events are dynamic maps (field name to value): each typed `Tx` is converted
 //! (`Event::with_capacity_at` and six fields), and that conversion is timed, as a user pays it.
 //!
 //! # The time bounds
