@@ -594,6 +594,13 @@ pub fn stream_figures(out: &mut Outcome, w: Window, share_at_half: Option<&[u64]
     }
 }
 
+/// A `/proc/self/status` memory figure in KiB (`VmRSS`, `VmHWM`), if the system has one.
+pub fn vm_kib(key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

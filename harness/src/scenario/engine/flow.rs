@@ -320,7 +320,7 @@ fn stream(ctx: &RunCtx, n: usize) -> Outcome {
 fn backpressure(ctx: &RunCtx) -> Outcome {
     let mut out = Outcome::default();
     out.param("work_ns_per_event", SINK_WORK_NS);
-    let rss_before = vm_kib("VmRSS");
+    let rss_before = crate::scenario::vm_kib("VmRSS");
     let Some(f) = flood(
         ctx,
         &mut out,
@@ -353,7 +353,7 @@ fn backpressure(ctx: &RunCtx) -> Outcome {
         Better::Lower,
     );
     out.latency("send_latency", &merge(&hists));
-    if let Some(peak) = vm_kib("VmHWM") {
+    if let Some(peak) = crate::scenario::vm_kib("VmHWM") {
         out.value("peak_rss", "KiB", peak as f64, Better::Lower);
         if let Some(b) = rss_before {
             out.param("rss_before_kib", b);
@@ -377,13 +377,6 @@ fn backpressure(ctx: &RunCtx) -> Outcome {
     );
     out.param("sent_per_sender", serde_json::json!(f.sent));
     out
-}
-
-/// A `/proc/self/status` memory figure in KiB (`VmRSS`, `VmHWM`).
-fn vm_kib(key: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// What a fan-out subscriber reports.

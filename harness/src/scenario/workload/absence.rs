@@ -224,27 +224,22 @@ mod imp {
         }
     }
 
+    /// The instance of `device`, made from its first event (routed from `on_load`).
+    fn factory(device: u64, first: &Hb, alerts: Output<Alert>) -> Device {
+        Device {
+            device,
+            first: Some(*first),
+            alerts,
+        }
+    }
+
     pub(super) fn run(ctx: &RunCtx, data: &Data<Hb>) -> Result<Timed, String> {
         let built = engine::build(ctx, 1)?;
-        engine::run_keyed(ctx, data, built, [()], |device, first: &Hb, alerts| {
-            Device {
-                device,
-                first: Some(*first),
-                alerts,
-            }
-        })
+        engine::run_keyed(ctx, data, built, [()], factory)
     }
     #[cfg(test)]
     mod tests {
         use super::*;
-
-        fn factory(device: u64, first: &Hb, alerts: Output<Alert>) -> Device {
-            Device {
-                device,
-                first: Some(*first),
-                alerts,
-            }
-        }
 
         #[test]
         fn r7_2_an_absence_fires_once_at_its_due_time_before_an_event_stamped_then() {

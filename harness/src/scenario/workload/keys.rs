@@ -503,9 +503,9 @@ mod imp {
             std::iter::once(ev(keys, KILL)),
             "warm-up end",
         )?;
-        let rss0 = rss_kib().ok_or("no VmRSS in /proc/self/status")?;
+        let rss0 = crate::scenario::vm_kib("VmRSS:").ok_or("no VmRSS in /proc/self/status")?;
         let create = b.create(keys, keys + 1, "create")?;
-        let rss1 = rss_kib().ok_or("no VmRSS in /proc/self/status")?;
+        let rss1 = crate::scenario::vm_kib("VmRSS:").ok_or("no VmRSS in /proc/self/status")?;
         out.value(
             "create_ns_per_instance",
             "ns",
@@ -668,13 +668,6 @@ mod imp {
             return Ok(false);
         }
         Ok(true)
-    }
-
-    /// The process's resident set (`VmRSS`), KiB.
-    fn rss_kib() -> Option<u64> {
-        let s = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
     }
 }
 

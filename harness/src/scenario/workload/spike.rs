@@ -206,27 +206,22 @@ mod imp {
         }
     }
 
+    /// The instance of `symbol`, made from its first event (routed from `on_load`).
+    fn factory(symbol: u64, first: &Tick, alerts: Output<Alert>) -> Symbol {
+        Symbol {
+            symbol,
+            first: Some(*first),
+            alerts,
+        }
+    }
+
     pub(super) fn run(ctx: &RunCtx, data: &Data<Tick>) -> Result<Timed, String> {
         let built = engine::build(ctx, 1)?;
-        engine::run_keyed(ctx, data, built, [()], |symbol, first: &Tick, alerts| {
-            Symbol {
-                symbol,
-                first: Some(*first),
-                alerts,
-            }
-        })
+        engine::run_keyed(ctx, data, built, [()], factory)
     }
     #[cfg(test)]
     mod tests {
         use super::*;
-
-        fn factory(symbol: u64, first: &Tick, alerts: Output<Alert>) -> Symbol {
-            Symbol {
-                symbol,
-                first: Some(*first),
-                alerts,
-            }
-        }
 
         #[test]
         fn r6_5_a_spike_watches_for_the_first_drop_below_its_price_within_the_window() {
