@@ -183,6 +183,35 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         self.fx.me
     }
 
+    /// A template for every event of `kind`, typed by this scope: the same as
+    /// [`Pattern::kind`], except that the event type is known, so a filter's closure needs no
+    /// type on its argument.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, Monitor, Scope};
+    /// #[derive(Clone, Debug)]
+    /// struct Tx { amount: f64 }
+    /// impl Event for Tx {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    /// struct Large { seen: usize }
+    /// impl Monitor<Tx> for Large {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Tx, Self>) {
+    ///         // `|t| t.amount ...` compiles: `cx.pattern` knows the event type.
+    ///         cx.on_all(cx.pattern(()).filter(|t| t.amount > 1_000.0), |m: &mut Large, _cx, _t| {
+    ///             m.seen += 1;
+    ///         });
+    ///     }
+    /// }
+    /// # let c = Correlator::<Tx>::builder().build()?;
+    /// # c.load(Large { seen: 0 })?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn pattern(&self, kind: E::Kind) -> Pattern<E> {
+        Pattern::kind(kind)
+    }
+
     /// Puts `event` at the front of this context's queue (R3.1): it is processed after the events
     /// this handler's event routes before it, and before anything that was pending (R3.2). Never
     /// refused, never counted against the inbox capacity (R3.5).

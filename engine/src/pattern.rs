@@ -86,6 +86,12 @@ pub struct Pattern<E: Event> {
 
 impl<E: Event> Pattern<E> {
     /// Every event of `kind`.
+    ///
+    /// The event type comes from where the pattern is used (`cx.on_all(Pattern::kind(k), ...)`)
+    /// or from a typed closure (`.filter(|t: &Tx| ...)`); a filter whose argument has no type,
+    /// on a pattern whose type nothing names yet, does not compile ("type annotations needed"):
+    /// name it once with `Pattern::<Tx>::kind(k)`, or use [`Scope::pattern`](crate::Scope::pattern)
+    /// inside a monitor.
     pub fn kind(kind: E::Kind) -> Self {
         Self {
             template: Template {
@@ -127,6 +133,34 @@ impl<E: Event> Pattern<E> {
     /// Whether `event` matches this pattern (kind, key and filters).
     pub fn matches(&self, event: &E) -> bool {
         self.template.matches(event)
+    }
+}
+
+impl<E: Event<Kind = ()>> Pattern<E> {
+    /// Every event, for an event type with a single kind (`type Kind = ()`): the same as
+    /// `Pattern::kind(())`.
+    ///
+    /// Like [`kind`](Self::kind), it cannot tell the event type from a closure that follows it:
+    /// where nothing else names the type, write it once, on the pattern (`Pattern::<Tx>::any()`)
+    /// or on the filter's argument (`|t: &Tx| ...`); or build the pattern from the handler's scope
+    /// with [`Scope::pattern`](crate::Scope::pattern), which knows it.
+    ///
+    /// ```
+    /// use correlator::{Event, Pattern};
+    /// #[derive(Clone, Debug)]
+    /// struct Tx { amount: f64 }
+    /// impl Event for Tx {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    /// }
+    /// let large = Pattern::<Tx>::any().filter(|t| t.amount > 1_000.0);
+    /// // The same, with the type on the closure instead:
+    /// let also_large = Pattern::any().filter(|t: &Tx| t.amount > 1_000.0);
+    /// assert!(large.matches(&Tx { amount: 1_500.0 }));
+    /// assert!(!also_large.matches(&Tx { amount: 900.0 }));
+    /// ```
+    pub fn any() -> Self {
+        Self::kind(())
     }
 }
 
