@@ -179,6 +179,65 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     }
 
     /// The context this handler runs in.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Each instance reports the context it runs in.
+    /// struct Here(Output<ContextRef>);
+    /// impl Monitor<Ev> for Here {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let queued = cx.emit_to(&self.0, cx.context());
+    ///         assert!(queued);
+    ///     }
+    /// }
+    /// let c = Correlator::<Ev>::builder().build()?;
+    /// let (out, rx) = c.typed_output(OutputOptions::default())?;
+    /// let worker = c.create_context(ContextOptions::new("worker"))?;
+    /// c.load(Here(out.clone()))?;
+    /// c.load_in(worker, Here(out))?;
+    /// c.start();
+    /// c.shutdown()?;
+    /// let mut places: Vec<ContextRef> = rx.iter().collect();
+    /// places.sort_by_key(|r| r.id());
+    /// assert_eq!(places, [c.main(), worker]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn context(&self) -> ContextRef {
         self.fx.me
     }
@@ -215,6 +274,67 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Puts `event` at the front of this context's queue (R3.1): it is processed after the events
     /// this handler's event routes before it, and before anything that was pending (R3.2). Never
     /// refused, never counted against the inbox capacity (R3.5).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // A large transaction routes an alert, which is processed before the next transaction is
+    /// // taken from the inbox (R3.1).
+    /// struct Large;
+    /// impl Monitor<Ev> for Large {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///             if let Ev::Tx { card, amount, .. } = *e {
+    ///                 if amount > 1_000 {
+    ///                     cx.route(Ev::Alert(card));
+    ///                 }
+    ///             }
+    ///         });
+    ///         cx.on_all(Pattern::kind(Kind::Alert), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Large), [tx(1, 5_000, 0), tx(2, 10, 1)]);
+    /// assert_eq!(seen, [tx(1, 5_000, 0), Ev::Alert(1), tx(2, 10, 1)]);
+    /// ```
     #[inline]
     pub fn route(&mut self, event: E) {
         self.fx.stats.routed += 1;
@@ -229,6 +349,76 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`SendErrorKind::ContextStopped`](crate::SendErrorKind::ContextStopped) if `ctx` has stopped
     /// (R4.6), [`SendErrorKind::UnknownContext`](crate::SendErrorKind::UnknownContext) if `ctx` is
     /// not of this correlator. The error hands the event back.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Card 7's transactions go to a review context, which reports them.
+    /// struct Forward { review: ContextRef }
+    /// impl Monitor<Ev> for Forward {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         cx.on_all(Pattern::kind(Kind::Tx).key(7), |m: &mut Forward, cx, e| {
+    ///             if let Err(refused) = cx.send_to(m.review, e.clone()) {
+    ///                 // Only once `review` has stopped; the event comes back.
+    ///                 let _lost = refused.into_event();
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// struct Review;
+    /// impl Monitor<Ev> for Review {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(
+    ///     |c| {
+    ///         let review = c.create_context(ContextOptions::new("review"))?;
+    ///         c.load_in(review, Review)?;
+    ///         c.load(Forward { review })
+    ///     },
+    ///     [tx(7, 10, 0), tx(8, 20, 1), tx(7, 30, 2)],
+    /// );
+    /// assert_eq!(seen, [tx(7, 10, 0), tx(7, 30, 2)]);
+    /// ```
     pub fn send_to(&mut self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
         let r = self.fx.links.send_to(ctx, event, Wait::Block);
         if r.is_ok() {
@@ -248,6 +438,78 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// # Errors
     /// As [`send_to`](Self::send_to); the error says how many events were sent, and the others are
     /// still in `events`, in order.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Transactions are passed on to a review context in pairs.
+    /// struct Pairs { review: ContextRef, pending: Vec<Ev> }
+    /// impl Monitor<Ev> for Pairs {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Pairs, cx, e| {
+    ///             m.pending.push(e.clone());
+    ///             if m.pending.len() == 2 {
+    ///                 // On success `pending` is empty and keeps its memory.
+    ///                 cx.send_batch_to(m.review, &mut m.pending).expect("review runs until shutdown");
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// struct Review;
+    /// impl Monitor<Ev> for Review {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(
+    ///     |c| {
+    ///         let review = c.create_context(ContextOptions::new("review"))?;
+    ///         c.load_in(review, Review)?;
+    ///         c.load(Pairs { review, pending: Vec::with_capacity(2) })
+    ///     },
+    ///     [tx(1, 10, 0), tx(2, 20, 1), tx(3, 30, 2)],
+    /// );
+    /// // The third waits for a partner that never comes.
+    /// assert_eq!(seen, [tx(1, 10, 0), tx(2, 20, 1)]);
+    /// ```
     pub fn send_batch_to(
         &mut self,
         ctx: ContextRef,
@@ -265,6 +527,75 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Delivers one copy of `event` to every context subscribed to `channel` (once per context) and
     /// to every output receiver of it (R4.2); returns how many got one. Nobody receiving is not an
     /// error: the event is dropped and counted (R4.5).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Large transactions go as alerts on the channel "large": to every subscribed context (here
+    /// // `main` itself, through `Escalate`) and to every output receiver.
+    /// struct Source;
+    /// impl Monitor<Ev> for Source {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let large = cx.channel("large").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             if let Ev::Tx { card, amount, .. } = *e {
+    ///                 if amount > 1_000 {
+    ///                     let receivers = cx.send(large, Ev::Alert(card));
+    ///                     assert_eq!(receivers, 1); // one context: main
+    ///                 }
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// struct Escalate;
+    /// impl Monitor<Ev> for Escalate {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let large = cx.channel("large").expect("below max_channels");
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.subscribe(large);
+    ///         cx.on_all(Pattern::kind(Kind::Alert), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| { c.load(Escalate)?; c.load(Source) }, [tx(1, 5_000, 0), tx(2, 10, 1)]);
+    /// assert_eq!(seen, [Ev::Alert(1)]);
+    /// ```
     pub fn send(&mut self, channel: Channel, event: E) -> usize {
         let n = self
             .fx
@@ -283,6 +614,78 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// gets the whole batch in order (R2.3); the subscribers are served one after the other. The
     /// vector is emptied and keeps its memory. Returns how many deliveries were made (events times
     /// receivers); 0 means the batch was dropped and counted (R4.5).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Every third transaction, alerts for the last three go together on the channel "recent".
+    /// struct Source { recent: Vec<Ev> }
+    /// impl Monitor<Ev> for Source {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let recent = cx.channel("recent").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |m: &mut Source, cx, e| {
+    ///             if let Ev::Tx { card, .. } = *e {
+    ///                 m.recent.push(Ev::Alert(card));
+    ///             }
+    ///             if m.recent.len() == 3 {
+    ///                 let deliveries = cx.send_batch(recent, &mut m.recent);
+    ///                 assert_eq!(deliveries, 3); // three events, one subscribed context
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// struct Sink;
+    /// impl Monitor<Ev> for Sink {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let recent = cx.channel("recent").expect("below max_channels");
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.subscribe(recent);
+    ///         cx.on_all(Pattern::kind(Kind::Alert), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(
+    ///     |c| { c.load(Sink)?; c.load(Source { recent: Vec::new() }) },
+    ///     [tx(1, 10, 0), tx(2, 20, 1), tx(3, 30, 2), tx(4, 40, 3)],
+    /// );
+    /// assert_eq!(seen, [Ev::Alert(1), Ev::Alert(2), Ev::Alert(3)]);
+    /// ```
     pub fn send_batch(&mut self, channel: Channel, events: &mut Vec<E>) -> usize {
         let n = self.fx.links.send_channel_batch(channel, events, true);
         self.fx.stats.sent += n.contexts as u64;
@@ -294,6 +697,61 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// returns how many queued it. Each output acts on a full queue as its
     /// [`Overflow`](crate::Overflow) policy says: with `Block` (the default) this handler waits
     /// for room, counted in `output_blocked_ns`; a dropped event counts in `output_drops`.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Large transactions reach the receivers of "alerts" (and no context).
+    /// struct Large;
+    /// impl Monitor<Ev> for Large {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             if let Ev::Tx { card, amount, .. } = *e {
+    ///                 if amount > 1_000 {
+    ///                     cx.emit(alerts, Ev::Alert(card));
+    ///                 }
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// assert_eq!(run(|c| c.load(Large), [tx(1, 5_000, 0), tx(2, 10, 1)]), [Ev::Alert(1)]);
+    /// ```
     pub fn emit(&mut self, channel: Channel, event: E) -> usize {
         let n = self.fx.links.emit(channel, &event);
         self.count_outputs();
@@ -307,6 +765,71 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// A full output acts as its [`Overflow`](crate::Overflow) policy says (as
     /// [`emit`](Self::emit)); once its receiver is dropped or the correlator has shut down, the
     /// value is discarded and `false` returned.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Large transactions go out as plain `(card, amount)` pairs, not events.
+    /// struct Large { out: Output<(u64, u32)>, undelivered: u64 }
+    /// impl Monitor<Ev> for Large {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Large, cx, e| {
+    ///             if let Ev::Tx { card, amount, .. } = *e {
+    ///                 // `false` once the receiver is dropped (or shutdown has ended).
+    ///                 if amount > 1_000 && !cx.emit_to(&m.out, (card, amount)) {
+    ///                     m.undelivered += 1;
+    ///                 }
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// let c = Correlator::<Ev>::builder().event_time().build()?;
+    /// let (out, large) = c.typed_output(OutputOptions::bounded(1_024))?;
+    /// c.load(Large { out, undelivered: 0 })?;
+    /// let input = c.input();
+    /// c.start();
+    /// for e in [tx(1, 5_000, 0), tx(2, 10, 1), tx(3, 2_000, 2)] {
+    ///     input.send_to(c.main(), e)?;
+    /// }
+    /// c.shutdown()?;
+    /// assert_eq!(large.iter().collect::<Vec<_>>(), [(1, 5_000), (3, 2_000)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn emit_to<A: Send + 'static>(&mut self, output: &Output<A>, value: A) -> bool {
         let queued = self.fx.links.push_output(&output.queue, value) == OutputDelivery::Queued;
         self.count_outputs();
@@ -325,6 +848,55 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     ///
     /// # Errors
     /// [`Error::TooManyChannels`] past the builder's `max_channels`.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // A handler's channel and the correlator's are the same channel: names are interned once.
+    /// struct Named;
+    /// impl Monitor<Ev> for Named {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.emit(alerts, Ev::Alert(0));
+    ///     }
+    /// }
+    /// assert_eq!(run(|c| c.load(Named), []), [Ev::Alert(0)]);
+    /// ```
     pub fn channel(&mut self, name: &str) -> Result<Channel, Error> {
         self.fx.links.shared().channels.intern(name)
     }
@@ -332,12 +904,148 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Subscribes this instance to `channel` (R4.4). Subscriptions are counted per context: the
     /// context receives one copy per send however many subscriptions it holds; they end with
     /// [`unsubscribe`](Self::unsubscribe) or with the instance.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // `Audit` receives what is sent on "large" once it has subscribed.
+    /// struct Audit;
+    /// impl Monitor<Ev> for Audit {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let large = cx.channel("large").expect("below max_channels");
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.subscribe(large); // takes effect when on_load returns
+    ///         cx.on_all(Pattern::kind(Kind::Alert), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// struct Source;
+    /// impl Monitor<Ev> for Source {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let large = cx.channel("large").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             if let Ev::Tx { card, amount, .. } = *e {
+    ///                 if amount > 1_000 {
+    ///                     cx.send(large, Ev::Alert(card));
+    ///                 }
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// // Both in `main`: Audit subscribes before the first transaction is taken.
+    /// let seen = run(|c| { c.load(Audit)?; c.load(Source) }, [tx(1, 5_000, 0), tx(2, 10, 1)]);
+    /// assert_eq!(seen, [Ev::Alert(1)]);
+    /// ```
     pub fn subscribe(&mut self, channel: Channel) {
         let op = Op::Subscribe(self.fx.current, channel);
         self.fx.ops.push(op);
     }
 
     /// Gives back one of this instance's subscriptions to `channel`; does nothing if it holds none.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // A transaction of card 0 tells `Listen` to stop receiving "large"; later sends skip `main`.
+    /// struct Listen;
+    /// impl Monitor<Ev> for Listen {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let large = cx.channel("large").expect("below max_channels");
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.subscribe(large);
+    ///         cx.on_all(Pattern::kind(Kind::Tx).key(0), move |_m, cx, _e| {
+    ///             cx.unsubscribe(large); // in effect before the next listener of this event
+    ///         });
+    ///         cx.on_all(Pattern::kind(Kind::Alert), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// struct Source;
+    /// impl Monitor<Ev> for Source {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let large = cx.channel("large").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             if let Ev::Tx { card, .. } = *e {
+    ///                 cx.send(large, Ev::Alert(card));
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| { c.load(Listen)?; c.load(Source) }, [tx(1, 10, 0), tx(0, 10, 1), tx(2, 10, 2)]);
+    /// assert_eq!(seen, [Ev::Alert(1)]);
+    /// ```
     pub fn unsubscribe(&mut self, channel: Channel) {
         let op = Op::Unsubscribe(self.fx.current, channel);
         self.fx.ops.push(op);
@@ -349,6 +1057,61 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// # Errors
     /// [`Error::TooManyContexts`], [`Error::NoSuchCore`], [`Error::ThreadSpawn`],
     /// [`Error::ShutDown`] once shutdown ends the instances.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // A monitor that starts its own worker context and an instance there.
+    /// #[derive(Clone)]
+    /// struct Boss;
+    /// impl Monitor<Ev> for Boss {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let worker = cx.create_context(ContextOptions::new("worker")).expect("a context");
+    ///         cx.spawn_to(worker, self, |_m, cx| {
+    ///             let alerts = cx.channel("alerts").expect("below max_channels");
+    ///             cx.emit(alerts, Ev::Alert(u64::from(cx.context().id())));
+    ///         })
+    ///         .expect("worker runs");
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Boss), []);
+    /// assert_eq!(seen.len(), 1);
+    /// ```
     pub fn create_context(&mut self, options: ContextOptions) -> Result<ContextRef, Error> {
         let shared = self.fx.links.shared().clone();
         crate::context::create_context(&shared, options, true)
@@ -383,12 +1146,128 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`event_time`](crate::CorrelatorBuilder::event_time) the latest stamp it reached. It does not
     /// change while one inbox entry is processed, so it is also the time at which the current event
     /// was taken; during a timer's handler it is the timer's trigger time.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Under event time the clock is the latest transaction's time.
+    /// struct Clock;
+    /// impl Monitor<Ev> for Clock {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), move |_m, cx, _e| {
+    ///             let secs = cx.now().since_origin().as_secs();
+    ///             cx.emit(alerts, Ev::Alert(secs));
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Clock), [tx(1, 10, 5), tx(1, 10, 65)]);
+    /// assert_eq!(seen, [Ev::Alert(5), Ev::Alert(65)]);
+    /// ```
     pub fn now(&self) -> Time {
         self.fx.now
     }
 
     /// Registers a listener for an event expression (R7.3) that fires once, for the first match,
     /// then ends. It also ends, without firing, once the expression can no longer match.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // One alert, for the first card that makes a large transaction followed by another one
+    /// // within 60 s; then the listener ends.
+    /// struct Twice;
+    /// impl Monitor<Ev> for Twice {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         fn large(e: &Ev) -> bool {
+    ///             matches!(e, Ev::Tx { amount, .. } if *amount > 1_000)
+    ///         }
+    ///         let first = cx.pattern(Kind::Tx).filter(large);
+    ///         let second = cx.pattern(Kind::Tx).filter(large);
+    ///         cx.when(first.then(second).within(Duration::from_secs(60)), move |_m, cx, m| {
+    ///             if let Ev::Tx { card, .. } = m.events[1] {
+    ///                 cx.emit(alerts, Ev::Alert(card));
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(
+    ///     |c| c.load(Twice),
+    ///     [tx(1, 5_000, 0), tx(2, 3_000, 30), tx(3, 4_000, 200), tx(4, 4_000, 210)],
+    /// );
+    /// assert_eq!(seen, [Ev::Alert(2)]);
+    /// ```
     pub fn when(
         &mut self,
         expr: impl Into<Expr<E>>,
@@ -411,6 +1290,59 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     }
 
     /// Registers a listener that fires once on the next event matching `pattern`, then ends (R6.3).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Reports the first large transaction only.
+    /// struct FirstLarge;
+    /// impl Monitor<Ev> for FirstLarge {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         let large = cx.pattern(Kind::Tx).filter(|e| matches!(e, Ev::Tx { amount, .. } if *amount > 1_000));
+    ///         cx.on(large, move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(FirstLarge), [tx(1, 10, 0), tx(2, 5_000, 1), tx(3, 6_000, 2)]);
+    /// assert_eq!(seen, [tx(2, 5_000, 1)]);
+    /// ```
     pub fn on(
         &mut self,
         pattern: Pattern<E>,
@@ -421,6 +1353,59 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
 
     /// Registers a listener that fires on every event matching `pattern` until quit (R6.3).
     /// Listeners matching one event fire in registration order (R6.4).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Counts card 7's transactions, reporting the running count.
+    /// struct Count { seen: u64 }
+    /// impl Monitor<Ev> for Count {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx).key(7), move |m: &mut Count, cx, _e| {
+    ///             m.seen += 1;
+    ///             cx.emit(alerts, Ev::Alert(m.seen));
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Count { seen: 0 }), [tx(7, 1, 0), tx(8, 1, 1), tx(7, 1, 2)]);
+    /// assert_eq!(seen, [Ev::Alert(1), Ev::Alert(2)]);
+    /// ```
     pub fn on_all(
         &mut self,
         pattern: Pattern<E>,
@@ -431,6 +1416,61 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
 
     /// Registers a listener that fires for events matching `pattern` that no ordinary (`on`,
     /// `on_all`) listener of this context matched (R6.6).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Cards 1 and 2 have their own listeners; every other card's transaction is reported.
+    /// struct Known;
+    /// impl Monitor<Ev> for Known {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         for card in [1, 2] {
+    ///             cx.on_all(Pattern::kind(Kind::Tx).key(card), |_m, _cx, _e| {});
+    ///         }
+    ///         cx.unmatched(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Known), [tx(1, 10, 0), tx(9, 10, 1), tx(2, 10, 2)]);
+    /// assert_eq!(seen, [tx(9, 10, 1)]);
+    /// ```
     pub fn unmatched(
         &mut self,
         pattern: Pattern<E>,
@@ -442,6 +1482,66 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Registers a listener that fires for an event matching `pattern` once its ordinary and
     /// unmatched listeners have run and every event routed from it, transitively, has been processed
     /// (R6.7). It fires for events that arrive after it is registered.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // A transaction routes an alert; the `completed` listener fires after the alert's handler has run.
+    /// struct Audit;
+    /// impl Monitor<Ev> for Audit {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         cx.on_all(Pattern::kind(Kind::Tx), |_m, cx, e| {
+    ///             if let Ev::Tx { card, .. } = *e {
+    ///                 cx.route(Ev::Alert(card));
+    ///             }
+    ///         });
+    ///         cx.on_all(Pattern::kind(Kind::Alert), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///         cx.completed(Pattern::kind(Kind::Tx), move |_m, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Audit), [tx(4, 10, 0)]);
+    /// assert_eq!(seen, [Ev::Alert(4), tx(4, 10, 0)]);
+    /// ```
     pub fn completed(
         &mut self,
         pattern: Pattern<E>,
@@ -452,6 +1552,68 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
 
     /// Ends a listener of this context (R6.3): it fires no more, even later in the current dispatch.
     /// A handle of another context, or of a listener that has ended, is ignored.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // Listens to card 7 until a transaction above 1,000, then stops listening (and, with no
+    /// // listener left, the instance ends).
+    /// struct UntilLarge { listening: Option<ListenerHandle> }
+    /// impl Monitor<Ev> for UntilLarge {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         let h = cx.on_all(Pattern::kind(Kind::Tx).key(7), move |m: &mut UntilLarge, cx, e| {
+    ///             cx.emit(alerts, e.clone());
+    ///             if matches!(e, Ev::Tx { amount, .. } if *amount > 1_000) {
+    ///                 if let Some(h) = m.listening.take() {
+    ///                     cx.quit(h);
+    ///                 }
+    ///             }
+    ///         });
+    ///         self.listening = Some(h);
+    ///     }
+    /// }
+    /// let seen = run(
+    ///     |c| c.load(UntilLarge { listening: None }),
+    ///     [tx(7, 10, 0), tx(7, 5_000, 1), tx(7, 20, 2)],
+    /// );
+    /// assert_eq!(seen, [tx(7, 10, 0), tx(7, 5_000, 1)]);
+    /// ```
     pub fn quit(&mut self, handle: ListenerHandle) {
         if handle.context == self.fx.me {
             self.fx.ops.push(Op::Quit(handle.id));
@@ -459,6 +1621,65 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     }
 
     /// Ends this instance once the handler returns (R6.8).
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // A card's watcher ends after its third transaction; `on_die` reports why.
+    /// struct Three { seen: u32 }
+    /// impl Monitor<Ev> for Three {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Three, cx, _e| {
+    ///             m.seen += 1;
+    ///             if m.seen == 3 {
+    ///                 cx.die();
+    ///             }
+    ///         });
+    ///     }
+    ///     fn on_die(&mut self, reason: &DieReason, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         let code = if matches!(reason, DieReason::Died) { 1 } else { 0 };
+    ///         cx.emit(alerts, Ev::Alert(code));
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Three { seen: 0 }), (0..5).map(|s| tx(1, 10, s)));
+    /// assert_eq!(seen, [Ev::Alert(1)]); // died by itself, not at shutdown
+    /// ```
     pub fn die(&mut self) {
         self.fx.ops.push(Op::Die);
     }
@@ -477,6 +1698,75 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     /// Once shutdown ends the instances (in an `on_die(Shutdown)` hook, or a handler of an event it
     /// routes), the spawn is dropped: `init` does not run and no instance is created, so no
     /// `on_die` is owed for it and shutdown always ends.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // One instance per card: the first transaction of a new card spawns a watcher for it (the
+    /// // pattern that `Pool::load_per_key` packages).
+    /// #[derive(Clone, Default)]
+    /// struct Cards { seen: std::collections::HashSet<u64>, card: u64, count: u32 }
+    /// impl Monitor<Ev> for Cards {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Cards, cx, e| {
+    ///             let Ev::Tx { card, .. } = *e else { return };
+    ///             if m.seen.insert(card) {
+    ///                 let watcher = Cards { card, ..Cards::default() };
+    ///                 cx.spawn(&watcher, move |_w, cx| {
+    ///                     let alerts = cx.channel("alerts").expect("below max_channels");
+    ///                     // Registered from the spawn: it will not see this transaction (R6.5).
+    ///                     cx.on_all(Pattern::kind(Kind::Tx).key(card), move |w: &mut Cards, cx, _e| {
+    ///                         w.count += 1;
+    ///                         if w.count == 2 {
+    ///                             cx.emit(alerts, Ev::Alert(w.card));
+    ///                         }
+    ///                     });
+    ///                 });
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(
+    ///     |c| c.load(Cards::default()),
+    ///     [tx(1, 10, 0), tx(2, 10, 1), tx(1, 10, 2), tx(1, 10, 3)],
+    /// );
+    /// assert_eq!(seen, [Ev::Alert(1)]); // card 1's second transaction after the first
+    /// ```
     pub fn spawn(
         &mut self,
         state: &M,
@@ -496,6 +1786,70 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     /// shutdown ends the instances every inbox is closed, so a `spawn_to` from an
     /// `on_die(Shutdown)` hook is refused with [`Error::ContextStopped`]: `init` does not run and
     /// no instance is created.
+    ///
+    /// ```
+    /// # use correlator::*;
+    /// # use std::time::Duration;
+    /// # #[derive(Clone, Debug, PartialEq)]
+    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
+    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    /// # enum Kind { Tx, Alert }
+    /// # impl Event for Ev {
+    /// #     type Kind = Kind;
+    /// #     fn kind(&self) -> Kind {
+    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
+    /// #     }
+    /// #     fn key(&self) -> Option<u64> {
+    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
+    /// #     }
+    /// #     fn time(&self) -> Option<Time> {
+    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
+    /// #     }
+    /// # }
+    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
+    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
+    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
+    /// # /// shuts down and returns what reached the channel "alerts" (in order).
+    /// # fn run(
+    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
+    /// #     events: impl IntoIterator<Item = Ev>,
+    /// # ) -> Vec<Ev> {
+    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    /// #     let alerts = c.output(c.channel("alerts").unwrap());
+    /// #     load(&c).unwrap();
+    /// #     let input = c.input();
+    /// #     c.start();
+    /// #     for e in events {
+    /// #         input.send_to(c.main(), e).unwrap();
+    /// #     }
+    /// #     c.shutdown().unwrap();
+    /// #     alerts.iter().collect()
+    /// # }
+    /// // The loader puts a watcher for card 7 into a context of its own and forwards transactions
+    /// // there; the watcher's spawn entry is ahead of them in that inbox (R2.4).
+    /// #[derive(Clone)]
+    /// struct Watch { card: u64, worker: Option<ContextRef> }
+    /// impl Monitor<Ev> for Watch {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let worker = cx.create_context(ContextOptions::new("card-7")).expect("a context");
+    ///         cx.spawn_to(worker, self, |w, cx| {
+    ///             let alerts = cx.channel("alerts").expect("below max_channels");
+    ///             cx.on_all(Pattern::kind(Kind::Tx).key(w.card), move |_w, cx, e| {
+    ///                 cx.emit(alerts, e.clone());
+    ///             });
+    ///         })
+    ///         .expect("the new context runs");
+    ///         self.worker = Some(worker);
+    ///         cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Watch, cx, e| {
+    ///             if let Some(worker) = m.worker {
+    ///                 cx.send_to(worker, e.clone()).expect("the worker runs until shutdown");
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Watch { card: 7, worker: None }), [tx(7, 10, 0), tx(8, 10, 1)]);
+    /// assert_eq!(seen, [tx(7, 10, 0)]);
+    /// ```
     pub fn spawn_to(
         &mut self,
         ctx: ContextRef,
