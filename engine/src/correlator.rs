@@ -531,7 +531,8 @@ impl<E: Event> Correlator<E> {
     }
 
     fn channel_output(&self, channel: Channel, options: OutputOptions) -> OutputReceiver<E> {
-        let queue = self.shared.outputs.make::<E>(options);
+        let name = format!("channel {:?}", self.shared.channels.name(channel));
+        let queue = self.shared.outputs.make::<E>(options, name);
         self.shared.channels.add_output(channel, queue.clone());
         OutputReceiver::new(queue)
     }
@@ -555,7 +556,8 @@ impl<E: Event> Correlator<E> {
     ///     fn on_load(&mut self, cx: &mut Scope<'_, Trade, Self>) {
     ///         cx.on_all(Pattern::kind(()), |m: &mut Watch, cx: &mut Scope<'_, Trade, Watch>, t: &Trade| {
     ///             if t.price > 100.0 {
-    ///                 cx.emit_to(&m.out, Spike(t.price));
+    ///                 // `false` when not queued (counted: `Output::dropped`, `output_drops`).
+    ///                 let _queued = cx.emit_to(&m.out, Spike(t.price));
     ///             }
     ///         });
     ///     }
@@ -580,7 +582,8 @@ impl<E: Event> Correlator<E> {
         &self,
         options: OutputOptions,
     ) -> Result<(Output<A>, OutputReceiver<A>), Error> {
-        let queue = self.shared.outputs.make::<A>(options.checked()?);
+        let name = format!("typed output of {}", std::any::type_name::<A>());
+        let queue = self.shared.outputs.make::<A>(options.checked()?, name);
         Ok((
             Output {
                 queue: queue.clone(),

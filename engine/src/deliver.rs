@@ -746,6 +746,21 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         }
     }
 
+    /// Puts `value` into a typed output (`Scope::emit_to`): as [`push_output`](Self::push_output),
+    /// and a value discarded because the receiver is gone or the output closed counts as a drop
+    /// too (the output counted it already). A channel's output is different: its receiver's drop
+    /// takes it off the channel, like an unsubscribe, so a copy that meets it gone is not counted.
+    pub(crate) fn push_typed_output<A>(&mut self, queue: &OutputQueue<A>, value: A) -> bool {
+        match self.push_output(queue, value) {
+            OutputDelivery::Queued => true,
+            OutputDelivery::Dropped => false,
+            OutputDelivery::Disconnected => {
+                self.count_output_drop();
+                false
+            }
+        }
+    }
+
     fn count_output_drop(&mut self) {
         if self.me.is_some() {
             self.output_drops += 1;
