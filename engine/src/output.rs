@@ -75,6 +75,11 @@ pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 /// [`OutputOptions::default`]: 20,000 events, like an inbox (R5.1).
 pub const DEFAULT_OUTPUT_CAPACITY: usize = 20_000;
 
+/// How long a context waits for room in a full [`Overflow::Block`] output before a warning
+/// names the output (1 s): see
+/// [`CorrelatorBuilder::output_block_warning`](crate::CorrelatorBuilder::output_block_warning).
+pub const DEFAULT_OUTPUT_BLOCK_WARNING: Duration = Duration::from_secs(1);
+
 /// The largest output bound [`OutputOptions::bounded`] accepts (2^24 events): the ring is
 /// allocated whole when the output is made.
 pub const MAX_OUTPUT_CAPACITY: usize = 1 << 24;

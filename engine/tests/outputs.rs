@@ -296,7 +296,11 @@ fn r9_1_emits_after_the_receiver_was_dropped_are_counted() {
     }
     let status = c.shutdown().unwrap();
     assert_eq!(log.count("false"), 5, "{:?}", log.snapshot());
-    assert_eq!(handle.dropped(), 5, "the output counts each discarded value");
+    assert_eq!(
+        handle.dropped(),
+        5,
+        "the output counts each discarded value"
+    );
     assert_eq!(status.context(c.main()).unwrap().output_drops, 5);
     assert_eq!(status.totals.output_drops, 5);
 }
