@@ -72,7 +72,8 @@ impl Monitor<Trade> for Watch {
             Pattern::kind(()),
             |m: &mut Watch, cx: &mut Scope<'_, Trade, Watch>, t: &Trade| {
                 if t.price >= ALERT_PRICE {
-                    cx.emit_to(
+                    // `false`: dropped or discarded, and counted in the status (`output_drops`).
+                    let _queued = cx.emit_to(
                         &m.alerts,
                         Alert {
                             seq: t.seq,

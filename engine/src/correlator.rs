@@ -43,7 +43,7 @@ use crate::inbox::MAX_CAPACITY;
 use crate::monitor::Monitor;
 use crate::output::{Output, OutputOptions, OutputReceiver, OutputRegistry};
 use crate::registry::{Config, Shared, WaitGraph};
-use crate::status::{ContextStatus, Status};
+use crate::status::{BlockedOnOutput, ContextStatus, Status};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock};
 use crate::time::Time;
 
@@ -99,6 +99,7 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 tick_rate: Some(DEFAULT_TICK_RATE),
                 event_time: false,
                 release_batch: DEFAULT_RELEASE_BATCH,
+                output_block_warning: Some(crate::output::DEFAULT_OUTPUT_BLOCK_WARNING),
             },
             max_channels: DEFAULT_MAX_CHANNELS,
             _event: std::marker::PhantomData,
@@ -162,6 +163,31 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
     pub fn max_channels(mut self, max: usize) -> Self {
         self.max_channels = max;
+        self
+    }
+
+    /// Warns through `tracing` (level WARN, target `correlator::deliver`) when a context has
+    /// waited `after` for room in a full [`Overflow::Block`](crate::Overflow::Block) output: the
+    /// line names the context and the output (its [`name`](crate::OutputReceiver::name) and id),
+    /// as [`ContextStatus::blocked_on_output`](crate::ContextStatus::blocked_on_output) does.
+    /// Rate-limited: while the same wait goes on, it warns again after 2, 4, 8, … times `after`,
+    /// so a context logs at most one line per `after`. Default
+    /// `Some(`[`DEFAULT_OUTPUT_BLOCK_WARNING`](crate::DEFAULT_OUTPUT_BLOCK_WARNING)`)` (1 s);
+    /// `None` turns the warning off (the status still shows the wait).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Alert;
+    /// # impl Event for Alert { type Kind = (); fn kind(&self) {} }
+    /// let quiet = Correlator::<Alert>::builder().output_block_warning(None).build()?;
+    /// let eager = Correlator::<Alert>::builder()
+    ///     .output_block_warning(Some(Duration::from_millis(100)))
+    ///     .build()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn output_block_warning(mut self, after: Option<Duration>) -> Self {
+        self.config.output_block_warning = after;
         self
     }
 
@@ -531,7 +557,8 @@ impl<E: Event> Correlator<E> {
     }
 
     fn channel_output(&self, channel: Channel, options: OutputOptions) -> OutputReceiver<E> {
-        let queue = self.shared.outputs.make::<E>(options);
+        let name = format!("channel {:?}", self.shared.channels.name(channel));
+        let queue = self.shared.outputs.make::<E>(options, name);
         self.shared.channels.add_output(channel, queue.clone());
         OutputReceiver::new(queue)
     }
@@ -555,7 +582,8 @@ impl<E: Event> Correlator<E> {
     ///     fn on_load(&mut self, cx: &mut Scope<'_, Trade, Self>) {
     ///         cx.on_all(Pattern::kind(()), |m: &mut Watch, cx: &mut Scope<'_, Trade, Watch>, t: &Trade| {
     ///             if t.price > 100.0 {
-    ///                 cx.emit_to(&m.out, Spike(t.price));
+    ///                 // `false` when not queued (counted: `Output::dropped`, `output_drops`).
+    ///                 let _queued = cx.emit_to(&m.out, Spike(t.price));
     ///             }
     ///         });
     ///     }
@@ -580,7 +608,8 @@ impl<E: Event> Correlator<E> {
         &self,
         options: OutputOptions,
     ) -> Result<(Output<A>, OutputReceiver<A>), Error> {
-        let queue = self.shared.outputs.make::<A>(options.checked()?);
+        let name = format!("typed output of {}", std::any::type_name::<A>());
+        let queue = self.shared.outputs.make::<A>(options.checked()?, name);
         Ok((
             Output {
                 queue: queue.clone(),
@@ -863,6 +892,20 @@ fn status_of<E: Event>(shared: &Shared<E>) -> Status {
                 ..ContextStatus::default()
             };
             status.set_published(c.stats.counters.load());
+            // Published by the wait itself, so a wait going on counts up to now.
+            let wait = c.stats.output_wait.read();
+            status.output_blocked_ns = wait.total_ns;
+            status.blocked_on_output = wait.now.map(|(output, waited_ns)| {
+                let waited = Duration::from_nanos(waited_ns);
+                BlockedOnOutput {
+                    output,
+                    name: shared.outputs.name_of(output).unwrap_or_default(),
+                    since: std::time::SystemTime::now()
+                        .checked_sub(waited)
+                        .unwrap_or(std::time::UNIX_EPOCH),
+                    waited_ns,
+                }
+            });
             status
         })
         .collect();

@@ -243,12 +243,15 @@ pub(crate) struct Links<E: Event, H: GiveBack = NoPlaces> {
     blocked_ns: u64,
     /// This sender's copies of the output lists of the channels it delivered to (see `channel`).
     outputs: Vec<CachedOutputs<E>>,
-    /// What its deliveries to outputs cost since the last [`take_output_tallies`]: events the
-    /// outputs' policies dropped, nanoseconds spent waiting for room in `Block` outputs.
-    ///
-    /// [`take_output_tallies`]: Links::take_output_tallies
+    /// Events the outputs' policies dropped (or discarded, for typed outputs) since the last
+    /// [`take_output_drops`](Links::take_output_drops). (Its time waiting for room in `Block`
+    /// outputs is published at once, in the context's `OutputWaitBoard`.)
     output_drops: u64,
-    output_blocked_ns: u64,
+    /// The sending context's shared part (`None` for an input handle): where it publishes its
+    /// waits for room in `Block` outputs (R9.1).
+    own: Option<Arc<ContextShared<E>>>,
+    /// The builder's `output_block_warning`.
+    output_block_warning: Option<std::time::Duration>,
 }
 
 /// A sender's copy of one channel's output list, valid while the channel's generation is
@@ -274,13 +277,13 @@ impl<E: Event, H: GiveBack> Links<E, H> {
     /// Links for the context `me` (giving back `held` before it waits), or for an input handle
     /// (`me` is `None`, `held` is [`NoPlaces`]).
     pub(crate) fn new(shared: Arc<Shared<E>>, me: Option<ContextRef>, held: H) -> Self {
-        let strategy = match me {
-            Some(c) => sync::read_lock(&shared.contexts)
+        let own = me.and_then(|c| {
+            sync::read_lock(&shared.contexts)
                 .get(c.id() as usize)
-                .map(|ctx| ctx.wait)
-                .unwrap_or_default(),
-            None => WaitStrategy::default(),
-        };
+                .cloned()
+        });
+        let strategy = own.as_ref().map(|ctx| ctx.wait).unwrap_or_default();
+        let output_block_warning = shared.config.output_block_warning;
         Self {
             tag: shared.tag,
             base: u64::from(shared.tag) << 32,
@@ -295,7 +298,8 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             blocked_ns: 0,
             outputs: Vec::new(),
             output_drops: 0,
-            output_blocked_ns: 0,
+            own,
+            output_block_warning,
         }
     }
 
@@ -308,14 +312,10 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         std::mem::take(&mut self.blocked_ns)
     }
 
-    /// Events dropped by outputs' policies, and time spent waiting for room in `Block` outputs,
-    /// since the last call (a context's deliveries; an input handle's drops are counted in the
-    /// correlator's registry at once).
-    pub(crate) fn take_output_tallies(&mut self) -> (u64, u64) {
-        (
-            std::mem::take(&mut self.output_drops),
-            std::mem::take(&mut self.output_blocked_ns),
-        )
+    /// Events dropped by outputs' policies since the last call (a context's deliveries; an input
+    /// handle's drops are counted in the correlator's registry at once).
+    pub(crate) fn take_output_drops(&mut self) -> u64 {
+        std::mem::take(&mut self.output_drops)
     }
 
     /// Makes sure `id` is in the local cache; returns whether it exists.
@@ -746,6 +746,21 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         }
     }
 
+    /// Puts `value` into a typed output (`Scope::emit_to`): as [`push_output`](Self::push_output),
+    /// and a value discarded because the receiver is gone or the output closed counts as a drop
+    /// too (the output counted it already). A channel's output is different: its receiver's drop
+    /// takes it off the channel, like an unsubscribe, so a copy that meets it gone is not counted.
+    pub(crate) fn push_typed_output<A>(&mut self, queue: &OutputQueue<A>, value: A) -> bool {
+        match self.push_output(queue, value) {
+            OutputDelivery::Queued => true,
+            OutputDelivery::Dropped => false,
+            OutputDelivery::Disconnected => {
+                self.count_output_drop();
+                false
+            }
+        }
+    }
+
     fn count_output_drop(&mut self) {
         if self.me.is_some() {
             self.output_drops += 1;
@@ -759,19 +774,40 @@ impl<E: Event, H: GiveBack> Links<E, H> {
 
     /// A `Block` output is full: wait for room (spin, yield, then park; module docs of `output`),
     /// holding no inbox place (a context gives its held places back first, as before any wait).
-    /// The time counts in `output_blocked_ns`.
+    ///
+    /// A context publishes the wait while it lasts (R9.1): "blocked on this output since now" in
+    /// its `OutputWaitBoard` as it begins, the time it took as it ends; the status snapshot reads
+    /// that (`blocked_on_output`, and `output_blocked_ns` counting up while the wait goes on).
+    /// Once the wait has lasted the builder's `output_block_warning` it logs a warning naming the
+    /// output, then again after 2, 4, 8, … times that (it parks with a deadline for each).
     #[cold]
     #[inline(never)]
     fn push_output_waiting<A>(&mut self, queue: &OutputQueue<A>, value: A) -> OutputDelivery {
         self.held.give_back();
         let began = Instant::now();
+        let board = self.own.as_ref().map(|own| {
+            let since = own.stats.output_wait.begin(queue.id());
+            (own.clone(), since)
+        });
+        // The next warning, and the wait it is due after (doubled after each warning).
+        let mut warn_after = self.output_block_warning.filter(|_| board.is_some());
         let mut backoff = Backoff::new(self.strategy);
         let mut value = value;
         let delivery = loop {
             match backoff.next_or_park() {
                 Step::Spin => sync::spin_hint(),
                 Step::Yield => sync::yield_now(),
-                Step::Park => queue.wait_for_room(None),
+                Step::Park => match warn_after {
+                    None => queue.wait_for_room(None),
+                    Some(after) => {
+                        queue.wait_for_room(Some(began + after));
+                        let waited = began.elapsed();
+                        if waited >= after {
+                            self.warn_blocked(queue, waited);
+                            warn_after = Some(after.saturating_mul(2));
+                        }
+                    }
+                },
             }
             match queue.push(value) {
                 Pushed::Full(back) => value = back,
@@ -780,10 +816,27 @@ impl<E: Event, H: GiveBack> Links<E, H> {
                 Pushed::Disconnected => break OutputDelivery::Disconnected,
             }
         };
-        if self.me.is_some() {
-            self.output_blocked_ns += began.elapsed().as_nanos() as u64;
+        if let Some((own, since)) = board {
+            own.stats.output_wait.end(since);
         }
         delivery
+    }
+
+    /// The warning of a long wait on a full `Block` output (no inbox place is held: `tracing`
+    /// runs the user's subscriber).
+    #[cold]
+    fn warn_blocked<A>(&self, queue: &OutputQueue<A>, waited: std::time::Duration) {
+        let context = self.me.map_or(u32::MAX, |c| c.id());
+        tracing::warn!(
+            context,
+            output = queue.id(),
+            waited_ms = waited.as_millis() as u64,
+            "context {context} has waited {} ms for room in output {} ({}), a full `Block` \
+             output: read its receiver, or give it a dropping overflow policy",
+            waited.as_millis(),
+            queue.id(),
+            queue.name(),
+        );
     }
 
     fn collect_targets(&mut self, channel: Channel) {

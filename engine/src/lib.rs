@@ -161,11 +161,12 @@ pub use monitor::{ListenerHandle, Monitor, Scope};
 pub use output::RecvFuture;
 pub use output::{
     IntoIter, Iter, Output, OutputOptions, OutputReceiver, Overflow, RecvError, RecvTimeoutError,
-    TryIter, TryRecvError, DEFAULT_OUTPUT_CAPACITY, MAX_OUTPUT_CAPACITY,
+    TryIter, TryRecvError, DEFAULT_OUTPUT_BLOCK_WARNING, DEFAULT_OUTPUT_CAPACITY,
+    MAX_OUTPUT_CAPACITY,
 };
 pub use pattern::Pattern;
 pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
-pub use status::{ContextStatus, Status, Totals};
+pub use status::{BlockedOnOutput, ContextStatus, Status, Totals};
 pub use time::Time;
 
 /// The README's embedding example, compiled and run as a doc test so that it stays true.

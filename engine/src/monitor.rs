@@ -20,7 +20,7 @@ use std::marker::PhantomData;
 
 use crate::channel::Channel;
 use crate::config::ContextOptions;
-use crate::deliver::{OutputDelivery, Wait};
+use crate::deliver::Wait;
 use crate::entry::{DieReason, Effects, Entry, Handler, MatchHandler, Mode, NewInstance, Op, Spec};
 use crate::error::{Error, SendBatchError, SendError};
 use crate::event::Event;
@@ -764,7 +764,8 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`Correlator::typed_output`](crate::Correlator::typed_output), so the type always matches.
     /// A full output acts as its [`Overflow`](crate::Overflow) policy says (as
     /// [`emit`](Self::emit)); once its receiver is dropped or the correlator has shut down, the
-    /// value is discarded and `false` returned.
+    /// value is discarded and `false` returned. Every value not queued is counted: in
+    /// [`Output::dropped`] and in this context's `output_drops` (and the status totals).
     ///
     /// ```
     /// # use correlator::*;
@@ -830,8 +831,9 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// assert_eq!(large.iter().collect::<Vec<_>>(), [(1, 5_000), (3, 2_000)]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[must_use = "`false` means the value was dropped (full output) or discarded (receiver gone)"]
     pub fn emit_to<A: Send + 'static>(&mut self, output: &Output<A>, value: A) -> bool {
-        let queued = self.fx.links.push_output(&output.queue, value) == OutputDelivery::Queued;
+        let queued = self.fx.links.push_typed_output(&output.queue, value);
         self.count_outputs();
         queued
     }
@@ -839,9 +841,8 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Moves what the last delivery to outputs cost into the context's status counters.
     #[inline]
     fn count_outputs(&mut self) {
-        let (drops, blocked_ns) = self.fx.links.take_output_tallies();
-        self.fx.stats.output_drops += drops;
-        self.fx.stats.output_blocked_ns += blocked_ns;
+        // The time waiting for room is published while it passes (`OutputWaitBoard`).
+        self.fx.stats.output_drops += self.fx.links.take_output_drops();
     }
 
     /// The channel called `name` (created on first use).

@@ -12,7 +12,10 @@
 //! What a producer does when the ring is full is the output's [`Overflow`] policy:
 //! `DropOldest` replaces the oldest event (`force_push`), `DropNewest` drops the new one, both
 //! counted (the output's own count, the emitting context's `output_drops`); `Block` waits for room
-//! (spin, yield, then park; counted in the emitting context's `output_blocked_ns`).
+//! (spin, yield, then park; counted in the emitting context's `output_blocked_ns`, and published
+//! while it lasts, see `deliver`). A push that finds the receiver dropped or the output closed
+//! discards the value and counts it in the output's own count as well (nothing is discarded
+//! without a count).
 //!
 //! # The state word
 //! One word (`state`, bits below) carries everything a producer or the receiver must see of the
@@ -71,6 +74,11 @@ pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 /// The bound of an output made with [`Correlator::output`](crate::Correlator::output) or
 /// [`OutputOptions::default`]: 20,000 events, like an inbox (R5.1).
 pub const DEFAULT_OUTPUT_CAPACITY: usize = 20_000;
+
+/// How long a context waits for room in a full [`Overflow::Block`] output before a warning
+/// names the output (1 s): see
+/// [`CorrelatorBuilder::output_block_warning`](crate::CorrelatorBuilder::output_block_warning).
+pub const DEFAULT_OUTPUT_BLOCK_WARNING: Duration = Duration::from_secs(1);
 
 /// The largest output bound [`OutputOptions::bounded`] accepts (2^24 events): the ring is
 /// allocated whole when the output is made.
@@ -180,7 +188,7 @@ pub enum Pushed<A> {
     Displaced,
     /// Dropped (`DropNewest` on a full output).
     Dropped,
-    /// Not queued: the receiver is gone or the output closed.
+    /// Not queued: the receiver is gone or the output closed (counted in the output's drops).
     Disconnected,
     /// A `Block` output is full: wait for room and push again.
     Full(A),
@@ -247,8 +255,14 @@ pub struct OutputQueue<A> {
     policy: Overflow,
     /// The flags above. Any thread may write it, always with read-modify-writes.
     state: AtomicUsize,
-    /// Events dropped by the policy; read by anyone.
+    /// Events dropped by the policy or discarded because the receiver was gone or the output
+    /// closed; read by anyone.
     dropped: AtomicU64,
+    /// Unique among the outputs of one correlator, from 1 (0: made outside a correlator).
+    id: u64,
+    /// What the output is, for the status and the log: `channel "alerts"`, or the type of a
+    /// typed output.
+    name: Box<str>,
     waiters: Mutex<Waiters>,
     /// Events taken beyond the bound once shutdown began (`Block` only; see the module docs).
     overflow: Mutex<VecDeque<A>>,
@@ -261,6 +275,8 @@ impl<A> fmt::Debug for OutputQueue<A> {
             .field("len", &self.ring.len())
             .field("policy", &self.policy)
             .field("dropped", &self.dropped.load(Ordering::Relaxed))
+            .field("id", &self.id)
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
@@ -273,9 +289,35 @@ impl<A> OutputQueue<A> {
             policy: options.policy,
             state: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
+            id: 0,
+            name: "output".into(),
             waiters: Mutex::new(Waiters::new()),
             overflow: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// The queue with its id and name (see the fields).
+    pub(crate) fn named(mut self, id: u64, name: String) -> Self {
+        self.id = id;
+        self.name = name.into_boxed_str();
+        self
+    }
+
+    /// Its id: unique among one correlator's outputs, from 1.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// What it is: `channel "alerts"`, or the type of a typed output.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The value is not queued: the receiver is gone or the output closed. Counted.
+    #[cold]
+    fn discard(&self) -> Pushed<A> {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        Pushed::Disconnected
     }
 
     /// Pushes `a` as the policy says; never waits. On `Full` the caller waits
@@ -346,7 +388,7 @@ impl<A> OutputQueue<A> {
     fn full(&self, a: A) -> Pushed<A> {
         let state = self.state.load(Ordering::SeqCst);
         if state & (GONE | CLOSED) != 0 {
-            return Pushed::Disconnected;
+            return self.discard();
         }
         if state & DRAINING != 0 {
             return self.push_overflow(a);
@@ -360,7 +402,7 @@ impl<A> OutputQueue<A> {
     fn push_slow(&self, a: A) -> Pushed<A> {
         let state = self.state.load(Ordering::SeqCst);
         if state & (GONE | CLOSED) != 0 {
-            return Pushed::Disconnected;
+            return self.discard();
         }
         if state & OVERFLOW != 0 {
             // Only `Block` outputs use the list: once it holds anything, every push joins it.
@@ -631,7 +673,8 @@ impl<A> OutputQueue<A> {
         self.ring.capacity()
     }
 
-    /// Events dropped by the policy so far.
+    /// Events dropped by the policy, or discarded because the receiver was gone or the output
+    /// closed, so far.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -641,6 +684,8 @@ impl<A> OutputQueue<A> {
 trait OutputEnd: Send + Sync {
     fn drain(&self);
     fn close(&self);
+    fn id(&self) -> u64;
+    fn name(&self) -> &str;
 }
 
 impl<A: Send> OutputEnd for OutputQueue<A> {
@@ -649,6 +694,12 @@ impl<A: Send> OutputEnd for OutputQueue<A> {
     }
     fn close(&self) {
         OutputQueue::close(self);
+    }
+    fn id(&self) -> u64 {
+        OutputQueue::id(self)
+    }
+    fn name(&self) -> &str {
+        OutputQueue::name(self)
     }
 }
 
@@ -669,6 +720,8 @@ pub(crate) struct OutputRegistry {
     /// Events dropped by outputs' policies during sends from input handles (contexts count their
     /// own in their status counters).
     pub(crate) external_drops: AtomicU64,
+    /// The id of the next output made (ids start at 1).
+    next_id: AtomicU64,
 }
 
 impl OutputRegistry {
@@ -676,18 +729,26 @@ impl OutputRegistry {
         Self {
             inner: StdMutex::new((Phase::Running, Vec::new())),
             external_drops: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
         }
     }
 
-    /// A new output, registered; drained or closed at once if shutdown already began or ended.
-    pub(crate) fn make<A: Send + 'static>(&self, options: OutputOptions) -> StdArc<OutputQueue<A>> {
+    /// A new output called `name` (see [`OutputQueue::name`]), registered; drained or closed at
+    /// once if shutdown already began or ended.
+    pub(crate) fn make<A: Send + 'static>(
+        &self,
+        options: OutputOptions,
+        name: String,
+    ) -> StdArc<OutputQueue<A>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut inner = sync::lock_std(&self.inner);
         let (phase, list) = &mut *inner;
         let queue = match phase {
             // Nothing will ever be pushed: no need for the whole ring.
-            Phase::Closed => StdArc::new(OutputQueue::new(OutputOptions::bounded(1))),
-            _ => StdArc::new(OutputQueue::new(options)),
+            Phase::Closed => OutputQueue::new(OutputOptions::bounded(1)),
+            _ => OutputQueue::new(options),
         };
+        let queue = StdArc::new(queue.named(id, name));
         match phase {
             Phase::Running => {}
             Phase::Draining => queue.drain(),
@@ -713,6 +774,17 @@ impl OutputRegistry {
         if phase == Phase::Closed {
             inner.1.clear();
         }
+    }
+
+    /// The name of the live output `id` (for the status snapshot; not the hot path).
+    pub(crate) fn name_of(&self, id: u64) -> Option<String> {
+        let inner = sync::lock_std(&self.inner);
+        inner
+            .1
+            .iter()
+            .filter_map(StdWeak::upgrade)
+            .find(|o| o.id() == id)
+            .map(|o| o.name().to_owned())
     }
 
     /// Shutdown began: no output makes anyone wait any more.
@@ -750,9 +822,23 @@ impl<A> fmt::Debug for Output<A> {
 }
 
 impl<A> Output<A> {
-    /// Events dropped by this output's overflow policy so far.
+    /// Events this output lost so far: dropped by its overflow policy, or discarded because
+    /// they were emitted after its receiver was dropped or the correlator shut down (nothing is
+    /// discarded without a count).
     pub fn dropped(&self) -> u64 {
         self.queue.dropped()
+    }
+
+    /// Its id: unique among the correlator's outputs (from 1), the one
+    /// [`BlockedOnOutput::output`](crate::BlockedOnOutput::output) shows while a context waits
+    /// for room in it; the same as its receiver's [`OutputReceiver::id`].
+    pub fn id(&self) -> u64 {
+        self.queue.id()
+    }
+
+    /// What it is, as the status and the log name it: `typed output of <the value type>`.
+    pub fn name(&self) -> &str {
+        self.queue.name()
     }
 
     /// Whether its receiver was dropped or the correlator has shut down: what is emitted to it
@@ -845,9 +931,34 @@ impl<A> OutputReceiver<A> {
         self.queue.capacity()
     }
 
-    /// Events this output's overflow policy dropped so far.
+    /// Events this output lost so far: dropped by its overflow policy (discards after the
+    /// receiver is dropped count in [`Output::dropped`]).
     pub fn dropped(&self) -> u64 {
         self.queue.dropped()
+    }
+
+    /// Its id: unique among the correlator's outputs (from 1), the one
+    /// [`BlockedOnOutput::output`](crate::BlockedOnOutput::output) shows while a context waits
+    /// for room in it.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Alert;
+    /// # impl Event for Alert { type Kind = (); fn kind(&self) {} }
+    /// let c = Correlator::<Alert>::builder().build()?;
+    /// let rx = c.output(c.channel("alerts")?);
+    /// assert!(rx.id() >= 1);
+    /// assert_eq!(rx.name(), "channel \"alerts\"");
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn id(&self) -> u64 {
+        self.queue.id()
+    }
+
+    /// What it is, as the status and the log name it: `channel "<name>"` for a channel's output,
+    /// `typed output of <the value type>` for a typed one.
+    pub fn name(&self) -> &str {
+        self.queue.name()
     }
 }
 

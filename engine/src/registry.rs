@@ -19,7 +19,7 @@ use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
 use crate::output::OutputRegistry;
-use crate::status::PublishedCounters;
+use crate::status::{OutputWaitBoard, PublishedCounters};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
 
 #[derive(Clone, Debug)]
@@ -38,6 +38,9 @@ pub(crate) struct Config {
     pub(crate) event_time: bool,
     /// Processed inbox entries a context gives back at once (`release_batch`).
     pub(crate) release_batch: usize,
+    /// How long a context waits on a full `Block` output before a warning names it; `None`: no
+    /// warning (`output_block_warning`).
+    pub(crate) output_block_warning: Option<Duration>,
 }
 
 impl Config {
@@ -110,6 +113,8 @@ pub(crate) struct ContextStats {
     /// Inbox entries fully processed (used by the shutdown scan). Written only by the context's
     /// thread.
     pub(crate) done: AtomicU64,
+    /// Its waits for room in full `Block` outputs, published as they begin and end (R9.1).
+    pub(crate) output_wait: OutputWaitBoard,
 }
 
 /// What other threads know about a context.

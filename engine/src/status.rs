@@ -11,6 +11,8 @@
 //! import `id` and `sync`.
 
 use std::fmt;
+use std::sync::OnceLock;
+use std::time::{Instant, SystemTime};
 
 use crate::id::ContextRef;
 use crate::sync::{AtomicU64, Ordering};
@@ -22,7 +24,7 @@ macro_rules! status_counters {
     (
         published and summed { $( $(#[doc = $sdoc:literal])* $sum:ident, )* }
         published, per context { $( $(#[doc = $pdoc:literal])* $per:ident, )* }
-        from the inbox, summed { $( $(#[doc = $idoc:literal])* $inb:ident, )* }
+        read by the snapshot, summed { $( $(#[doc = $idoc:literal])* $inb:ident, )* }
     ) => {
         /// The counters of one context.
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,6 +47,9 @@ macro_rules! status_counters {
             $( $(#[doc = $idoc])* pub $inb: u64, )*
             /// Whether its thread has exited.
             pub stopped: bool,
+            /// The full [`Block`](crate::Overflow::Block) output it waits for room in now, if
+            /// any: a handler's emit or channel send is stuck until the output's receiver reads.
+            pub blocked_on_output: Option<BlockedOnOutput>,
         }
 
         /// Correlator-wide totals.
@@ -136,7 +141,10 @@ macro_rules! status_counters {
 // The one list of status counters (R9.1).
 status_counters! {
     published and summed {
-        /// Events dispatched (inbox events and routed events).
+        /// Events dispatched (inbox events and routed events). Published when an inbox entry has
+        /// been processed (with everything it routed): while a handler waits (for room in a full
+        /// inbox or output, see [`ContextStatus::blocked_on_output`]) it shows the count as of
+        /// the last entry finished.
         processed,
         /// Events routed by its handlers.
         routed,
@@ -153,10 +161,6 @@ status_counters! {
         instances,
         /// Time its handlers spent waiting for room in full inboxes, in nanoseconds.
         blocked_ns,
-        /// Time its handlers spent waiting for room in full outputs with the
-        /// [`Block`](crate::Overflow::Block) policy (an emit, or a channel send reaching an
-        /// output), in nanoseconds.
-        output_blocked_ns,
         /// Events its handlers' emits and channel sends lost to full outputs' overflow policies
         /// ([`DropOldest`](crate::Overflow::DropOldest): an older event made room;
         /// [`DropNewest`](crate::Overflow::DropNewest): the new one was dropped). In
@@ -179,11 +183,152 @@ status_counters! {
         /// The deepest its route stack has been.
         max_route_depth,
     }
-    from the inbox, summed {
+    read by the snapshot, summed {
         /// Entries accepted into its inbox and not yet fully processed.
         inbox_len,
         /// Entries taken into its inbox beyond capacity to avoid a deadlock (R5.2).
         overruns,
+        /// Time its handlers spent waiting for room in full outputs with the
+        /// [`Block`](crate::Overflow::Block) policy (an emit, or a channel send reaching an
+        /// output), in nanoseconds; a wait still going on counts up to the snapshot (see
+        /// [`ContextStatus::blocked_on_output`]).
+        output_blocked_ns,
+    }
+}
+
+/// The full [`Block`](crate::Overflow::Block) output a context waits for room in
+/// ([`ContextStatus::blocked_on_output`], R9.1): which output, and since when. A context stuck
+/// here is not processing its inbox; the wait ends when the output's receiver reads, is dropped,
+/// or shutdown begins. A warning names the output once the wait lasts
+/// [`output_block_warning`](crate::CorrelatorBuilder::output_block_warning).
+///
+/// ```
+/// # use correlator::Status;
+/// fn stuck(status: &Status) -> Vec<String> {
+///     status
+///         .contexts
+///         .iter()
+///         .filter_map(|c| {
+///             let b = c.blocked_on_output.as_ref()?;
+///             Some(format!("{} waits on {} for {} ms", c.name, b.name, b.waited_ns / 1_000_000))
+///         })
+///         .collect()
+/// }
+/// assert!(stuck(&Status::default()).is_empty());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct BlockedOnOutput {
+    /// The output's id ([`OutputReceiver::id`](crate::OutputReceiver::id),
+    /// [`Output::id`](crate::Output::id)).
+    pub output: u64,
+    /// The output's name ([`OutputReceiver::name`](crate::OutputReceiver::name)): `channel
+    /// "<name>"` or `typed output of <type>`; empty if the output went away as the snapshot was
+    /// taken.
+    pub name: String,
+    /// When the wait began (the wall clock's reading).
+    pub since: SystemTime,
+    /// How long it has lasted, at the snapshot, in nanoseconds (monotonic).
+    pub waited_ns: u64,
+}
+
+/// Nanoseconds on a monotonic clock common to the process (from its first reading).
+fn monotonic_ns() -> u64 {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// What a context publishes about its waits for room in full `Block` outputs (R9.1): the output
+/// it waits on now and since when, and the time its finished waits took.
+///
+/// A sequence lock (after Linux's seqlock): the context's thread is the only writer, and writes
+/// only when a wait begins and ends (the slow path, never per event); `seq` is odd while it
+/// writes. A reader retries until it reads the same even `seq` before and after the fields, so
+/// it never pairs a finished wait's total with that same wait still running (the reported
+/// `output_blocked_ns` never goes backwards). Every field: written by the context's thread,
+/// read by anyone.
+#[derive(Default)]
+pub(crate) struct OutputWaitBoard {
+    /// Even when stable, odd during an update.
+    seq: AtomicU64,
+    /// The output waited on now (its id, from 1); 0: none.
+    output: AtomicU64,
+    /// When the wait began ([`monotonic_ns`]).
+    since_ns: AtomicU64,
+    /// The time every finished wait took, in nanoseconds.
+    done_ns: AtomicU64,
+}
+
+/// What a reader of an [`OutputWaitBoard`] sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct OutputWaitReading {
+    /// The output waited on now and how long so far (ns).
+    pub(crate) now: Option<(u64, u64)>,
+    /// Every finished wait, plus the running one so far (ns).
+    pub(crate) total_ns: u64,
+}
+
+impl OutputWaitBoard {
+    /// The context begins to wait on `output`; returns the start ([`monotonic_ns`]).
+    pub(crate) fn begin(&self, output: u64) -> u64 {
+        let since = monotonic_ns();
+        // AcqRel: the field stores below cannot move before the odd `seq`.
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        self.since_ns.store(since, Ordering::Release);
+        self.output.store(output.max(1), Ordering::Release);
+        self.seq.fetch_add(1, Ordering::Release);
+        since
+    }
+
+    /// The wait that began at `since` ended; returns how long it took (ns).
+    pub(crate) fn end(&self, since: u64) -> u64 {
+        let waited = monotonic_ns().saturating_sub(since);
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        let done = self.done_ns.load(Ordering::Relaxed);
+        self.done_ns
+            .store(done.saturating_add(waited), Ordering::Release);
+        self.output.store(0, Ordering::Release);
+        self.seq.fetch_add(1, Ordering::Release);
+        waited
+    }
+
+    /// What is published now (any thread).
+    pub(crate) fn read(&self) -> OutputWaitReading {
+        let mut tries = 0u32;
+        loop {
+            let before = self.seq.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                // The writer is between two stores: spin briefly, then give it the core (it may
+                // share ours).
+                tries += 1;
+                if tries < 64 {
+                    crate::sync::spin_hint();
+                } else {
+                    crate::sync::yield_now();
+                }
+                continue;
+            }
+            // Acquire: a field written after `before` (by an update under way) makes the
+            // re-read of `seq` below see that update's odd or later value.
+            let output = self.output.load(Ordering::Acquire);
+            let since = self.since_ns.load(Ordering::Acquire);
+            let done = self.done_ns.load(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != before {
+                continue;
+            }
+            if output == 0 {
+                return OutputWaitReading {
+                    now: None,
+                    total_ns: done,
+                };
+            }
+            let so_far = monotonic_ns().saturating_sub(since);
+            return OutputWaitReading {
+                now: Some((output, so_far)),
+                total_ns: done.saturating_add(so_far),
+            };
+        }
     }
 }
 

@@ -182,7 +182,7 @@ impl Monitor<Ev> for Alerter {
     }
 
     fn on_die(&mut self, _: &correlator::DieReason, cx: &mut Scope<'_, Ev, Self>) {
-        cx.emit_to(
+        let _queued = cx.emit_to(
             &self.out,
             Alert {
                 sensor: u64::MAX,
@@ -267,6 +267,74 @@ fn r8_1_dropping_the_receiver_releases_a_blocked_context() {
         );
         c.shutdown().unwrap();
     });
+}
+
+// R4.3, R9.1 (nothing discarded without a count): what a handler emits to a typed output after
+// its receiver was dropped is discarded, and every such value is counted: `emit_to` says `false`,
+// and `Output::dropped`, the context's `output_drops` and the totals count each one.
+#[test]
+fn r9_1_emits_after_the_receiver_was_dropped_are_counted() {
+    let c = correlator(64);
+    let (out, rx) = c.typed_output::<u64>(OutputOptions::bounded(2)).unwrap();
+    let handle = out.clone();
+    let log = Log::default();
+    c.load(Script::new("emit", &log, move |_, cx| {
+        cx.on_all(
+            Pattern::kind(1),
+            move |s: &mut Script, cx: &mut Cx<'_>, e: &Ev| {
+                let queued = cx.emit_to(&out, e.val);
+                s.log.push(format!("{queued}"));
+            },
+        );
+    }))
+    .unwrap();
+    drop(rx);
+    let input = c.input();
+    c.start();
+    for i in 0..5 {
+        input.send_to(c.main(), ev(1, i)).unwrap();
+    }
+    let status = c.shutdown().unwrap();
+    assert_eq!(log.count("false"), 5, "{:?}", log.snapshot());
+    assert_eq!(
+        handle.dropped(),
+        5,
+        "the output counts each discarded value"
+    );
+    assert_eq!(status.context(c.main()).unwrap().output_drops, 5);
+    assert_eq!(status.totals.output_drops, 5);
+}
+
+// R4.3, R9.1: a context blocked on a full typed `Block` output whose receiver is then dropped is
+// released; the value it waited with and everything it emits there afterwards is counted.
+#[test]
+fn r9_1_a_blocked_emit_released_by_a_dropped_receiver_is_counted() {
+    let status = bounded(|| {
+        let c = correlator(64);
+        let (out, rx) = c.typed_output::<u64>(OutputOptions::bounded(2)).unwrap();
+        let handle = out.clone();
+        let log = Log::default();
+        c.load(Script::new("emit", &log, move |_, cx| {
+            cx.on_all(
+                Pattern::kind(1),
+                move |_: &mut Script, cx: &mut Cx<'_>, e: &Ev| {
+                    let _queued = cx.emit_to(&out, e.val);
+                },
+            );
+        }))
+        .unwrap();
+        let input = c.input();
+        c.start();
+        for i in 0..10 {
+            input.send_to(c.main(), ev(1, i)).unwrap();
+        }
+        assert!(eventually(|| rx.len() == 2));
+        drop(rx);
+        let status = c.shutdown().unwrap();
+        assert_eq!(handle.dropped(), 8, "two queued, eight discarded");
+        status
+    });
+    assert_eq!(status.totals.output_drops, 8);
 }
 
 // R8.1: a receiver waiting in `recv` ends when the correlator shuts down; receivers made after

@@ -215,7 +215,8 @@ mod imp {
                         first: hit.events[0].id,
                         last: hit.time.as_nanos() / 1_000_000,
                     };
-                    cx.emit_to(&m.alerts, a);
+                    // A value not queued is counted (`output_drops` in the status).
+                    let _queued = cx.emit_to(&m.alerts, a);
                 },
             );
             if let Some(first) = self.first.take() {

@@ -277,7 +277,8 @@ mod imp {
                 first,
                 last,
             };
-            cx.emit_to(&self.alerts, a);
+            // A value not queued is counted (`output_drops` in the status).
+            let _queued = cx.emit_to(&self.alerts, a);
         }
     }
 

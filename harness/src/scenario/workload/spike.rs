@@ -196,7 +196,8 @@ mod imp {
                             first: from,
                             last: hit.events[0].id,
                         };
-                        cx.emit_to(&m.alerts, a);
+                        // A value not queued is counted (`output_drops` in the status).
+                        let _queued = cx.emit_to(&m.alerts, a);
                     },
                 );
             });
