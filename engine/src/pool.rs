@@ -491,7 +491,11 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
 impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     /// The handler of every kind the dispatcher listens to.
     fn dispatch(&mut self, cx: &mut Scope<'_, E, Self>, event: &E) {
-        let Some(key) = event.key() else { return };
+        // A `key()` that panics here drops the event (counted in `events_dropped_by_panic`) as
+        // the engine's own call would; the dispatcher carries on.
+        let Some(key) = crate::context::key_of(event) else {
+            return;
+        };
         if partition_of(key, self.partitions) != self.member {
             return;
         }

@@ -4,7 +4,7 @@
 //! Owns [`Instance`] and the explicit operation stack ([`OpFrame`]). May import the leaves and
 //! `entry`, `listener`, `expr`, `state`, `channel`.
 
-use super::{panic_message, Context, Panicked};
+use super::{panic_message, Context, EventCodePanicked, Panicked};
 use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
 use crate::event::Event;
@@ -92,6 +92,13 @@ impl<E: Event> Context<E> {
 
     #[inline(never)]
     pub(super) fn after_handler_slow(&mut self, instance: u32, result: std::thread::Result<()>) {
+        // The event's own code panicked under the handler (`key_of`): not the instance's fault.
+        // Unwind to the loop's recovery, which drops the event as for the engine's own `key()`
+        // call; nothing the handler asked for is applied (it asked for nothing before the call).
+        let result = match result {
+            Err(payload) if payload.is::<EventCodePanicked>() => panic::resume_unwind(payload),
+            result => result,
+        };
         let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
         self.nesting += 1;
         self.apply_ops();

@@ -152,6 +152,23 @@ pub(super) enum Panicked {
     Event,
 }
 
+/// The payload of a panic of the event type's own code met by engine code that runs as a handler
+/// (a pool's dispatcher calling `key()`: [`key_of`]), with the original panic's message. The
+/// handler's `catch_unwind` hands it on ([`Context::after_handler_slow`]) to the loop's
+/// [`recover`](Context::recover), so it is treated as a `key()` panic of the engine's own
+/// dispatch: the event is dropped and counted in `events_dropped_by_panic`, and the instance
+/// whose handler met it carries on.
+pub(crate) struct EventCodePanicked(String);
+
+/// `event.key()` for engine code that runs as a handler: a panic there is the event's, not the
+/// handler's (see [`EventCodePanicked`]), so it unwinds as one.
+pub(crate) fn key_of<E: Event>(event: &E) -> Option<u64> {
+    match panic::catch_unwind(AssertUnwindSafe(|| event.key())) {
+        Ok(key) => key,
+        Err(payload) => panic::resume_unwind(Box::new(EventCodePanicked(panic_message(&*payload)))),
+    }
+}
+
 /// Route-stack entries a context keeps room for between inbox entries (R3.4): a deeper storm's memory
 /// is given back once the stack drains.
 pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
@@ -159,7 +176,9 @@ pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
 const OP_FRAMES_RETAINED: usize = 64;
 
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
+    if let Some(EventCodePanicked(s)) = payload.downcast_ref::<EventCodePanicked>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
