@@ -229,7 +229,9 @@ impl Pool {
     /// listeners: `on_load` runs while that event is processed, and a listener registered then
     /// never matches that same event (R6.5). The factory decides what the instance makes of it
     /// (count it in the state, keep a copy for `on_load` to route or emit, ...). Every later event
-    /// of the key reaches the listeners `on_load` registered, in arrival order. Listen for the
+    /// of the key reaches the listeners `on_load` registered, in arrival order. To have the
+    /// instance's listeners see the first event too, use
+    /// [`load_per_key_delivering`](Self::load_per_key_delivering). Listen for the
     /// key's events with [`Pattern::key`] (indexed: R6.9), or the instance sees every key of its
     /// member.
     ///
@@ -304,6 +306,95 @@ impl Pool {
         M: Monitor<E>,
         F: Fn(u64, &E) -> M + Send + Sync + 'static,
     {
+        self.load_dispatchers(correlator, kinds, factory, false)
+    }
+
+    /// [`load_per_key`](Self::load_per_key), and the event that creates a key's instance also
+    /// reaches that instance's listeners: the factory gets it as before, then, once the
+    /// instance's [`Monitor::on_load`] has returned and what it asked for has taken effect (its
+    /// listeners are registered), the event is offered to the instance's ordinary listeners
+    /// (`on`, `on_all`, `when`, `when_all`; not `unmatched` or `completed` ones) that it
+    /// matches, in registration order, exactly once.
+    ///
+    /// # Where it falls in the processing order
+    /// The delivery is the dispatcher's turn in the event's dispatch (R6.4): after the member's
+    /// listeners that fire before the dispatcher, before every listener that fires after it, and
+    /// before anything routed while the event is processed (what the dispatcher's factory,
+    /// `on_load` and the delivered listeners route then runs in routing order, R3.2). It is the
+    /// one documented exception to R6.5: these listeners were registered while the event was
+    /// processed and still see it; no other listener registered meanwhile does, and neither does
+    /// a listener the delivered handlers register. The event is not routed again: it counts once
+    /// in `processed`, and not in `routed`.
+    ///
+    /// # Errors
+    /// As [`load_per_key`](Self::load_per_key).
+    ///
+    /// ```
+    /// use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Reading { sensor: u64, value: u32 }
+    /// impl Event for Reading {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    ///     fn key(&self) -> Option<u64> { Some(self.sensor) }
+    /// }
+    ///
+    /// /// Emits each sensor's running count of readings: its listener sees the first one too.
+    /// struct Count { sensor: u64, n: u32, out: correlator::Channel }
+    /// impl Monitor<Reading> for Count {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Reading, Self>) {
+    ///         let mine = Pattern::kind(()).key(self.sensor);
+    ///         cx.on_all(mine, |m: &mut Count, cx: &mut Scope<'_, Reading, Count>, _r: &Reading| {
+    ///             m.n += 1;
+    ///             cx.emit(m.out, Reading { sensor: m.sensor, value: m.n });
+    ///         });
+    ///     }
+    /// }
+    ///
+    /// let c = Correlator::<Reading>::builder().build()?;
+    /// let out = c.channel("counts")?;
+    /// let rx = c.output(out);
+    /// let pool = c.create_pool(ContextOptions::new("sensors"), 2)?;
+    /// pool.load_per_key_delivering(&c, [()], move |sensor, _first: &Reading| Count { sensor, n: 0, out })?;
+    /// let input = pool.input(&c)?;
+    /// c.start();
+    /// for sensor in [7, 8, 7, 7] {
+    ///     input.send(Reading { sensor, value: 0 })?;
+    /// }
+    /// c.shutdown()?;
+    /// let sevens: Vec<u32> = rx.iter().filter(|r| r.sensor == 7).map(|r| r.value).collect();
+    /// assert_eq!(sevens, [1, 2, 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load_per_key_delivering<E, M, F>(
+        &self,
+        correlator: &Correlator<E>,
+        kinds: impl IntoIterator<Item = E::Kind>,
+        factory: F,
+    ) -> Result<(), Error>
+    where
+        E: Event,
+        M: Monitor<E>,
+        F: Fn(u64, &E) -> M + Send + Sync + 'static,
+    {
+        self.load_dispatchers(correlator, kinds, factory, true)
+    }
+
+    /// Loads a dispatcher into every member (see [`load_per_key`](Self::load_per_key)); `deliver`
+    /// says whether a key's first event also goes to its new instance's listeners.
+    fn load_dispatchers<E, M, F>(
+        &self,
+        correlator: &Correlator<E>,
+        kinds: impl IntoIterator<Item = E::Kind>,
+        factory: F,
+        deliver: bool,
+    ) -> Result<(), Error>
+    where
+        E: Event,
+        M: Monitor<E>,
+        F: Fn(u64, &E) -> M + Send + Sync + 'static,
+    {
         self.check(correlator)?;
         let kinds: Vec<E::Kind> = kinds.into_iter().collect();
         if kinds.is_empty() {
@@ -319,6 +410,7 @@ impl Pool {
                 keys: KeyMap::default(),
                 prune_at: PRUNE_MIN,
                 live: self.live.clone(),
+                deliver,
             };
             correlator.load_in(ctx, dispatcher)?;
         }
@@ -478,6 +570,9 @@ struct Dispatcher<E: Event, M> {
     /// The map size that triggers the next pruning.
     prune_at: usize,
     live: Arc<[AtomicU64]>,
+    /// Whether a key's first event also goes to its new instance's listeners
+    /// ([`Pool::load_per_key_delivering`]).
+    deliver: bool,
 }
 
 impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
@@ -493,7 +588,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     fn dispatch(&mut self, cx: &mut Scope<'_, E, Self>, event: &E) {
         // A `key()` that panics here drops the event (counted in `events_dropped_by_panic`) as
         // the engine's own call would; the dispatcher carries on.
-        let Some(key) = crate::context::key_of(event) else {
+        let Some(key) = crate::context::event_code(|| event.key()) else {
             return;
         };
         if partition_of(key, self.partitions) != self.member {
@@ -510,6 +605,11 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     /// Creates the instance of `key`, its state made by the factory from `first`.
     #[cold]
     fn create(&mut self, cx: &mut Scope<'_, E, Self>, key: u64, first: &E) {
+        // Copied before anything is recorded for the key: the event's `Clone` is its own code,
+        // and a panic there drops the event as a `key()` panic does, leaving no trace of the key.
+        let deliver = self
+            .deliver
+            .then(|| crate::context::event_code(|| first.clone()));
         let factory = &self.factory;
         let monitor = match panic::catch_unwind(AssertUnwindSafe(|| factory(key, first))) {
             Ok(m) => m,
@@ -530,6 +630,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         let ended = Arc::new(AtomicBool::new(false));
         self.keys.insert(key, ended.clone());
         let mut new = load_instance(monitor);
+        new.deliver = deliver;
         let (live, member) = (self.live.clone(), self.member);
         let init = new.init;
         let started = live.clone();

@@ -153,18 +153,19 @@ pub(super) enum Panicked {
 }
 
 /// The payload of a panic of the event type's own code met by engine code that runs as a handler
-/// (a pool's dispatcher calling `key()`: [`key_of`]), with the original panic's message. The
+/// (a pool's dispatcher calling `key()`: [`event_code`]), with the original panic's message. The
 /// handler's `catch_unwind` hands it on ([`Context::after_handler_slow`]) to the loop's
 /// [`recover`](Context::recover), so it is treated as a `key()` panic of the engine's own
 /// dispatch: the event is dropped and counted in `events_dropped_by_panic`, and the instance
 /// whose handler met it carries on.
 pub(crate) struct EventCodePanicked(String);
 
-/// `event.key()` for engine code that runs as a handler: a panic there is the event's, not the
-/// handler's (see [`EventCodePanicked`]), so it unwinds as one.
-pub(crate) fn key_of<E: Event>(event: &E) -> Option<u64> {
-    match panic::catch_unwind(AssertUnwindSafe(|| event.key())) {
-        Ok(key) => key,
+/// Runs `f`, the event type's own code (`event.key()`, `event.clone()`), for engine code that
+/// runs as a handler: a panic there is the event's, not the handler's (see
+/// [`EventCodePanicked`]), so it unwinds as one.
+pub(crate) fn event_code<R>(f: impl FnOnce() -> R) -> R {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
         Err(payload) => panic::resume_unwind(Box::new(EventCodePanicked(panic_message(&*payload)))),
     }
 }
