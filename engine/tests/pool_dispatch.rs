@@ -76,9 +76,12 @@ struct PerCard {
 impl Monitor<Card> for PerCard {
     fn on_load(&mut self, cx: &mut Scope<'_, Card, Self>) {
         let mine = Pattern::kind(Kind::Card).key(self.card);
-        cx.on_all(mine, |m: &mut PerCard, _cx: &mut Scope<'_, Card, PerCard>, e: &Card| {
-            push(&m.log, format!("card {} sees {}", m.card, e.val));
-        });
+        cx.on_all(
+            mine,
+            |m: &mut PerCard, _cx: &mut Scope<'_, Card, PerCard>, e: &Card| {
+                push(&m.log, format!("card {} sees {}", m.card, e.val));
+            },
+        );
     }
 }
 
@@ -89,12 +92,15 @@ impl Monitor<Card> for PerCard {
 #[test]
 fn r6_8_a_key_panic_in_the_dispatcher_drops_the_event_and_the_dispatcher_carries_on() {
     let (log, status, live) = common::bounded(|| {
-        let c = Correlator::<Card>::builder().external_time().build().unwrap();
+        let c = Correlator::<Card>::builder()
+            .external_time()
+            .build()
+            .unwrap();
         // One member: every key goes to the member whose dispatcher meets the panic.
         let pool = c.create_pool(ContextOptions::new("cards"), 1).unwrap();
         let log: Log = Arc::default();
         let l = log.clone();
-        pool.load_per_key(&c, [Kind::Card], move |card, first: &Card| {
+        pool.load_per_key([Kind::Card], move |card, first: &Card| {
             push(&l, format!("create {card} from {}", first.val));
             PerCard {
                 card,
@@ -102,7 +108,7 @@ fn r6_8_a_key_panic_in_the_dispatcher_drops_the_event_and_the_dispatcher_carries
             }
         })
         .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         // Call 1 is `PoolInput`'s; call 2 is the dispatcher's (the dispatcher is the kind's only
         // listener, so the engine itself does not ask for the key).
@@ -113,10 +119,10 @@ fn r6_8_a_key_panic_in_the_dispatcher_drops_the_event_and_the_dispatcher_carries
             input.send(card(k, v)).unwrap();
         }
         wait_until("four events processed", || {
-            let s = pool.status(&c);
+            let s = pool.status();
             s.members[0].context.received >= 4 && s.members[0].context.inbox_len == 0
         });
-        let live = pool.status(&c).live_keys;
+        let live = pool.status().live_keys;
         let status = c.status();
         c.shutdown().unwrap();
         let log = log.lock().unwrap().clone();
@@ -170,15 +176,18 @@ impl Monitor<Card> for Routing {
             flaky: None,
         });
         let mine = Pattern::kind(Kind::Card).key(self.card);
-        cx.on_all(mine, |m: &mut Routing, cx: &mut Scope<'_, Card, Routing>, e: &Card| {
-            push(&m.log, format!("card {} sees {}", m.card, e.val));
-            cx.route(Card {
-                kind: Kind::Routed,
-                card: m.card,
-                val: 1000 + e.val,
-                flaky: None,
-            });
-        });
+        cx.on_all(
+            mine,
+            |m: &mut Routing, cx: &mut Scope<'_, Card, Routing>, e: &Card| {
+                push(&m.log, format!("card {} sees {}", m.card, e.val));
+                cx.route(Card {
+                    kind: Kind::Routed,
+                    card: m.card,
+                    val: 1000 + e.val,
+                    flaky: None,
+                });
+            },
+        );
     }
 }
 
@@ -191,13 +200,23 @@ impl Monitor<Card> for Routing {
 #[test]
 fn r6_5_delivering_pool_gives_the_first_event_to_the_new_instance_once_in_order() {
     let (log, routed, processed) = common::bounded(|| {
-        let c = Correlator::<Card>::builder().external_time().build().unwrap();
+        let c = Correlator::<Card>::builder()
+            .external_time()
+            .build()
+            .unwrap();
         let pool = c.create_pool(ContextOptions::new("cards"), 1).unwrap();
         let member = pool.members()[0];
         let log: Log = Arc::default();
         let (early, late, l) = (log.clone(), log.clone(), log.clone());
-        c.load_in(member, Watch { name: "early", log: early }).unwrap();
-        pool.load_per_key_delivering(&c, [Kind::Card], move |card, first: &Card| {
+        c.load_in(
+            member,
+            Watch {
+                name: "early",
+                log: early,
+            },
+        )
+        .unwrap();
+        pool.load_per_key_delivering([Kind::Card], move |card, first: &Card| {
             push(&l, format!("create {card} from {}", first.val));
             Routing {
                 card,
@@ -205,8 +224,15 @@ fn r6_5_delivering_pool_gives_the_first_event_to_the_new_instance_once_in_order(
             }
         })
         .unwrap();
-        c.load_in(member, Watch { name: "late", log: late }).unwrap();
-        let input = pool.input(&c).unwrap();
+        c.load_in(
+            member,
+            Watch {
+                name: "late",
+                log: late,
+            },
+        )
+        .unwrap();
+        let input = pool.input();
         c.start();
         for (k, v) in [(1, 1), (1, 2), (2, 3)] {
             input.send(card(k, v)).unwrap();
@@ -243,7 +269,10 @@ fn r6_5_delivering_pool_gives_the_first_event_to_the_new_instance_once_in_order(
     ];
     assert_eq!(log, want);
     assert_eq!(routed, 5, "the first events were routed again");
-    assert_eq!(processed, 8, "3 inbox events and 5 routed ones, each processed once");
+    assert_eq!(
+        processed, 8,
+        "3 inbox events and 5 routed ones, each processed once"
+    );
 }
 
 // Decisions, "Partitioned contexts": plain `load_per_key` keeps handing the first event to the
@@ -251,16 +280,19 @@ fn r6_5_delivering_pool_gives_the_first_event_to_the_new_instance_once_in_order(
 #[test]
 fn r6_5_plain_load_per_key_keeps_the_first_event_from_the_instance() {
     let log = common::bounded(|| {
-        let c = Correlator::<Card>::builder().external_time().build().unwrap();
+        let c = Correlator::<Card>::builder()
+            .external_time()
+            .build()
+            .unwrap();
         let pool = c.create_pool(ContextOptions::new("cards"), 2).unwrap();
         let log: Log = Arc::default();
         let l = log.clone();
-        pool.load_per_key(&c, [Kind::Card], move |card, _first: &Card| PerCard {
+        pool.load_per_key([Kind::Card], move |card, _first: &Card| PerCard {
             card,
             log: l.clone(),
         })
         .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         for (k, v) in [(1, 1), (1, 2), (1, 3)] {
             input.send(card(k, v)).unwrap();
