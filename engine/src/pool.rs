@@ -619,6 +619,8 @@ impl<E: Event> PoolInput<E> {
     /// [`SendErrorKind::NoKey`] at the first event without a key (the events before it were
     /// sent); otherwise as [`InputHandle::send_batch_to_async`]. The error says how many events
     /// went; the others are still in `events`, in order.
+    // The explicit form states that the future is `Send`, which an `async fn` would leave implied.
+    #[allow(clippy::manual_async_fn)]
     pub fn send_batch_async<'a>(
         &'a mut self,
         events: &'a mut Vec<E>,
