@@ -470,6 +470,11 @@ impl<E: Event> Correlator<E> {
         create_context(&self.shared, options, false)
     }
 
+    /// The state the contexts share (for a pool, which keeps it to make inputs and statuses).
+    pub(crate) fn shared(&self) -> &Arc<Shared<E>> {
+        &self.shared
+    }
+
     /// How many more contexts `max_contexts` allows now (for `create_pool`'s check).
     pub(crate) fn context_room(&self) -> usize {
         let existing = sync::read_lock(&self.shared.contexts).len();
@@ -875,7 +880,7 @@ fn wait_quiescent<E: Event>(shared: &Shared<E>) {
     }
 }
 
-fn status_of<E: Event>(shared: &Shared<E>) -> Status {
+pub(crate) fn status_of<E: Event>(shared: &Shared<E>) -> Status {
     let contexts: Vec<ContextStatus> = shared
         .snapshot()
         .iter()

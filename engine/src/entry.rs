@@ -63,6 +63,9 @@ pub(crate) struct NewInstance<E: Event> {
     pub(crate) state: State,
     pub(crate) on_die: OnDie<E>,
     pub(crate) init: Init<E>,
+    /// An event to offer to the new instance's own listeners once its initialiser's operations
+    /// have taken effect (a pool's `load_per_key_delivering`: the key's first event), or `None`.
+    pub(crate) deliver: Option<E>,
 }
 
 /// An inbox entry.

@@ -60,6 +60,16 @@ pub(crate) struct ListenerSlot<E: Event> {
     pub(crate) simple: bool,
 }
 
+impl<E: Event> ListenerSlot<E> {
+    /// Whether the listener is listed under bucket `bucket` unkeyed, or keyed on `key`: whether a
+    /// dispatch of an event of that bucket's kind with that key would offer it the event.
+    pub(crate) fn listed_under(&self, bucket: u32, key: Option<u64>) -> bool {
+        self.regs
+            .iter()
+            .any(|&(b, k)| b == bucket && (k.is_none() || k == key))
+    }
+}
+
 /// A list at most this long is compacted as soon as one of its listeners ends: cheap, and it
 /// keeps a kind's lone listener recognisable as its [`Bucket::solo`] right after the others end.
 const SHORT_LIST: usize = 8;

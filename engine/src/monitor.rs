@@ -150,6 +150,7 @@ pub(crate) fn load_instance<E: Event, M: Monitor<E>>(monitor: M) -> NewInstance<
                 m.on_load(&mut Scope::new(fx));
             }
         }),
+        deliver: None,
     }
 }
 
@@ -167,6 +168,7 @@ where
                 init(m, &mut Scope::new(fx));
             }
         }),
+        deliver: None,
     }
 }
 

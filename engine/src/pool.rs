@@ -31,14 +31,16 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::config::ContextOptions;
-use crate::correlator::Correlator;
+use crate::correlator::{status_of, Correlator};
+use crate::deliver::{Links, NoPlaces};
 use crate::entry::{DieReason, Effects};
-use crate::error::{Error, SendError, SendErrorKind};
+use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::handle::InputHandle;
 use crate::id::ContextRef;
 use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
+use crate::registry::Shared;
 use crate::state::State;
 use crate::status::ContextStatus;
 // Plain std atomics: the pool is built on the public facade, not part of a loom-modelled protocol.
@@ -121,13 +123,34 @@ type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 /// * [`Pool::status`] gives each member's status and live key count (R9.1).
 ///
 /// Members are ordinary contexts: instances in them route, send, subscribe to channels and emit
-/// to output receivers as anywhere else. Cheap to clone (the clones describe the same pool).
-#[derive(Clone, Debug)]
-pub struct Pool {
+/// to output receivers as anywhere else. Cheap to clone (the clones describe the same pool); a
+/// pool keeps a reference to its correlator's shared state, so none of its methods takes the
+/// correlator.
+pub struct Pool<E: Event> {
+    shared: Arc<Shared<E>>,
     members: Arc<[ContextRef]>,
     /// Live per-key instances in each member, over every factory loaded into the pool; written
     /// only by the member's own thread (when an instance starts and ends), read by `status`.
     live: Arc<[AtomicU64]>,
+}
+
+impl<E: Event> Clone for Pool<E> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            members: self.members.clone(),
+            live: self.live.clone(),
+        }
+    }
+}
+
+impl<E: Event> std::fmt::Debug for Pool<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("members", &self.members)
+            .field("live", &self.live)
+            .finish()
+    }
 }
 
 impl<E: Event> Correlator<E> {
@@ -156,7 +179,11 @@ impl<E: Event> Correlator<E> {
     /// assert!(c.create_pool(ContextOptions::new("none"), 0).is_err());
     /// # Ok::<(), correlator::Error>(())
     /// ```
-    pub fn create_pool(&self, options: ContextOptions, partitions: usize) -> Result<Pool, Error> {
+    pub fn create_pool(
+        &self,
+        options: ContextOptions,
+        partitions: usize,
+    ) -> Result<Pool<E>, Error> {
         let max = self.context_room();
         if partitions == 0 || partitions > max {
             return Err(Error::InvalidPoolSize {
@@ -171,13 +198,14 @@ impl<E: Event> Correlator<E> {
             members.push(self.create_context(member)?);
         }
         Ok(Pool {
+            shared: self.shared().clone(),
             members: members.into(),
             live: (0..partitions).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 }
 
-impl Pool {
+impl<E: Event> Pool<E> {
     /// The number of members (partitions).
     pub fn partitions(&self) -> usize {
         self.members.len()
@@ -194,27 +222,14 @@ impl Pool {
         member_in(&self.members, key)
     }
 
-    /// Whether the pool's members are contexts of `correlator`.
-    fn check<E: Event>(&self, correlator: &Correlator<E>) -> Result<(), Error> {
-        let first = self.members[0];
-        if first.correlator() == correlator.main().correlator() {
-            Ok(())
-        } else {
-            Err(Error::UnknownContext(first))
-        }
-    }
-
     /// A sender that puts each event into the inbox of the member owning its key (see
-    /// [`PoolInput`]).
-    ///
-    /// # Errors
-    /// [`Error::UnknownContext`] if the pool belongs to another correlator.
-    pub fn input<E: Event>(&self, correlator: &Correlator<E>) -> Result<PoolInput<E>, Error> {
-        self.check(correlator)?;
-        Ok(PoolInput {
-            input: correlator.input(),
+    /// [`PoolInput`]): a new sender for the FIFO rule (R2.3).
+    pub fn input(&self) -> PoolInput<E> {
+        PoolInput {
+            input: InputHandle::new(Links::new(self.shared.clone(), None, NoPlaces)),
             members: self.members.clone(),
-        })
+            run: Vec::new(),
+        }
     }
 
     /// Loads a per-key monitor factory into every member: each member gets a *dispatcher*
@@ -229,7 +244,9 @@ impl Pool {
     /// listeners: `on_load` runs while that event is processed, and a listener registered then
     /// never matches that same event (R6.5). The factory decides what the instance makes of it
     /// (count it in the state, keep a copy for `on_load` to route or emit, ...). Every later event
-    /// of the key reaches the listeners `on_load` registered, in arrival order. Listen for the
+    /// of the key reaches the listeners `on_load` registered, in arrival order. To have the
+    /// instance's listeners see the first event too, use
+    /// [`load_per_key_delivering`](Self::load_per_key_delivering). Listen for the
     /// key's events with [`Pattern::key`] (indexed: R6.9), or the instance sees every key of its
     /// member.
     ///
@@ -248,8 +265,7 @@ impl Pool {
     /// key tries again), and the dispatcher and the other keys carry on.
     ///
     /// # Errors
-    /// [`Error::NoKinds`] for an empty `kinds`; [`Error::UnknownContext`] for a pool of another
-    /// correlator; as [`Correlator::load_in`] otherwise. If loading into a member fails, the
+    /// [`Error::NoKinds`] for an empty `kinds`; as [`Correlator::load_in`] otherwise. If loading into a member fails, the
     /// members before it keep their dispatcher.
     ///
     /// ```
@@ -281,8 +297,8 @@ impl Pool {
     /// let out = c.channel("counts")?;
     /// let rx = c.output(out);
     /// let pool = c.create_pool(ContextOptions::new("sensors"), 2)?;
-    /// pool.load_per_key(&c, [()], move |sensor, _first: &Reading| Count { sensor, n: 1, out })?;
-    /// let input = pool.input(&c)?;
+    /// pool.load_per_key([()], move |sensor, _first: &Reading| Count { sensor, n: 1, out })?;
+    /// let input = pool.input();
     /// c.start();
     /// for sensor in [7, 8, 7, 7] {
     ///     input.send(Reading { sensor, value: 0 })?;
@@ -290,21 +306,105 @@ impl Pool {
     /// c.shutdown()?;
     /// let sevens: Vec<u32> = rx.iter().filter(|r| r.sensor == 7).map(|r| r.value).collect();
     /// assert_eq!(sevens, [1, 2, 3]);
-    /// assert_eq!(pool.status(&c).live_keys, 0); // shutdown ended them
+    /// assert_eq!(pool.status().live_keys, 0); // shutdown ended them
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn load_per_key<E, M, F>(
+    pub fn load_per_key<M, F>(
         &self,
-        correlator: &Correlator<E>,
         kinds: impl IntoIterator<Item = E::Kind>,
         factory: F,
     ) -> Result<(), Error>
     where
-        E: Event,
         M: Monitor<E>,
         F: Fn(u64, &E) -> M + Send + Sync + 'static,
     {
-        self.check(correlator)?;
+        self.load_dispatchers(kinds, factory, false)
+    }
+
+    /// [`load_per_key`](Self::load_per_key), and the event that creates a key's instance also
+    /// reaches that instance's listeners: the factory gets it as before, then, once the
+    /// instance's [`Monitor::on_load`] has returned and what it asked for has taken effect (its
+    /// listeners are registered), the event is offered to the instance's ordinary listeners
+    /// (`on`, `on_all`, `when`, `when_all`; not `unmatched` or `completed` ones) that it
+    /// matches, in registration order, exactly once.
+    ///
+    /// # Where it falls in the processing order
+    /// The delivery is the dispatcher's turn in the event's dispatch (R6.4): after the member's
+    /// listeners that fire before the dispatcher, before every listener that fires after it, and
+    /// before anything routed while the event is processed (what the dispatcher's factory,
+    /// `on_load` and the delivered listeners route then runs in routing order, R3.2). It is the
+    /// one documented exception to R6.5: these listeners were registered while the event was
+    /// processed and still see it; no other listener registered meanwhile does, and neither does
+    /// a listener the delivered handlers register. The event is not routed again: it counts once
+    /// in `processed`, and not in `routed`.
+    ///
+    /// # Errors
+    /// As [`load_per_key`](Self::load_per_key).
+    ///
+    /// ```
+    /// use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Reading { sensor: u64, value: u32 }
+    /// impl Event for Reading {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    ///     fn key(&self) -> Option<u64> { Some(self.sensor) }
+    /// }
+    ///
+    /// /// Emits each sensor's running count of readings: its listener sees the first one too.
+    /// struct Count { sensor: u64, n: u32, out: correlator::Channel }
+    /// impl Monitor<Reading> for Count {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Reading, Self>) {
+    ///         let mine = Pattern::kind(()).key(self.sensor);
+    ///         cx.on_all(mine, |m: &mut Count, cx: &mut Scope<'_, Reading, Count>, _r: &Reading| {
+    ///             m.n += 1;
+    ///             cx.emit(m.out, Reading { sensor: m.sensor, value: m.n });
+    ///         });
+    ///     }
+    /// }
+    ///
+    /// let c = Correlator::<Reading>::builder().build()?;
+    /// let out = c.channel("counts")?;
+    /// let rx = c.output(out);
+    /// let pool = c.create_pool(ContextOptions::new("sensors"), 2)?;
+    /// pool.load_per_key_delivering([()], move |sensor, _first: &Reading| Count { sensor, n: 0, out })?;
+    /// let input = pool.input();
+    /// c.start();
+    /// for sensor in [7, 8, 7, 7] {
+    ///     input.send(Reading { sensor, value: 0 })?;
+    /// }
+    /// c.shutdown()?;
+    /// let sevens: Vec<u32> = rx.iter().filter(|r| r.sensor == 7).map(|r| r.value).collect();
+    /// assert_eq!(sevens, [1, 2, 3]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn load_per_key_delivering<M, F>(
+        &self,
+        kinds: impl IntoIterator<Item = E::Kind>,
+        factory: F,
+    ) -> Result<(), Error>
+    where
+        M: Monitor<E>,
+        F: Fn(u64, &E) -> M + Send + Sync + 'static,
+    {
+        self.load_dispatchers(kinds, factory, true)
+    }
+
+    /// Loads a dispatcher into every member (see [`load_per_key`](Self::load_per_key)); `deliver`
+    /// says whether a key's first event also goes to its new instance's listeners.
+    fn load_dispatchers<M, F>(
+        &self,
+        kinds: impl IntoIterator<Item = E::Kind>,
+        factory: F,
+        deliver: bool,
+    ) -> Result<(), Error>
+    where
+        M: Monitor<E>,
+        F: Fn(u64, &E) -> M + Send + Sync + 'static,
+    {
+        // One sender for every member's dispatcher, as `Correlator::load_in` would use.
+        let input = InputHandle::new(Links::new(self.shared.clone(), None, NoPlaces));
         let kinds: Vec<E::Kind> = kinds.into_iter().collect();
         if kinds.is_empty() {
             return Err(Error::NoKinds);
@@ -319,18 +419,16 @@ impl Pool {
                 keys: KeyMap::default(),
                 prune_at: PRUNE_MIN,
                 live: self.live.clone(),
+                deliver,
             };
-            correlator.load_in(ctx, dispatcher)?;
+            input.load_in(ctx, dispatcher)?;
         }
         Ok(())
     }
 
     /// Each member's status and live key count (R9.1), from one [`Correlator::status`] snapshot.
-    ///
-    /// # Panics
-    /// Never; for a pool of another correlator the members' `context` figures are defaults.
-    pub fn status<E: Event>(&self, correlator: &Correlator<E>) -> PoolStatus {
-        let all = correlator.status();
+    pub fn status(&self) -> PoolStatus {
+        let all = status_of(&self.shared);
         let members: Vec<PoolMemberStatus> = self
             .members
             .iter()
@@ -383,6 +481,12 @@ pub struct PoolMemberStatus {
 pub struct PoolInput<E: Event> {
     input: InputHandle<E>,
     members: Arc<[ContextRef]>,
+    /// The run of a batch now being sent to one member ([`send_batch_async`]); empty between
+    /// sends, kept for its capacity.
+    ///
+    /// [`send_batch_async`]: PoolInput::send_batch_async
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
+    run: Vec<E>,
 }
 
 impl<E: Event> PoolInput<E> {
@@ -441,12 +545,137 @@ impl<E: Event> PoolInput<E> {
     }
 }
 
+#[cfg(feature = "async")]
+impl<E: Event> PoolInput<E> {
+    /// [`send`](Self::send) as a future: appends `event` to the inbox of the member owning its
+    /// key, waiting for room as a task, as [`InputHandle::send_to_async`] does (which it calls):
+    /// no executor thread is blocked, the send holds no place while it waits, and dropping the
+    /// future before it completes sends nothing. Per-key FIFO (R2.3) holds with this sender's
+    /// other sends (the future borrows it mutably).
+    ///
+    /// # Errors
+    /// [`SendErrorKind::NoKey`] for an event without a key (at once); otherwise as
+    /// [`InputHandle::send_to_async`]. The event comes back in the error.
+    ///
+    /// # Example
+    /// ```
+    /// use correlator::{ContextOptions, Correlator, Event};
+    ///
+    /// #[derive(Clone, Debug)]
+    /// struct Swipe { card: u64 }
+    /// impl Event for Swipe {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    ///     fn key(&self) -> Option<u64> { Some(self.card) }
+    /// }
+    ///
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     struct Unpark(std::thread::Thread);
+    /// #     impl std::task::Wake for Unpark {
+    /// #         fn wake(self: std::sync::Arc<Self>) { self.0.unpark() }
+    /// #     }
+    /// #     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
+    /// #         std::thread::park();
+    /// #     }
+    /// # }
+    /// let c = Correlator::<Swipe>::builder().inbox_capacity(4).build()?;
+    /// let pool = c.create_pool(ContextOptions::new("cards"), 2)?;
+    /// let mut input = pool.input();
+    /// c.start();
+    /// let mut batch: Vec<Swipe> = (0..50).map(|card| Swipe { card }).collect();
+    /// block_on(async {
+    ///     input.send_async(Swipe { card: 7 }).await?;
+    ///     input.send_batch_async(&mut batch).await?;
+    ///     Ok::<(), Box<dyn std::error::Error>>(())
+    /// })?;
+    /// assert!(batch.is_empty());
+    /// assert_eq!(c.shutdown()?.totals.processed, 51);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn send_async(
+        &mut self,
+        event: E,
+    ) -> impl std::future::Future<Output = Result<(), SendError<E>>> + Send + '_ {
+        let owner = self.owner(event);
+        async move {
+            let (ctx, event) = owner?;
+            self.input.send_to_async(ctx, event).await
+        }
+    }
+
+    /// Sends every event of `events`, in order, each to the member owning its key, as a future:
+    /// each run of consecutive events for the same member goes as one
+    /// [`InputHandle::send_batch_to_async`] (as many places as are free reserved at once,
+    /// waiting for room as a task when none is). Per-key FIFO (R2.3) holds: a key's events all
+    /// go to one inbox, in their order. On success the vector is empty. Dropped before it
+    /// completes, it has sent the events no longer in `events` and none of the others, which
+    /// stay in the vector in their order.
+    ///
+    /// # Errors
+    /// [`SendErrorKind::NoKey`] at the first event without a key (the events before it were
+    /// sent); otherwise as [`InputHandle::send_batch_to_async`]. The error says how many events
+    /// went; the others are still in `events`, in order.
+    // The explicit form states that the future is `Send`, which an `async fn` would leave implied.
+    #[allow(clippy::manual_async_fn)]
+    pub fn send_batch_async<'a>(
+        &'a mut self,
+        events: &'a mut Vec<E>,
+    ) -> impl std::future::Future<Output = Result<(), SendBatchError>> + Send + 'a {
+        async move {
+            let mut guard = RunGuard {
+                run: std::mem::take(&mut self.run),
+                events,
+            };
+            let mut sent = 0;
+            while let Some(first) = guard.events.first() {
+                let Some(key) = first.key() else {
+                    return Err(SendBatchError::new(SendErrorKind::NoKey, None, sent));
+                };
+                let ctx = member_in(&self.members, key);
+                let len = 1 + guard.events[1..]
+                    .iter()
+                    .take_while(|e| e.key().is_some_and(|k| member_in(&self.members, k) == ctx))
+                    .count();
+                guard.run.extend(guard.events.drain(..len));
+                if let Err(e) = self.input.send_batch_to_async(ctx, &mut guard.run).await {
+                    return Err(SendBatchError::new(e.kind(), e.target(), sent + e.sent()));
+                }
+                sent += len;
+            }
+            self.run = std::mem::take(&mut guard.run);
+            Ok(())
+        }
+    }
+}
+
+/// The events of a batch's run not yet sent go back to the front of the caller's vector, in
+/// order, however the send ends (an error, or its future dropped).
+#[cfg(feature = "async")]
+struct RunGuard<'a, E> {
+    run: Vec<E>,
+    events: &'a mut Vec<E>,
+}
+
+#[cfg(feature = "async")]
+impl<E> Drop for RunGuard<'_, E> {
+    fn drop(&mut self) {
+        if !self.run.is_empty() {
+            self.events.splice(0..0, self.run.drain(..));
+        }
+    }
+}
+
 impl<E: Event> Clone for PoolInput<E> {
     /// A new, independent sender to the same pool.
     fn clone(&self) -> Self {
         Self {
             input: self.input.clone(),
             members: self.members.clone(),
+            run: Vec::new(),
         }
     }
 }
@@ -478,6 +707,9 @@ struct Dispatcher<E: Event, M> {
     /// The map size that triggers the next pruning.
     prune_at: usize,
     live: Arc<[AtomicU64]>,
+    /// Whether a key's first event also goes to its new instance's listeners
+    /// ([`Pool::load_per_key_delivering`]).
+    deliver: bool,
 }
 
 impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
@@ -491,7 +723,11 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
 impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     /// The handler of every kind the dispatcher listens to.
     fn dispatch(&mut self, cx: &mut Scope<'_, E, Self>, event: &E) {
-        let Some(key) = event.key() else { return };
+        // A `key()` that panics here drops the event (counted in `events_dropped_by_panic`) as
+        // the engine's own call would; the dispatcher carries on.
+        let Some(key) = crate::context::event_code(|| event.key()) else {
+            return;
+        };
         if partition_of(key, self.partitions) != self.member {
             return;
         }
@@ -506,6 +742,11 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     /// Creates the instance of `key`, its state made by the factory from `first`.
     #[cold]
     fn create(&mut self, cx: &mut Scope<'_, E, Self>, key: u64, first: &E) {
+        // Copied before anything is recorded for the key: the event's `Clone` is its own code,
+        // and a panic there drops the event as a `key()` panic does, leaving no trace of the key.
+        let deliver = self
+            .deliver
+            .then(|| crate::context::event_code(|| first.clone()));
         let factory = &self.factory;
         let monitor = match panic::catch_unwind(AssertUnwindSafe(|| factory(key, first))) {
             Ok(m) => m,
@@ -526,6 +767,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         let ended = Arc::new(AtomicBool::new(false));
         self.keys.insert(key, ended.clone());
         let mut new = load_instance(monitor);
+        new.deliver = deliver;
         let (live, member) = (self.live.clone(), self.member);
         let init = new.init;
         let started = live.clone();

@@ -197,7 +197,7 @@ impl Factory {
     }
 }
 
-fn pool_with(partitions: usize, die_every: u64) -> (Correlator<Ev>, correlator::Pool, Factory) {
+fn pool_with(partitions: usize, die_every: u64) -> (Correlator<Ev>, correlator::Pool<Ev>, Factory) {
     let c = Correlator::<Ev>::builder()
         .inbox_capacity(256)
         .external_time()
@@ -209,7 +209,7 @@ fn pool_with(partitions: usize, die_every: u64) -> (Correlator<Ev>, correlator::
         .unwrap();
     let factory = Factory::new(out, die_every);
     let f = factory.clone();
-    pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| f.make(key, first))
+    pool.load_per_key([Kind::In], move |key, first: &Ev| f.make(key, first))
         .unwrap();
     (c, pool, factory)
 }
@@ -224,7 +224,7 @@ fn r2_3_per_key_order_under_concurrent_senders() {
     const PER_KEY: u64 = 300;
     let factory = common::bounded(|| {
         let (c, pool, factory) = pool_with(3, 0);
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         let threads: Vec<_> = (0..SENDERS)
             .map(|s| {
@@ -263,7 +263,7 @@ fn r6_2_one_instance_per_distinct_key_in_its_owner() {
     const KEYS: u64 = 200;
     let (factory, live, per_member, members) = common::bounded(|| {
         let (c, pool, factory) = pool_with(4, 0);
-        let a = pool.input(&c).unwrap();
+        let a = pool.input();
         let b = a.clone();
         c.start();
         for round in 0..5 {
@@ -273,14 +273,14 @@ fn r6_2_one_instance_per_distinct_key_in_its_owner() {
             }
         }
         wait_until("every event processed", || {
-            let s = pool.status(&c);
+            let s = pool.status();
             s.members.iter().map(|m| m.context.received).sum::<u64>() >= 2 * 5 * KEYS
                 && s.members.iter().all(|m| m.context.inbox_len == 0)
         });
-        let status = pool.status(&c);
+        let status = pool.status();
         let per_member: Vec<u64> = status.members.iter().map(|m| m.live_keys).collect();
         c.shutdown().unwrap();
-        let after = pool.status(&c).live_keys;
+        let after = pool.status().live_keys;
         assert_eq!(after, 0, "shutdown ends every instance");
         (
             factory,
@@ -325,7 +325,7 @@ fn r6_2_a_member_ignores_keys_it_does_not_own() {
             direct.send_to(m, keyed(key, 1, i as u64, 100)).unwrap();
         }
         let processed = |n: u64| {
-            let s = pool.status(&c);
+            let s = pool.status();
             s.members.iter().map(|m| m.context.received).sum::<u64>() >= n
                 && s.members.iter().all(|m| m.context.inbox_len == 0)
         };
@@ -333,17 +333,17 @@ fn r6_2_a_member_ignores_keys_it_does_not_own() {
             processed(strangers.len() as u64)
         });
         let calls_before = factory.calls();
-        let live_before = pool.status(&c).live_keys;
+        let live_before = pool.status().live_keys;
         assert_eq!(
             (calls_before, live_before),
             (BTreeMap::new(), 0),
             "a member created an instance for a key it does not own"
         );
-        pool.input(&c).unwrap().send(keyed(key, 0, 0, 1)).unwrap();
+        pool.input().send(keyed(key, 0, 0, 1)).unwrap();
         wait_until("the owner's event processed", || {
             processed(strangers.len() as u64 + 1)
         });
-        let live = pool.status(&c).live_keys;
+        let live = pool.status().live_keys;
         c.shutdown().unwrap();
         (factory.calls(), live, factory.reports(), members)
     });
@@ -370,12 +370,12 @@ fn r6_8_key_isolation_die_panic_and_fresh_instances() {
         let mut factory = Factory::new(out, 5); // dies on values divisible by 5
         factory.panic_on = Some(7);
         let f = factory.clone();
-        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| {
+        pool.load_per_key([Kind::In], move |key, first: &Ev| {
             assert!(first.val != 99, "injected factory panic");
             f.make(key, first)
         })
         .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         // Keys 0..4 share the members; key 1 dies at 5 and panics at 7, the others run on.
         let script: &[(u64, u64)] = &[
@@ -399,19 +399,19 @@ fn r6_8_key_isolation_die_panic_and_fresh_instances() {
             input.send(keyed(k, 0, i as u64, v)).unwrap();
         }
         wait_until("the script processed", || {
-            pool.status(&c)
+            pool.status()
                 .members
                 .iter()
                 .map(|m| m.context.received)
                 .sum::<u64>()
                 >= script.len() as u64
                 && pool
-                    .status(&c)
+                    .status()
                     .members
                     .iter()
                     .all(|m| m.context.inbox_len == 0)
         });
-        let live_mid = pool.status(&c).live_keys;
+        let live_mid = pool.status().live_keys;
         c.shutdown().unwrap();
         let calls = factory.calls();
         (factory, calls, live_mid)
@@ -473,7 +473,7 @@ fn r4_2_channels_and_outputs_work_from_pool_members() {
         let rx = c.output(out);
         let pool = c.create_pool(ContextOptions::new("sub"), 3).unwrap();
         let main = c.main();
-        pool.load_per_key(&c, [Kind::In], move |key, _first: &Ev| Subscriber {
+        pool.load_per_key([Kind::In], move |key, _first: &Ev| Subscriber {
             key,
             ping,
             main,
@@ -491,12 +491,12 @@ fn r4_2_channels_and_outputs_work_from_pool_members() {
             }
         }
         c.load(Relay(out)).unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         for k in 0..12 {
             input.send(input_ev(k, 0, 0)).unwrap();
         }
-        wait_until("12 live keys", || pool.status(&c).live_keys == 12);
+        wait_until("12 live keys", || pool.status().live_keys == 12);
         let raw = c.input();
         let ping_ev = Ev {
             kind: Kind::Ping,
@@ -560,14 +560,14 @@ fn r8_2_pool_errors_are_typed_and_hand_events_back() {
         let none: [Kind; 0] = [];
         let main = c.main();
         let err = pool
-            .load_per_key(&c, none, move |key, _: &Ev| Subscriber {
+            .load_per_key(none, move |key, _: &Ev| Subscriber {
                 key,
                 ping: Channel::DEFAULT,
                 main,
             })
             .unwrap_err();
         assert_eq!(err, Error::NoKinds);
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         let keyless = Ev {
             kind: Kind::In,
             key: None,
@@ -585,10 +585,7 @@ fn r8_2_pool_errors_are_typed_and_hand_events_back() {
             assert!(e.to_string().contains("no key"), "{e}");
             assert_eq!(e.into_event(), keyless);
         }
-        let other = Correlator::<Ev>::builder().external_time().build().unwrap();
-        assert!(matches!(pool.input(&other), Err(Error::UnknownContext(_))));
         c.shutdown().unwrap();
-        other.shutdown().unwrap();
         let late = Correlator::<Ev>::builder().external_time().build().unwrap();
         late.shutdown().unwrap();
         assert_eq!(
@@ -637,7 +634,7 @@ proptest! {
         let stream = events.clone();
         let reports = common::bounded(move || {
             let (c, pool, factory) = pool_with(partitions, DIE_EVERY);
-            let input = pool.input(&c).unwrap();
+            let input = pool.input();
             c.start();
             let mut seq: HashMap<u64, u64> = HashMap::new();
             for &(k, v) in &stream {
@@ -663,18 +660,18 @@ proptest! {
 fn r9_1_live_keys_fall_when_instances_die() {
     common::bounded(|| {
         let (c, pool, factory) = pool_with(2, 2); // dies on even values
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         for k in 0..10 {
             input.send(input_ev(k, 0, 1)).unwrap(); // odd: stays alive
         }
-        wait_until("10 live keys", || pool.status(&c).live_keys == 10);
+        wait_until("10 live keys", || pool.status().live_keys == 10);
         for k in 0..4 {
             input.send(keyed(k, 0, 2, 2)).unwrap(); // even: dies
         }
-        wait_until("6 live keys", || pool.status(&c).live_keys == 6);
+        wait_until("6 live keys", || pool.status().live_keys == 6);
         c.shutdown().unwrap();
-        assert_eq!(pool.status(&c).live_keys, 0);
+        assert_eq!(pool.status().live_keys, 0);
         assert_eq!(factory.reports().len(), 10);
     });
 }
@@ -766,9 +763,9 @@ fn warm_pool_path_allocates_nothing_per_event() {
             .build()
             .unwrap();
         let pool = c.create_pool(ContextOptions::new("quiet"), 2).unwrap();
-        pool.load_per_key(&c, [Kind::In], |key, _first: &Ev| Quiet { key, n: 1 })
+        pool.load_per_key([Kind::In], |key, _first: &Ev| Quiet { key, n: 1 })
             .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         let members: Vec<ContextRef> = pool.members().to_vec();
         let c = Arc::new(c);
@@ -859,13 +856,13 @@ fn r6_4_event_an_instance_dies_on_is_not_its_successors_first() {
         let pool = c.create_pool(ContextOptions::new("expr"), 2).unwrap();
         let log: ExprLog = Arc::default();
         let l = log.clone();
-        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| ByExpr {
+        pool.load_per_key([Kind::In], move |key, first: &Ev| ByExpr {
             key,
             vals: vec![first.val],
             log: l.clone(),
         })
         .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         for (i, v) in [1, 2, 3, 4, 5, 6, 7].into_iter().enumerate() {
             for k in 0..4 {
@@ -917,15 +914,15 @@ fn r6_8_key_forgotten_when_its_on_die_panics() {
         let pool = c.create_pool(ContextOptions::new("die"), 2).unwrap();
         let calls: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
         let seen = calls.clone();
-        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| {
+        pool.load_per_key([Kind::In], move |key, first: &Ev| {
             seen.lock().unwrap().push((key, first.val));
             PanickyDie { key }
         })
         .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         c.start();
         let processed = |n: u64| {
-            let s = pool.status(&c);
+            let s = pool.status();
             s.members.iter().map(|m| m.context.received).sum::<u64>() >= n
                 && s.members.iter().all(|m| m.context.inbox_len == 0)
         };
@@ -934,10 +931,10 @@ fn r6_8_key_forgotten_when_its_on_die_panics() {
             input.send(keyed(k, 0, i as u64, v)).unwrap();
         }
         wait_until("the death processed", || processed(3));
-        let live_after_die = pool.status(&c).live_keys;
+        let live_after_die = pool.status().live_keys;
         input.send(keyed(5, 0, 3, 2)).unwrap();
         wait_until("the next event of the key processed", || processed(4));
-        let live_end = pool.status(&c).live_keys;
+        let live_end = pool.status().live_keys;
         let panics = c.status().totals.handler_panics;
         c.shutdown().unwrap();
         let calls = calls.lock().unwrap().clone();
@@ -969,9 +966,9 @@ fn r1_3_pool_members_pinned_per_plan_and_created_after_start() {
         let pool = c.create_pool(ContextOptions::new("late"), 2).unwrap();
         let factory = Factory::new(out, 0);
         let f = factory.clone();
-        pool.load_per_key(&c, [Kind::In], move |key, first: &Ev| f.make(key, first))
+        pool.load_per_key([Kind::In], move |key, first: &Ev| f.make(key, first))
             .unwrap();
-        let input = pool.input(&c).unwrap();
+        let input = pool.input();
         for k in 0..6 {
             input.send(input_ev(k, 0, 0)).unwrap();
             input.send(input_ev(k, 0, 1)).unwrap();

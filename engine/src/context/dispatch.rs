@@ -178,6 +178,44 @@ impl<E: Event> Context<E> {
         }
     }
 
+    /// Offers `e` to the ordinary listeners (`on`, `on_all`, expressions) of `instance` alone, in
+    /// registration order, then drops it: how a pool's `load_per_key_delivering` hands a key's
+    /// first event to the instance it creates, once the instance's initialiser's operations
+    /// have taken effect. The listeners are those registered when it is called: a listener one
+    /// of them registers does not see `e` (R6.5). Only listeners listed under `e`'s kind and key
+    /// (or under its kind, unkeyed) are offered it, with their filters, as a dispatch would.
+    /// Nothing is counted: `e` is an event already being processed, not a new one.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn deliver_to_instance(&mut self, instance: u32, e: E) {
+        // The event's own code (`kind()`, `key()`) may panic: that unwinds to `recover`, which
+        // drops the event being processed, as in any dispatch.
+        if let Some(b) = self.table.bucket_of(&e.kind()) {
+            let key = e.key();
+            // A copy: the handlers' operations may prune the instance's list as they go.
+            let handles = self.instances[instance as usize]
+                .as_ref()
+                .map(|inst| inst.listeners.clone())
+                .unwrap_or_default();
+            for handle in handles {
+                let Some(slot) = self.table.slot_of(handle) else {
+                    continue;
+                };
+                let offered = self.table.slot(slot).is_some_and(|l| {
+                    l.alive
+                        && matches!(l.mode, Mode::All | Mode::Once)
+                        && l.listed_under(b as u32, key)
+                });
+                if offered {
+                    self.try_fire_other(slot, &e);
+                }
+            }
+        }
+        if std::mem::needs_drop::<E>() {
+            self.contain(move || drop(e), Panicked::Event, "dropping an event");
+        }
+    }
+
     /// Offers `e` to the listeners `cursor` walks (the listener table's order: R6.4, R6.5);
     /// returns whether any matched.
     #[inline(always)]

@@ -4,7 +4,7 @@
 //! Owns [`Instance`] and the explicit operation stack ([`OpFrame`]). May import the leaves and
 //! `entry`, `listener`, `expr`, `state`, `channel`.
 
-use super::{panic_message, Context, Panicked};
+use super::{panic_message, Context, EventCodePanicked, Panicked};
 use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
 use crate::event::Event;
@@ -30,18 +30,20 @@ pub(super) struct Instance<E: Event> {
 /// recursing on the context's stack.
 pub(super) struct OpFrame<E: Event> {
     pub(super) ops: std::vec::IntoIter<Op<E>>,
-    pub(super) then: AfterOps,
+    pub(super) then: AfterOps<E>,
 }
 
 /// What [`Context::apply_ops`] does when a frame's operations are all applied.
-pub(super) enum AfterOps {
+pub(super) enum AfterOps<E> {
     Nothing,
     /// The operations were those of a spawned instance's initialiser: end the instance if the
-    /// initialiser died or panicked, and have its listener count checked.
+    /// initialiser died or panicked, otherwise offer it the event to deliver if there is one
+    /// ([`Context::deliver_to_instance`]), and have its listener count checked.
     Spawned {
         instance: u32,
         result: std::thread::Result<()>,
         died: bool,
+        deliver: Option<E>,
     },
     /// The operations were those of an ended instance's `on_die`: its id may be reused.
     Free(u32),
@@ -92,6 +94,13 @@ impl<E: Event> Context<E> {
 
     #[inline(never)]
     pub(super) fn after_handler_slow(&mut self, instance: u32, result: std::thread::Result<()>) {
+        // The event's own code panicked under the handler (`key_of`): not the instance's fault.
+        // Unwind to the loop's recovery, which drops the event as for the engine's own `key()`
+        // call; nothing the handler asked for is applied (it asked for nothing before the call).
+        let result = match result {
+            Err(payload) if payload.is::<EventCodePanicked>() => panic::resume_unwind(payload),
+            result => result,
+        };
         let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
         self.nesting += 1;
         self.apply_ops();
@@ -222,7 +231,7 @@ impl<E: Event> Context<E> {
                 }
                 Some(Op::Spawn(new)) => {
                     spawned = true;
-                    let (instance, result) = self.start_instance(new);
+                    let (instance, result, deliver) = self.start_instance(new);
                     let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
                     let ops = std::mem::take(&mut self.fx.ops);
                     self.op_frames.push(OpFrame {
@@ -231,6 +240,7 @@ impl<E: Event> Context<E> {
                             instance,
                             result,
                             died,
+                            deliver,
                         },
                     });
                 }
@@ -245,6 +255,7 @@ impl<E: Event> Context<E> {
                             instance,
                             result,
                             died,
+                            deliver,
                         } => {
                             if let Some(reason) = self.end_reason(instance, result, died) {
                                 if self.detach_instance(instance, reason) {
@@ -254,6 +265,8 @@ impl<E: Event> Context<E> {
                                         then: AfterOps::Free(instance),
                                     });
                                 }
+                            } else if let Some(e) = deliver {
+                                self.deliver_to_instance(instance, e);
                             }
                             self.touched.push(instance);
                         }
@@ -361,17 +374,27 @@ impl<E: Event> Context<E> {
 
     /// Creates an instance and runs its initialiser (load hook or spawn initialiser).
     pub(super) fn create_instance(&mut self, new: NewInstance<E>) {
-        let (id, result) = self.start_instance(new);
+        let (id, result, deliver) = self.start_instance(new);
         self.after_handler(id, result);
+        if let Some(e) = deliver {
+            if self.instances[id as usize].is_some() {
+                self.deliver_to_instance(id, e);
+            }
+        }
     }
 
     /// Creates an instance and runs its initialiser, leaving the initialiser's operations in
-    /// `fx.ops`; returns the instance's id and how the initialiser ended.
-    pub(super) fn start_instance(&mut self, new: NewInstance<E>) -> (u32, std::thread::Result<()>) {
+    /// `fx.ops`; returns the instance's id, how the initialiser ended, and the event to deliver
+    /// to it once those operations are applied.
+    pub(super) fn start_instance(
+        &mut self,
+        new: NewInstance<E>,
+    ) -> (u32, std::thread::Result<()>, Option<E>) {
         let NewInstance {
             state,
             on_die,
             init,
+            deliver,
         } = new;
         let instance = Instance {
             state,
@@ -392,13 +415,13 @@ impl<E: Event> Context<E> {
         };
         self.live_instances += 1;
         let Some(inst) = self.instances[id as usize].as_mut() else {
-            return (id, Ok(()));
+            return (id, Ok(()), deliver);
         };
         self.fx.current = id;
         let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
-        (id, result)
+        (id, result, deliver)
     }
 
     /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.

@@ -152,6 +152,24 @@ pub(super) enum Panicked {
     Event,
 }
 
+/// The payload of a panic of the event type's own code met by engine code that runs as a handler
+/// (a pool's dispatcher calling `key()`: [`event_code`]), with the original panic's message. The
+/// handler's `catch_unwind` hands it on ([`Context::after_handler_slow`]) to the loop's
+/// [`recover`](Context::recover), so it is treated as a `key()` panic of the engine's own
+/// dispatch: the event is dropped and counted in `events_dropped_by_panic`, and the instance
+/// whose handler met it carries on.
+pub(crate) struct EventCodePanicked(String);
+
+/// Runs `f`, the event type's own code (`event.key()`, `event.clone()`), for engine code that
+/// runs as a handler: a panic there is the event's, not the handler's (see
+/// [`EventCodePanicked`]), so it unwinds as one.
+pub(crate) fn event_code<R>(f: impl FnOnce() -> R) -> R {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => panic::resume_unwind(Box::new(EventCodePanicked(panic_message(&*payload)))),
+    }
+}
+
 /// Route-stack entries a context keeps room for between inbox entries (R3.4): a deeper storm's memory
 /// is given back once the stack drains.
 pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
@@ -159,7 +177,9 @@ pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
 const OP_FRAMES_RETAINED: usize = 64;
 
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
+    if let Some(EventCodePanicked(s)) = payload.downcast_ref::<EventCodePanicked>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()

@@ -186,15 +186,15 @@ mod imp {
                         m
                     }
                 };
-                pool.load_per_key(c, [KEYED_KIND], factory)
+                pool.load_per_key([KEYED_KIND], factory)
                     .map_err(|e| format!("load_per_key: {e}"))?;
-                let input = pool.input(c).map_err(|e| format!("pool input: {e}"))?;
+                let input = pool.input();
                 Ok((pool, input))
             });
         let Some((run, (pool, input))) = started else {
             return out;
         };
-        let (c, sh) = (&run.c, run.sh.clone());
+        let sh = run.sh.clone();
         let keys = keys_of(n);
         let counters = sender_counters(n);
         let mut handles = Vec::new();
@@ -239,7 +239,7 @@ mod imp {
             .into_iter()
             .map(|h| h.join().expect("sender panicked"))
             .collect();
-        let live = pool.status(c).live_keys;
+        let live = pool.status().live_keys;
         let status = run.finish(&mut out);
         for (placement, _, _) in &sent {
             out.placed(placement.clone());

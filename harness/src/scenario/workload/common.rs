@@ -357,7 +357,7 @@ pub(super) mod engine {
     /// A built, not yet started correlator with its pool and the alert output.
     pub(in crate::scenario::workload) struct Built<E: Event> {
         pub(in crate::scenario::workload) c: Correlator<E>,
-        pub(in crate::scenario::workload) pool: Pool,
+        pub(in crate::scenario::workload) pool: Pool<E>,
         pub(in crate::scenario::workload) out: Output<Alert>,
         rx: OutputReceiver<Alert>,
         /// If set, the producer waits after its last send until this says the engine is done
@@ -420,11 +420,11 @@ pub(super) mod engine {
             rx,
             settled,
         } = built;
-        pool.load_per_key(&c, kinds, move |key, first: &E| {
+        pool.load_per_key(kinds, move |key, first: &E| {
             factory(key, first, out.clone())
         })
         .map_err(|e| format!("load_per_key: {e}"))?;
-        let input = pool.input(&c).map_err(|e| format!("pool input: {e}"))?;
+        let input = pool.input();
         let clock = c.input();
         c.start();
         let reader = std::thread::spawn(move || rx.iter().collect::<Vec<Alert>>());

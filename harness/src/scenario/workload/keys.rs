@@ -339,7 +339,7 @@ mod imp {
     /// A started correlator with its pool of one member and the per-key monitor loaded.
     struct Bench {
         run: Running,
-        pool: Pool,
+        pool: Pool<Ev>,
         input: PoolInput<Ev>,
         book: Arc<Book>,
     }
@@ -363,13 +363,13 @@ mod imp {
                         .create_pool(ContextOptions::new("keys"), 1)
                         .map_err(|e| format!("create_pool: {e}"))?;
                     let shared = book.clone();
-                    pool.load_per_key(c, [KEYED_KIND], move |key, _first: &Ev| KeyWatch {
+                    pool.load_per_key([KEYED_KIND], move |key, _first: &Ev| KeyWatch {
                         key,
                         taken: 1,
                         book: shared.clone(),
                     })
                     .map_err(|e| format!("load_per_key: {e}"))?;
-                    let input = pool.input(c).map_err(|e| format!("pool input: {e}"))?;
+                    let input = pool.input();
                     Ok((pool, input, book))
                 })?;
             Some(Bench {
@@ -381,7 +381,7 @@ mod imp {
         }
 
         fn live(&self) -> u64 {
-            self.pool.status(&self.run.c).live_keys
+            self.pool.status().live_keys
         }
 
         /// Sends `events` and waits for `phase` to reach `goal`: ns from the first send to the
