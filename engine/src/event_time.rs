@@ -24,7 +24,9 @@
 //!   *late*; it is dispatched at the current clock and counted in
 //!   [`ContextStatus::late_events`](crate::ContextStatus::late_events). An event stamped at the
 //!   clock's time, and an event without a time (`Event::time` returns `None`, the default), keep
-//!   the clock where it is.
+//!   the clock where it is. What happens to a late event is the builder's [`LateEvents`] policy
+//!   (processed at the clock, dropped, or handed to an output); each context reports its late
+//!   events in a warning at most once per `late_event_warning_interval`, with the likely cause.
 //! * Only entries taken from the inbox move the clock: routed events belong to the entry being
 //!   processed (R2.2) and are dispatched at its time, whatever their stamp. An event sent to
 //!   another context moves that context's clock when that context takes it; contexts' clocks are
@@ -37,9 +39,15 @@
 //! * Nothing here reads the wall clock, so the same input gives the same output at any replay
 //!   speed.
 //!
+//! # Ticks and stamped events
+//! In tick mode a context asks its first [`TIME_PROBE_EVENTS`] inbox events for a time; if one
+//! has one, the correlator logs once that the events carry times the tick clock ignores (the
+//! mistake of implementing `Event::time` and forgetting `event_time()`).
+//!
 //! # Cost
 //! With event time off, the only per-entry cost is the test of one `bool` the context owns, on
-//! inbox events only (routed events pay nothing). With it on, an inbox event costs one call of
+//! inbox events only (routed events pay nothing); in tick mode the first few inbox events also
+//! pay one call of `Event::time`. With it on, an inbox event costs one call of
 //! `Event::time` (under `catch_unwind`: a panic there is user code like a handler's, counted in
 //! `events_dropped_by_panic`, and the event is dispatched at the current clock) and a comparison; no
 //! allocation, no lock.
