@@ -335,7 +335,7 @@ impl EventClock {
         let shortest = defs
             .iter()
             .filter_map(|d| match d {
-                Def::Wait(d) | Def::Within(_, d) => Some(*d),
+                Def::Wait(d) | Def::Within(_, d) | Def::WithinFirst(_, d) => Some(*d),
                 _ => None,
             })
             .filter(|d| !d.is_zero())

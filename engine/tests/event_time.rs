@@ -547,7 +547,10 @@ fn r7_1_late_events_drop_policy_dispatches_nothing_and_counts() {
     );
     assert_eq!(lines, ["first@0.100s", "on-time@0.120s"]);
     assert_eq!(status.totals.late_events, 1);
-    assert_eq!(status.totals.processed, 2, "the dropped event is not processed");
+    assert_eq!(
+        status.totals.processed, 2,
+        "the dropped event is not processed"
+    );
 }
 
 // R7.1 ("Event time", late events): the default policy, `LateEvents::Process`, dispatches a late
@@ -570,7 +573,9 @@ fn r7_1_late_events_process_policy_is_the_default() {
 fn r7_1_late_events_to_output_hands_them_to_the_reader() {
     let (lines, late, status) = bounded(|| {
         let c = with_late(LateEvents::ToOutput(OutputOptions::bounded(16)))();
-        let late = c.take_late_events().expect("the ToOutput policy has a receiver");
+        let late = c
+            .take_late_events()
+            .expect("the ToOutput policy has a receiver");
         assert!(c.take_late_events().is_none(), "the receiver is taken once");
         let log = Log::default();
         c.load(Script::new(&log, |cx| log_kind(cx, 1))).unwrap();
@@ -582,7 +587,10 @@ fn r7_1_late_events_to_output_hands_them_to_the_reader() {
         }
         input.send_to(c.main(), at_ms(1, 110, "late-too")).unwrap();
         let status = c.shutdown().unwrap();
-        let late: Vec<String> = late.iter().map(|e| format!("{}@{:?}", e.label, e.ms)).collect();
+        let late: Vec<String> = late
+            .iter()
+            .map(|e| format!("{}@{:?}", e.label, e.ms))
+            .collect();
         (log.take(), late, status)
     });
     assert_eq!(lines, ["first@0.100s", "on-time@0.120s"]);
@@ -624,7 +632,10 @@ fn r8_2_late_events_output_bound_is_checked_by_build() {
         .late_events(LateEvents::ToOutput(OutputOptions::bounded(0)))
         .build();
     assert!(
-        matches!(built, Err(Error::InvalidOutputCapacity { requested: 0, .. })),
+        matches!(
+            built,
+            Err(Error::InvalidOutputCapacity { requested: 0, .. })
+        ),
         "{:?}",
         built.err()
     );
