@@ -37,6 +37,7 @@ use crate::context::create_context;
 use crate::deliver::{Links, NoPlaces, Wait};
 use crate::error::Error;
 use crate::event::Event;
+use crate::event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 use crate::handle::InputHandle;
 use crate::id::ContextRef;
 use crate::inbox::MAX_CAPACITY;
@@ -100,6 +101,8 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 event_time: false,
                 release_batch: DEFAULT_RELEASE_BATCH,
                 output_block_warning: Some(crate::output::DEFAULT_OUTPUT_BLOCK_WARNING),
+                late_events: LateEvents::Process,
+                late_warning_interval: DEFAULT_LATE_WARNING_INTERVAL,
             },
             max_channels: DEFAULT_MAX_CHANNELS,
             _event: std::marker::PhantomData,
@@ -294,6 +297,45 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
+    /// What a context does with a *late* event under [`event_time`](Self::event_time), one
+    /// stamped before its context's clock (default [`LateEvents::Process`]: dispatched at the
+    /// clock's time). Whatever the policy, every late event counts in
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events) and is reported in a
+    /// rate-limited warning ([`late_event_warning_interval`](Self::late_event_warning_interval)).
+    /// With [`LateEvents::ToOutput`], read them through
+    /// [`Correlator::take_late_events`]. Under ticks or external time no event is late.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, LateEvents, Time};
+    /// # #[derive(Clone, Debug)] struct Stamped(u64);
+    /// # impl Event for Stamped {
+    /// #     type Kind = ();
+    /// #     fn kind(&self) {}
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_millis(self.0)) }
+    /// # }
+    /// let c = Correlator::<Stamped>::builder()
+    ///     .event_time()
+    ///     .late_events(LateEvents::Drop)
+    ///     .build()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn late_events(mut self, policy: LateEvents) -> Self {
+        self.config.late_events = policy;
+        self
+    }
+
+    /// The least time between two late-event warnings of one context (default
+    /// [`DEFAULT_LATE_WARNING_INTERVAL`](crate::DEFAULT_LATE_WARNING_INTERVAL) = 10 s). Under
+    /// event time a context logs a `tracing` warning at its first late event, then at most one per
+    /// interval, saying how many late events came since the last one, how far behind the clock
+    /// they were, and the likely cause (several feeders sending one context's or one key's
+    /// events). Measured on the wall clock: warnings are for people. `Duration::MAX` logs only
+    /// the first.
+    pub fn late_event_warning_interval(mut self, interval: Duration) -> Self {
+        self.config.late_warning_interval = interval;
+        self
+    }
+
     /// Checks the settings and creates the correlator with its `main` context (public). No event is
     /// taken before [`Correlator::start`].
     ///
@@ -302,9 +344,15 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// [`Error::LimitTooLarge`] for `max_contexts` above [`MAX_CONTEXTS`] or `max_channels` above
     /// [`MAX_CHANNELS`], [`Error::AllocationFailed`] for an inbox the memory cannot hold,
     /// [`Error::NoSuchCore`] for a pinning plan naming a core this process cannot run on,
+    /// [`Error::InvalidOutputCapacity`] for a [`LateEvents::ToOutput`] bound outside
+    /// `1..=`[`MAX_OUTPUT_CAPACITY`](crate::MAX_OUTPUT_CAPACITY),
     /// [`Error::ThreadSpawn`]. Never a panic or an abort, whatever the values.
     pub fn build(self) -> Result<Correlator<E>, Error> {
         let config = self.config;
+        let late_options = match config.late_events {
+            LateEvents::ToOutput(options) => Some(options.checked()?),
+            LateEvents::Process | LateEvents::Drop => None,
+        };
         if config.capacity == 0 || config.capacity > MAX_CAPACITY {
             return Err(Error::InvalidCapacity {
                 requested: config.capacity,
@@ -358,9 +406,15 @@ impl<E: Event> CorrelatorBuilder<E> {
                 });
             }
         }
+        let outputs = OutputRegistry::new();
+        let late_output = late_options.map(|options| outputs.make::<E>(options));
+        let late_receiver = late_output.clone().map(OutputReceiver::new);
         let shared = Arc::new(Shared {
             channels: Channels::new(self.max_channels, config.max_contexts),
-            outputs: OutputRegistry::new(),
+            outputs,
+            late_output,
+            late_receiver: Mutex::new(late_receiver),
+            warned_ignored_times: AtomicBool::new(false),
             waits: WaitGraph::new(config.max_contexts),
             contexts: RwLock::new(Vec::new()),
             started: AtomicBool::new(false),
@@ -621,6 +675,34 @@ impl<E: Event> Correlator<E> {
             },
             OutputReceiver::new(queue),
         ))
+    }
+
+    /// The receiver of the late events, under [`LateEvents::ToOutput`]: `Some` the first time,
+    /// `None` after that and under the other policies. Late events are those stamped before their
+    /// context's clock under [`event_time`](CorrelatorBuilder::event_time); each is counted in
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events) and, instead of being
+    /// dispatched, queued here, in each context's order. Take it before
+    /// [`start`](Self::start) and read it (the output's overflow policy says what a full one does,
+    /// see [`LateEvents::ToOutput`]); dropping it discards the late events from then on.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, LateEvents, OutputOptions, Time};
+    /// # #[derive(Clone, Debug)] struct Stamped(u64);
+    /// # impl Event for Stamped {
+    /// #     type Kind = ();
+    /// #     fn kind(&self) {}
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_millis(self.0)) }
+    /// # }
+    /// let c = Correlator::<Stamped>::builder()
+    ///     .event_time()
+    ///     .late_events(LateEvents::ToOutput(OutputOptions::default()))
+    ///     .build()?;
+    /// assert!(c.take_late_events().is_some());
+    /// assert!(c.take_late_events().is_none(), "taken once");
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn take_late_events(&self) -> Option<OutputReceiver<E>> {
+        sync::lock(&self.shared.late_receiver).take()
     }
 
     /// A new input handle (one sender for the FIFO rule R2.3).

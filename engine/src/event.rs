@@ -71,8 +71,10 @@ pub trait Event: Clone + Send + 'static {
     /// timers due at or before that stamp first, in time order (SPEC R7.1, R7.2). An event without
     /// a stamp keeps the clock where it is; an event stamped before its context's clock (*late*)
     /// is processed at the clock's time and counted in
-    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events). Under ticks or external
-    /// time it is never called.
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events) (and handled as the
+    /// [`LateEvents`](crate::LateEvents) policy says). Under external time it is never called;
+    /// under ticks it is called on a context's first 16 inbox events only, to warn (once) that
+    /// the events carry times the tick clock ignores.
     ///
     /// Called once per inbox event under event time: keep it cheap (read a field).
     ///

@@ -11,11 +11,24 @@
 //!       | not(expr)                holds until expr matches, then fails (a guard: use it with
 //!                                  `and` or `within`, see "`not`" below)
 //!       | expr.within(d)           expr must match within d of the moment it starts
+//!       | expr.within_from_first(d)  expr must match within d of its first event
 //! ```
 //! Each primary matches once: a template matches the first matching event after it starts, a timer
 //! fires once. `within(d)` expires when the clock reaches the bound: an event taken at a logical time
 //! before `start + d` counts, a tick to exactly `start + d` ends it. `not(x).within(d)` matches at
 //! the bound if `x` did not happen ("no heartbeat for 5 s").
+//!
+//! `within_from_first(d)` is the bound most CEP languages mean by "within" (Flink CEP's
+//! `within`): its clock starts when a template of its part (outside a `not`) first matches an
+//! event, at that event's logical time `first`; before that nothing expires, however long the
+//! quiet spell. From then on it is `within` with `start = first`: an event taken before
+//! `first + d` counts, the clock reaching `first + d` ends it (or, if its part holds, matches it).
+//! Under `when_all` each new match (started at every first event, see "Listening") runs its own
+//! clock. With the other combinators: in `a.and(b)` and `a.or(b)` "first" is whichever side's
+//! template matches first; in `a.then(b)` it is `a`; a `not` inside it never starts the clock,
+//! so `a.then(not(x)).within_from_first(d)` is "`a`, then no `x` for `d`" (matching at
+//! `a`'s time + `d`), while `not(x).within_from_first(d)` has no first event and can never match
+//! (registering it logs the warning below): write `not(x).within(d)` for "no `x` for `d`".
 //!
 //! ```
 //! use std::time::Duration;
@@ -63,7 +76,12 @@
 //! fresh one starts, so `when_all(a.then(b))` starts a new match at every `a`; a repeating timer
 //! (`when_all(wait(d))`) fires every `d`, and a large jump of the clock fires every due occurrence in
 //! order. A listener that can no longer fire (its expression failed, and for `when_all` its fresh
-//! matcher failed too) is removed.
+//! matcher failed too) is removed; for a repeating one (`when_all`) that is logged (`tracing`,
+//! INFO, target `correlator::context`), since no handler of the user's asked for it and the
+//! instance ends with it when it was its last listener. The usual cause is a `within` bound that
+//! counts from registration expiring after a quiet spell: `when_all(a.then(b).within(d))` lives at
+//! most `d`. For "every `a` followed by `b` within `d` of it", write
+//! `when_all(a.then(b).within_from_first(d))`, or `when_all(a.then(b.within(d)))`.
 //!
 //! # Evaluation
 //! An expression is flattened into a vector of definitions (children before parents, left before
@@ -93,6 +111,9 @@ pub(crate) enum Def<E: Event> {
     Or(usize, usize),
     Not(usize),
     Within(usize, Duration),
+    /// `within_from_first`: the bound starts at the first event a template of the inner part
+    /// (outside a `not`) matches.
+    WithinFirst(usize, Duration),
 }
 
 enum Node<E: Event> {
@@ -104,6 +125,7 @@ enum Node<E: Event> {
     Or(Box<Node<E>>, Box<Node<E>>),
     Not(Box<Node<E>>),
     Within(Box<Node<E>>, Duration),
+    WithinFirst(Box<Node<E>>, Duration),
 }
 
 /// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
@@ -205,9 +227,87 @@ impl<E: Event> Expr<E> {
     ///
     /// A bound beyond the end of logical time (`u64::MAX` ns, e.g. `Duration::MAX`) never expires;
     /// `within(Duration::ZERO)` expires at the next clock tick.
+    ///
+    /// **It counts from the start, not from the first event.** Under
+    /// [`when_all`](crate::Scope::when_all) the fresh match waiting for its first event started at
+    /// registration (or at the previous match's progress), so after a quiet spell longer than `d`
+    /// it has expired, the listener ends (logged at INFO) and, if it was the instance's last, the
+    /// instance too. For a bound counted from the first event, use
+    /// [`within_from_first`](Self::within_from_first):
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use correlator::{Correlator, Event, Match, Monitor, Pattern, Scope, Time};
+    /// # #[derive(Clone, Debug)] struct Ev(u32, u64);
+    /// # impl Event for Ev {
+    /// #     type Kind = u32;
+    /// #     fn kind(&self) -> u32 { self.0 }
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
+    /// # }
+    /// struct Pairs { from_first: bool, fired: std::sync::Arc<std::sync::Mutex<Vec<u64>>> }
+    /// impl Monitor<Ev> for Pairs {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let ten = Duration::from_secs(10);
+    ///         let pair = Pattern::kind(1).then(Pattern::kind(2));
+    ///         let expr = if self.from_first { pair.within_from_first(ten) } else { pair.within(ten) };
+    ///         cx.when_all(expr, |m: &mut Self, _: &mut Scope<'_, Ev, Self>, hit: &Match<Ev>| {
+    ///             m.fired.lock().unwrap().push(hit.time.as_nanos() / 1_000_000_000)
+    ///         });
+    ///     }
+    /// }
+    /// for from_first in [false, true] {
+    ///     let c = Correlator::<Ev>::builder().event_time().build()?;
+    ///     let fired = std::sync::Arc::default();
+    ///     c.load(Pairs { from_first, fired: std::sync::Arc::clone(&fired) })?;
+    ///     let input = c.input();
+    ///     c.start();
+    ///     // A quiet spell of 60 s, then a pair 3 s apart, and another.
+    ///     for (kind, at_s) in [(1, 60), (2, 63), (1, 70), (2, 71)] {
+    ///         input.send_to(c.main(), Ev(kind, at_s))?;
+    ///     }
+    ///     c.shutdown()?;
+    ///     let fired = fired.lock().unwrap().clone();
+    ///     // `within`: expired at 10 s, before the first pair; `within_from_first`: both fire.
+    ///     assert_eq!(fired, if from_first { vec![63, 71] } else { vec![] });
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr {
             root: Node::Within(Box::new(self.root), d),
+        }
+    }
+
+    /// Must match within `d` of its first event: the clock starts when one of its templates
+    /// (outside a `not`) first matches, and before that nothing expires. This is what Flink CEP's
+    /// `within` means, and what "a then b within 10 s" usually means; [`within`](Self::within)
+    /// counts from the moment the expression starts instead.
+    ///
+    /// With `first` the logical time of that event, it is `within(d)` started at `first`: an event
+    /// taken while the clock is before `first + d` counts; once the clock reaches `first + d` it
+    /// has failed (or, if its part holds a `not`, matched: `a.then(not(x)).within_from_first(d)`
+    /// is "`a` not followed by `x` within `d`"). Under [`when_all`](crate::Scope::when_all) each
+    /// new match runs its own clock, so a quiet spell of any length does not end the listener.
+    /// "First" is the first template to match anywhere in it (either side of `and` or `or`, the
+    /// left side of `then`). `not(x).within_from_first(d)` has no first event and never matches
+    /// (registering it logs a warning): write `not(x).within(d)` for "no `x` for `d`". See
+    /// [`within`](Self::within) for an example with a quiet spell, and for the clock and the
+    /// tick-mode resolution, which are the same.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use correlator::{Expr, Event, Pattern};
+    /// # #[derive(Clone, Debug)] struct Ev(u32);
+    /// # impl Event for Ev { type Kind = u32; fn kind(&self) -> u32 { self.0 } }
+    /// // Every trade (1) followed by a cancel (2) within 50 ms of the trade.
+    /// let cancelled: Expr<Ev> = Pattern::kind(1)
+    ///     .then(Pattern::kind(2))
+    ///     .within_from_first(Duration::from_millis(50));
+    /// # let _ = cancelled;
+    /// ```
+    pub fn within_from_first(self, d: Duration) -> Expr<E> {
+        Expr {
+            root: Node::WithinFirst(Box::new(self.root), d),
         }
     }
 
@@ -223,6 +323,7 @@ impl<E: Event> Expr<E> {
                 Node::Or(a, b) => Def::Or(go(*a, out), go(*b, out)),
                 Node::Not(a) => Def::Not(go(*a, out)),
                 Node::Within(a, d) => Def::Within(go(*a, out), d),
+                Node::WithinFirst(a, d) => Def::WithinFirst(go(*a, out), d),
             };
             out.push(d);
             out.len() - 1
@@ -296,6 +397,10 @@ pub(crate) struct Matcher<E> {
     nodes: Vec<NodeState>,
     /// `(definition, event)` of every template that matched, outside a `not`.
     got: Vec<(u32, E)>,
+    /// Templates that matched, counting up (wrapping) through every part but a `not` (which puts
+    /// it back after its inner part): a `within_from_first` whose inner part changed it has seen
+    /// its first event.
+    hits: u32,
 }
 
 impl<E: Event> Matcher<E> {
@@ -309,7 +414,9 @@ impl<E: Event> Matcher<E> {
         let mut m = reuse.unwrap_or(Matcher {
             nodes: Vec::new(),
             got: Vec::new(),
+            hits: 0,
         });
+        m.hits = 0;
         m.nodes.clear();
         m.nodes.resize(defs.len(), NodeState::default());
         m.got.clear();
@@ -330,7 +437,10 @@ impl<E: Event> Matcher<E> {
                 time = Some(*t);
                 out.timers.push(*t);
             }
-            Def::Then(a, _) | Def::Not(a) => self.start_node(defs, *a, now, out),
+            // `within_from_first` sets no timer yet: its clock starts at its first event.
+            Def::Then(a, _) | Def::Not(a) | Def::WithinFirst(a, _) => {
+                self.start_node(defs, *a, now, out)
+            }
             Def::And(a, b) | Def::Or(a, b) => {
                 self.start_node(defs, *a, now, out);
                 self.start_node(defs, *b, now, out);
@@ -381,6 +491,7 @@ impl<E: Event> Matcher<E> {
                     if keep {
                         self.got.push((d as u32, e.clone()));
                     }
+                    self.hits = self.hits.wrapping_add(1);
                     out.progressed = true;
                     Outcome::Matched
                 }
@@ -423,16 +534,52 @@ impl<E: Event> Matcher<E> {
                     _ => Outcome::Pending,
                 }
             }
-            &Def::Not(a) => match self.step_node(defs, a, stim, now, out, false) {
-                Outcome::Matched => {
-                    out.progressed = true;
-                    Outcome::Failed
+            &Def::Not(a) => {
+                // What matched inside a `not` starts no `within_from_first` clock above it.
+                let hits = self.hits;
+                let inner = self.step_node(defs, a, stim, now, out, false);
+                self.hits = hits;
+                match inner {
+                    Outcome::Matched => {
+                        out.progressed = true;
+                        Outcome::Failed
+                    }
+                    _ => Outcome::Holding,
                 }
-                _ => Outcome::Holding,
-            },
+            }
             &Def::Within(a, _) => {
                 let s = self.step_node(defs, a, stim, now, out, keep);
                 let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(d)) if t >= d);
+                match s {
+                    Outcome::Matched => Outcome::Matched,
+                    Outcome::Failed => Outcome::Failed,
+                    Outcome::Holding if expired => {
+                        out.progressed = true;
+                        Outcome::Matched
+                    }
+                    _ if expired => {
+                        out.progressed = true;
+                        Outcome::Failed
+                    }
+                    other => other,
+                }
+            }
+            &Def::WithinFirst(a, dur) => {
+                let hits = self.hits;
+                let s = self.step_node(defs, a, stim, now, out, keep);
+                // Its first event starts the clock (once: a bound beyond the end of logical time
+                // stays `None`, and so would every later try).
+                if self.hits != hits
+                    && node.time.is_none()
+                    && matches!(s, Outcome::Pending | Outcome::Holding)
+                {
+                    let bound = now.checked_add(dur);
+                    self.nodes[d].time = bound;
+                    out.timers.extend(bound);
+                }
+                // Only a time stimulus expires it, and none starts its clock: `node.time` is the
+                // bound as it was before this step.
+                let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(b)) if t >= b);
                 match s {
                     Outcome::Matched => Outcome::Matched,
                     Outcome::Failed => Outcome::Failed,
@@ -503,6 +650,25 @@ fn reach<E: Event>(defs: &[Def<E>], d: usize) -> (bool, bool) {
             let (m, h) = reach(defs, *a);
             (m || h, h)
         }
+        // Its bound, where a holding inner part matches, comes only after a first event: an
+        // inner part with no template outside a `not` (`not(x)`) never starts the clock.
+        Def::WithinFirst(a, _) => {
+            let (m, h) = reach(defs, *a);
+            (m || (h && has_template_outside_not(defs, *a)), h)
+        }
+    }
+}
+
+/// Whether part `d` has a template outside any `not`: one whose match can start a
+/// `within_from_first` clock.
+fn has_template_outside_not<E: Event>(defs: &[Def<E>], d: usize) -> bool {
+    match &defs[d] {
+        Def::Leaf(_) => true,
+        Def::Wait(_) | Def::At(_) | Def::Not(_) => false,
+        Def::Then(a, b) | Def::And(a, b) | Def::Or(a, b) => {
+            has_template_outside_not(defs, *a) || has_template_outside_not(defs, *b)
+        }
+        Def::Within(a, _) | Def::WithinFirst(a, _) => has_template_outside_not(defs, *a),
     }
 }
 
@@ -514,7 +680,8 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>]) -> Option<&'static str> {
     if !reach(defs, root).0 {
         return Some(
             "this event expression can never match: a `not` never completes a match by itself \
-             (combine it with `and`, or bound it with `within`)",
+             (combine it with `and`, or bound it with `within`; `within_from_first` counts from \
+             the first event, and a `not` alone has none)",
         );
     }
     let dead_or_side = defs.iter().any(|d| match d {
@@ -572,6 +739,11 @@ impl<E: Event> ExprListener<E> {
     /// The flattened expression.
     pub(crate) fn defs(&self) -> &[Def<E>] {
         &self.defs
+    }
+
+    /// Whether the expression holds a `within` (counted from the start, not the first event).
+    pub(crate) fn has_within(&self) -> bool {
+        self.defs.iter().any(|d| matches!(d, Def::Within(..)))
     }
 
     /// See [`never_matches`].
@@ -661,6 +833,12 @@ impl<E: Event> Pattern<E> {
     /// [`event_time`](crate::CorrelatorBuilder::event_time)). See [`Expr::within`].
     pub fn within(self, d: Duration) -> Expr<E> {
         Expr::from(self).within(d)
+    }
+
+    /// This template within `d` of its own match: for a single template that is no bound at all
+    /// (it matches at its first event), so this is for symmetry; see [`Expr::within_from_first`].
+    pub fn within_from_first(self, d: Duration) -> Expr<E> {
+        Expr::from(self).within_from_first(d)
     }
 }
 
@@ -874,6 +1052,64 @@ mod tests {
         r.tick(100);
         r.ev(2, 0, 101);
         assert!(r.log.is_empty() && r.alive);
+    }
+
+    // R7.3 ("`within_from_first`"): nothing expires before the first event; the clock starts at
+    // it, the bound is exclusive, and under `when_all` each new match runs its own clock.
+    #[test]
+    fn r7_3_within_from_first_counts_from_the_first_event() {
+        let ten = Duration::from_nanos(10);
+        let mut r = Run::new(p(1).then(p(2)).within_from_first(ten), true);
+        assert!(r.timers.is_empty(), "no clock before the first event");
+        r.tick(1_000);
+        assert!(r.alive, "a quiet spell ends nothing");
+        r.ev(1, 1, 1_000);
+        assert_eq!(r.timers, [Time::from_nanos(1_010)]);
+        r.ev(1, 2, 1_005);
+        assert_eq!(r.timers, [Time::from_nanos(1_010), Time::from_nanos(1_015)]);
+        r.tick(1_010);
+        r.ev(2, 3, 1_012);
+        assert_eq!(r.log, ["@1012 [1.2 2.3]"], "1.1's clock ran out at 1010");
+        r.ev(1, 4, 2_000);
+        r.tick(2_010);
+        r.ev(2, 5, 2_010);
+        assert_eq!(r.log.len(), 1, "the bound is exclusive");
+        assert!(r.alive);
+        // Compare `within`: counted from registration, it ends the listener after the spell.
+        let mut r = Run::new(p(1).then(p(2)).within(ten), true);
+        r.tick(1_000);
+        assert!(!r.alive);
+    }
+
+    // R7.3 ("`within_from_first`" with `and`, `or`, `not`): "first" is the first template to
+    // match on either side of `and`/`or`; a `not` inside never starts the clock, and a holding
+    // `not` matches at the bound.
+    #[test]
+    fn r7_3_within_from_first_with_and_or_not() {
+        let ten = Duration::from_nanos(10);
+        // `and`: the clock starts at whichever side comes first.
+        let mut r = Run::new(p(1).and(p(2)).within_from_first(ten), false);
+        r.ev(2, 1, 100);
+        r.tick(110);
+        r.ev(1, 2, 111);
+        assert!(r.log.is_empty() && !r.alive);
+        // `a, then no x within 10 of a`: matches at a's time + 10.
+        let mut r = Run::new(p(1).then(not(p(3))).within_from_first(ten), false);
+        r.ev(3, 0, 50);
+        r.tick(100);
+        assert!(r.alive && r.log.is_empty(), "an x before a starts nothing");
+        r.ev(1, 1, 100);
+        r.tick(110);
+        assert_eq!(r.log, ["@110 [1.1]"]);
+        // A `not` that sees its event does not start the clock above it.
+        let mut r = Run::new(p(1).and(not(p(3)).or(p(4))).within_from_first(ten), true);
+        r.ev(3, 0, 5);
+        assert!(r.timers.is_empty());
+        // A lone `not` has no first event: the registration check says it can never match.
+        let lone = not::<Ev>(p(3)).within_from_first(ten).compile();
+        assert!(never_matches(&lone).is_some());
+        let fine = p(1).then(not(p(3))).within_from_first(ten).compile();
+        assert_eq!(never_matches(&fine), None);
     }
 
     #[test]

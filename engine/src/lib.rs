@@ -151,6 +151,7 @@ pub use correlator::{
 pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
+pub use event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 pub use expr::{at, not, wait, Expr, Match};
 pub use handle::{InputHandle, SharedInput};
 pub use id::ContextRef;

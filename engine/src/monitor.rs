@@ -1283,6 +1283,12 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Registers a listener for an event expression (R7.3) that fires for every match until quit:
     /// a new match starts as soon as the previous one made progress, so `when_all(a.then(b))`
     /// starts a match at every `a`, and `when_all(wait(d))` fires every `d`.
+    ///
+    /// It ends once its expression can no longer match, which is logged (`tracing`, INFO). Mind
+    /// `within` after a quiet spell: `when_all(a.then(b).within(d))` counts `d` from registration,
+    /// so with no `a` for `d` it ends before its first pair; `when_all(a.then(b)
+    /// .within_from_first(d))` counts from each `a` and fires for every pair, whatever the quiet
+    /// spell (see [`Expr::within`](crate::Expr::within) for both, run).
     pub fn when_all(
         &mut self,
         expr: impl Into<Expr<E>>,

@@ -4,8 +4,9 @@
 //!
 //! Owns the registry's data, not its behaviour: the facade (`correlator`) creates and stops
 //! contexts, the context loop (`context`) publishes counters, `deliver` reads inboxes. May import
-//! the leaves (`id`, `event`, `config`, `channel`, `output`, `inbox`, `status`, `sync`) and `entry` (the
-//! inboxes hold [`Entry`]s: the type recursion that `entry`'s module doc names).
+//! the leaves (`id`, `event`, `config`, `channel`, `output`, `inbox`, `status`, `sync`), `entry` (the
+//! inboxes hold [`Entry`]s: the type recursion that `entry`'s module doc names) and `event_time`'s
+//! [`LateEvents`] setting.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -16,9 +17,10 @@ use crate::channel::Channels;
 use crate::config::{PinningPlan, WaitStrategy};
 use crate::entry::Entry;
 use crate::event::Event;
+use crate::event_time::LateEvents;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
-use crate::output::OutputRegistry;
+use crate::output::{OutputQueue, OutputReceiver, OutputRegistry};
 use crate::status::{OutputWaitBoard, PublishedCounters};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
 
@@ -41,6 +43,11 @@ pub(crate) struct Config {
     /// How long a context waits on a full `Block` output before a warning names it; `None`: no
     /// warning (`output_block_warning`).
     pub(crate) output_block_warning: Option<Duration>,
+    /// What a context does with a late event under event time (`late_events`).
+    pub(crate) late_events: LateEvents,
+    /// The least time between two late-event warnings of one context
+    /// (`late_event_warning_interval`).
+    pub(crate) late_warning_interval: Duration,
 }
 
 impl Config {
@@ -71,6 +78,12 @@ pub(crate) struct Shared<E: Event> {
     pub(crate) shut_down: AtomicBool,
     /// Channel sends nobody received (R4.5).
     pub(crate) dropped: AtomicU64,
+    /// The output of late events (`LateEvents::ToOutput`), and its receiver until the user takes
+    /// it (`Correlator::take_late_events`).
+    pub(crate) late_output: Option<sync::StdArc<OutputQueue<E>>>,
+    pub(crate) late_receiver: Mutex<Option<OutputReceiver<E>>>,
+    /// Whether the tick-mode warning "events carry times the clock ignores" was logged.
+    pub(crate) warned_ignored_times: AtomicBool,
     /// The cores this process may run on, read once when the correlator was built.
     pub(crate) available_cores: Vec<usize>,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,

@@ -12,8 +12,8 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use correlator::{
-    at, not, wait, ContextOptions, Correlator, CorrelatorBuilder, Event, Match, Monitor, Pattern,
-    Scope, Status, Time,
+    at, not, wait, ContextOptions, Correlator, CorrelatorBuilder, Error, Event, LateEvents, Match,
+    Monitor, OutputOptions, Overflow, Pattern, Scope, Status, Time,
 };
 
 /// A test event: a kind, an optional stamp in milliseconds, a label; `"boom"` panics in `time()`.
@@ -130,8 +130,17 @@ fn replay(
     load: impl FnOnce(&mut Cx<'_>) + Send + 'static,
     feed: Vec<Feed>,
 ) -> (Vec<String>, Status) {
+    replay_on(event_time, load, feed)
+}
+
+/// [`replay`] on the correlator that `build` makes.
+fn replay_on(
+    build: impl FnOnce() -> Correlator<Stamped> + Send + 'static,
+    load: impl FnOnce(&mut Cx<'_>) + Send + 'static,
+    feed: Vec<Feed>,
+) -> (Vec<String>, Status) {
     bounded(move || {
-        let c = event_time();
+        let c = build();
         let log = Log::default();
         c.load(Script::new(&log, load)).unwrap();
         let input = c.input();
@@ -504,4 +513,207 @@ fn r7_2_tick_warning_once_per_monitor_type_even_when_names_collide() {
     });
     let warned = logged_lines("ByType<");
     assert_eq!(warned.len(), 2, "one warning per type: {warned:#?}");
+}
+
+/// The late-event scenario of the policy tests: the clock at 100 ms, then `late` at 50 ms, then
+/// `on-time` at 120 ms.
+fn late_feed() -> Vec<Feed> {
+    events([
+        at_ms(1, 100, "first"),
+        at_ms(1, 50, "late"),
+        at_ms(1, 120, "on-time"),
+    ])
+}
+
+fn with_late(policy: LateEvents) -> impl FnOnce() -> Correlator<Stamped> + Send + 'static {
+    move || {
+        Correlator::builder()
+            .event_time()
+            .inbox_capacity(256)
+            .late_events(policy)
+            .build()
+            .expect("valid configuration")
+    }
+}
+
+// R7.1 ("Event time", late events): under `LateEvents::Drop` a late event reaches no listener; it
+// is counted in `late_events` (not in `processed`), and the events around it are untouched.
+#[test]
+fn r7_1_late_events_drop_policy_dispatches_nothing_and_counts() {
+    let (lines, status) = replay_on(
+        with_late(LateEvents::Drop),
+        |cx| log_kind(cx, 1),
+        late_feed(),
+    );
+    assert_eq!(lines, ["first@0.100s", "on-time@0.120s"]);
+    assert_eq!(status.totals.late_events, 1);
+    assert_eq!(
+        status.totals.processed, 2,
+        "the dropped event is not processed"
+    );
+}
+
+// R7.1 ("Event time", late events): the default policy, `LateEvents::Process`, dispatches a late
+// event at the clock's time, as before the policy existed.
+#[test]
+fn r7_1_late_events_process_policy_is_the_default() {
+    let (lines, status) = replay_on(
+        with_late(LateEvents::Process),
+        |cx| log_kind(cx, 1),
+        late_feed(),
+    );
+    assert_eq!(lines, ["first@0.100s", "late@0.100s", "on-time@0.120s"]);
+    assert_eq!(status.totals.late_events, 1);
+    assert_eq!(LateEvents::default(), LateEvents::Process);
+}
+
+// R7.1 ("Event time", late events): under `LateEvents::ToOutput` a late event reaches no listener
+// and is queued, whole, on the output the user reads; counted in `late_events`.
+#[test]
+fn r7_1_late_events_to_output_hands_them_to_the_reader() {
+    let (lines, late, status) = bounded(|| {
+        let c = with_late(LateEvents::ToOutput(OutputOptions::bounded(16)))();
+        let late = c
+            .take_late_events()
+            .expect("the ToOutput policy has a receiver");
+        assert!(c.take_late_events().is_none(), "the receiver is taken once");
+        let log = Log::default();
+        c.load(Script::new(&log, |cx| log_kind(cx, 1))).unwrap();
+        let input = c.input();
+        c.start();
+        for f in late_feed() {
+            let Feed::Ev(e) = f else { unreachable!() };
+            input.send_to(c.main(), e).unwrap();
+        }
+        input.send_to(c.main(), at_ms(1, 110, "late-too")).unwrap();
+        let status = c.shutdown().unwrap();
+        let late: Vec<String> = late
+            .iter()
+            .map(|e| format!("{}@{:?}", e.label, e.ms))
+            .collect();
+        (log.take(), late, status)
+    });
+    assert_eq!(lines, ["first@0.100s", "on-time@0.120s"]);
+    assert_eq!(late, ["late@Some(50)", "late-too@Some(110)"]);
+    assert_eq!(status.totals.late_events, 2);
+    assert_eq!(status.totals.output_drops, 0);
+}
+
+// R7.1, R9.1 ("Event time", late events; "Outputs"): a full late-events output follows its own
+// overflow policy; with `DropNewest` the late events beyond its bound are dropped and counted in
+// `output_drops` and on the receiver; the context never waits.
+#[test]
+fn r7_1_late_events_to_a_full_output_follow_its_policy_and_count() {
+    let (late, dropped, status) = bounded(|| {
+        let options = OutputOptions::bounded(2).policy(Overflow::DropNewest);
+        let c = with_late(LateEvents::ToOutput(options))();
+        let late = c.take_late_events().unwrap();
+        let input = c.input();
+        c.start();
+        input.send_to(c.main(), at_ms(1, 100, "clock")).unwrap();
+        for label in ["l1", "l2", "l3", "l4", "l5"] {
+            input.send_to(c.main(), at_ms(1, 10, label)).unwrap();
+        }
+        let status = c.shutdown().unwrap();
+        let labels: Vec<&str> = late.try_iter().map(|e| e.label).collect();
+        (labels, late.dropped(), status)
+    });
+    assert_eq!(late, ["l1", "l2"]);
+    assert_eq!(dropped, 3);
+    assert_eq!(status.totals.late_events, 5);
+    assert_eq!(status.totals.output_drops, 3);
+}
+
+// R8.2: a late-events output of an impossible bound is a typed error of `build`.
+#[test]
+fn r8_2_late_events_output_bound_is_checked_by_build() {
+    let built = Correlator::<Stamped>::builder()
+        .event_time()
+        .late_events(LateEvents::ToOutput(OutputOptions::bounded(0)))
+        .build();
+    assert!(
+        matches!(
+            built,
+            Err(Error::InvalidOutputCapacity { requested: 0, .. })
+        ),
+        "{:?}",
+        built.err()
+    );
+}
+
+// R7.1 ("Event time", late events): late events are reported in warnings, at most one per context
+// per interval, each saying how many came since the last one, how far behind they were, and the
+// likely cause. (Each scenario has its own lag, so that tests running beside it do not count.)
+#[test]
+fn r7_1_late_events_are_warned_at_most_once_per_interval() {
+    logged_lines("");
+    let scenario = |interval: Duration, lag_ms: u64| {
+        bounded(move || {
+            let c = Correlator::<Stamped>::builder()
+                .event_time()
+                .late_event_warning_interval(interval)
+                .build()
+                .unwrap();
+            let input = c.input();
+            c.start();
+            input.send_to(c.main(), at_ms(1, 100_000, "clock")).unwrap();
+            for _ in 0..3 {
+                input
+                    .send_to(c.main(), at_ms(1, 100_000 - lag_ms, "late"))
+                    .unwrap();
+            }
+            c.shutdown().unwrap().totals.late_events
+        })
+    };
+    assert_eq!(scenario(Duration::MAX, 1_234), 3);
+    assert_eq!(scenario(Duration::ZERO, 2_345), 3);
+    let once = logged_lines("the latest 1.234s behind");
+    assert_eq!(once.len(), 1, "one warning per interval: {once:#?}");
+    assert!(once[0].contains("WARN"), "{}", once[0]);
+    assert!(
+        once[0].contains("1 late event(s) (the first)")
+            && once[0].contains("several feeders")
+            && once[0].contains("processed at the clock's time"),
+        "the warning counts, names the likely cause and the policy: {}",
+        once[0]
+    );
+    let each = logged_lines("the latest 2.345s behind");
+    assert_eq!(each.len(), 3, "a zero interval warns of each: {each:#?}");
+    assert!(
+        each[1].contains("1 late event(s) since the last warning"),
+        "{}",
+        each[1]
+    );
+}
+
+// R7.1, R7.2 ("Event time"): events that carry times while the correlator runs on clock ticks
+// (`Event::time` implemented, `event_time()` forgotten) log one warning per correlator, however
+// many contexts see such events; under event time there is none. (Each scenario has its own stamp,
+// so that tests running beside it do not count.)
+#[test]
+fn r7_1_tick_mode_warns_once_that_events_carry_times() {
+    logged_lines("");
+    let scenario = |builder: CorrelatorBuilder<Stamped>, ms: u64| {
+        bounded(move || {
+            let c = builder.build().unwrap();
+            let other = c.create_context(ContextOptions::new("other")).unwrap();
+            let input = c.input();
+            c.start();
+            for i in 0..5 {
+                input.send_to(c.main(), at_ms(1, ms + i, "x")).unwrap();
+                input.send_to(other, at_ms(1, ms + i, "x")).unwrap();
+            }
+            c.shutdown().unwrap();
+        })
+    };
+    scenario(Correlator::builder(), 777_777);
+    scenario(Correlator::builder().event_time(), 888_888);
+    let ticks = logged_lines("returned 777.777s");
+    assert_eq!(ticks.len(), 1, "one warning per correlator: {ticks:#?}");
+    assert!(
+        ticks[0].contains("WARN") && ticks[0].contains("event_time()"),
+        "the warning says what to call: {}",
+        ticks[0]
+    );
+    assert_eq!(logged_lines("returned 888.888s"), Vec::<String>::new());
 }

@@ -12,7 +12,9 @@ mod price_spike;
 use std::time::Duration;
 
 use common::*;
-use correlator::{not, wait, ContextOptions, Correlator, Match, Pattern, Time};
+use correlator::{
+    not, wait, ContextOptions, Correlator, Expr, Match, Monitor, Pattern, Scope, Time,
+};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -385,4 +387,116 @@ fn r7_deterministic_over_repeated_runs() {
             first
         );
     }
+}
+
+/// A monitor with one repeating listener on `expr` that logs `"<first>-><second>@<time>"` per
+/// match, and `"die"` when it ends. Its own type, so that the captured log can be told apart from
+/// the other tests' lines.
+struct QuietSpell {
+    expr: Option<Expr<Ev>>,
+    log: Log,
+}
+
+impl Monitor<Ev> for QuietSpell {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let expr = self.expr.take().expect("loaded once");
+        cx.when_all(
+            expr,
+            |m: &mut Self, _: &mut Scope<'_, Ev, Self>, hit: &Match<Ev>| {
+                let vals: Vec<String> = hit.events.iter().map(|e| e.val.to_string()).collect();
+                m.log.push(format!("{}@{}", vals.join("->"), hit.time));
+            },
+        );
+    }
+
+    fn on_die(&mut self, _: &correlator::DieReason, _: &mut Scope<'_, Ev, Self>) {
+        self.log.push("die");
+    }
+}
+
+/// Runs a [`QuietSpell`] on `expr` over `feed` (`(kind, val, at_s)`: the clock is moved to
+/// `at_s` seconds before the event), after a quiet spell of 60 s; returns its log, with
+/// `"shutdown"` where the shutdown began.
+fn quiet_spell(expr: Expr<Ev>, feed: &[(u32, u64, u64)]) -> Vec<String> {
+    let c = correlator(64);
+    let log = Log::default();
+    c.load(QuietSpell {
+        expr: Some(expr),
+        log: log.clone(),
+    })
+    .unwrap();
+    let input = c.input();
+    c.start();
+    input.send_time(t(60)).unwrap();
+    for &(kind, val, at_s) in feed {
+        input.send_time(t(at_s)).unwrap();
+        input.send_to(c.main(), ev(kind, val)).unwrap();
+    }
+    assert!(
+        eventually(|| c.status().totals.processed >= feed.len() as u64),
+        "the events were processed"
+    );
+    let mut lines = log.snapshot();
+    lines.push("shutdown".to_string());
+    c.shutdown().unwrap();
+    lines.extend(log.take().into_iter().skip(lines.len() - 1));
+    lines
+}
+
+/// Everything `tracing` logged in this test binary so far (INFO and above).
+fn logged() -> String {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    CAPTURED.get_or_init(Captured::install_global).text()
+}
+
+/// A quiet spell of 60 s, then pairs `1 -> 2`: 3 s apart, 10 s apart (exactly the bound), 9 s apart.
+const PAIRS: [(u32, u64, u64); 6] = [
+    (1, 1, 60),
+    (2, 2, 63),
+    (1, 3, 80),
+    (2, 4, 90),
+    (1, 5, 100),
+    (2, 6, 109),
+];
+
+// R7.3 ("`within`", "A repeating listener never ends in silence"): `within(d)` counts from the
+// moment the match starts, so after a quiet spell longer than `d` the repeating listener has
+// ended, with its instance, before the first pair; that is logged at INFO, naming the monitor and
+// the bound counted from the first event.
+#[test]
+fn r7_3_when_all_within_ends_after_a_quiet_spell_and_logs_it() {
+    logged();
+    let lines = quiet_spell(
+        Pattern::kind(1).then(Pattern::kind(2)).within(secs(10)),
+        &PAIRS,
+    );
+    assert_eq!(lines, ["die", "shutdown"]);
+    let text = logged();
+    let ended: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("of monitor time_expr::QuietSpell ended"))
+        .collect();
+    assert_eq!(ended.len(), 1, "one line for the one listener: {text}");
+    assert!(
+        ended[0].contains("INFO")
+            && ended[0].contains("when_all")
+            && ended[0].contains("can no longer match")
+            && ended[0].contains("within_from_first"),
+        "the line says what ended, why, and what to write instead: {}",
+        ended[0]
+    );
+}
+
+// R7.3 ("`within_from_first`"): its clock starts at the expression's first event, so the pair after
+// a quiet spell fires, every later pair fires on its own clock, and a pair exactly `d` apart is too
+// late (the bound is exclusive, as `within`'s); the listener and its instance live on.
+#[test]
+fn r7_3_within_from_first_fires_after_a_quiet_spell_and_for_every_pair() {
+    let lines = quiet_spell(
+        Pattern::kind(1)
+            .then(Pattern::kind(2))
+            .within_from_first(secs(10)),
+        &PAIRS,
+    );
+    assert_eq!(lines, ["1->2@63.000s", "5->6@109.000s", "shutdown", "die",]);
 }

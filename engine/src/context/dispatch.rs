@@ -419,6 +419,36 @@ impl<E: Event> Context<E> {
         true
     }
 
+    /// Logs that the repeating expression listener in `slot` ends because its expression can no
+    /// longer match (see "Listening" in the `expr` module docs): nothing the user wrote asked for
+    /// it, and its instance ends with it if it was the last listener.
+    #[cold]
+    #[inline(never)]
+    fn log_repeating_end(&self, slot: u32, instance: u32, handle: u64) {
+        let has_within = match self.table.slot(slot).map(|l| &l.body) {
+            Some(Body::Expr { expr, .. }) => expr.has_within(),
+            _ => false,
+        };
+        let monitor = self.instances[instance as usize]
+            .as_ref()
+            .map_or("?", |i| i.state.monitor_name());
+        let hint = if has_within {
+            "; its `within` bound counts from the moment the match started (registration, for the \
+             first), so a quiet spell longer than the bound ends it: use `within_from_first(d)` for \
+             a bound counted from the first event"
+        } else {
+            ""
+        };
+        tracing::info!(
+            context = self.fx.me.id(),
+            monitor,
+            instance,
+            listener = handle,
+            "a repeating listener (when_all) of monitor {monitor} ended: its event expression can \
+             no longer match{hint}. The instance ends too if this was its last listener"
+        );
+    }
+
     /// Steps an expression listener with an event or a timer; fires its handler for every match.
     /// Returns whether the stimulus advanced it.
     pub(super) fn fire_expr(&mut self, slot: u32, stim: Stimulus<'_, E>) -> bool {
@@ -431,7 +461,7 @@ impl<E: Event> Context<E> {
         let Some(l) = self.table.slot_mut(slot) else {
             return false;
         };
-        let (handle, instance) = (l.handle, l.instance);
+        let (handle, instance, mode) = (l.handle, l.instance, l.mode);
         let Body::Expr { expr, .. } = &mut l.body else {
             return false;
         };
@@ -454,9 +484,17 @@ impl<E: Event> Context<E> {
             self.schedule(handle);
         } else {
             self.step_timers.clear();
+            if mode == Mode::All {
+                self.log_repeating_end(slot, instance, handle);
+            }
             // It can no longer fire: it ends before its last handler runs (R7.3).
             self.table.kill(slot);
             self.listener_ended(instance);
+            if fired.is_empty() && self.nesting == 0 {
+                // No handler follows whose `after_handler` would see that its instance may have
+                // no listener left: end it now (R6.8), not at some later handler or at shutdown.
+                self.end_listenerless();
+            }
         }
         for m in fired.drain(..) {
             let Some(l) = self.table.slot_mut(slot) else {

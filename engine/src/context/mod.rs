@@ -63,7 +63,7 @@ use crate::deliver::{GiveBack, Links, OwnInbox};
 use crate::entry::{DieReason, Effects, Entry};
 use crate::error::Error;
 use crate::event::Event;
-use crate::event_time::EventClock;
+use crate::event_time::{EventClock, Stamp};
 use crate::expr::Match;
 use crate::id::ContextRef;
 use crate::inbox::{Consumer, Inbox};
@@ -316,13 +316,16 @@ impl<E: Event> Context<E> {
     fn run_entry(&mut self, entry: Entry<E>) {
         match entry {
             Entry::Event(e) => {
-                if self.event_clock.on() {
+                if self.event_clock.looks() {
                     let fx = &mut self.fx;
-                    if let Some(t) = self
+                    let warned = &fx.links.shared().warned_ignored_times;
+                    match self
                         .event_clock
-                        .advance_for(&e, fx.now, &mut fx.stats, fx.me)
+                        .advance_for(&e, fx.now, &mut fx.stats, fx.me, warned)
                     {
-                        self.advance_time(t);
+                        Stamp::Forward(t) => self.advance_time(t),
+                        Stamp::Keep => {}
+                        Stamp::Divert => return self.divert_late(e),
                     }
                 }
                 self.run_root(e);
@@ -330,6 +333,21 @@ impl<E: Event> Context<E> {
             Entry::Spawn(new) => self.run_then_drain(|cx| cx.create_instance(*new)),
             Entry::Tick(t) => self.advance_time(t),
         }
+    }
+
+    /// A late event under `LateEvents::Drop` or `ToOutput` (already counted in `late_events`):
+    /// dropped, or pushed to the late-events output under its overflow policy (drops and waits
+    /// counted like an emit's).
+    #[cold]
+    #[inline(never)]
+    fn divert_late(&mut self, e: E) {
+        let Some(queue) = self.fx.links.shared().late_output.clone() else {
+            return;
+        };
+        self.fx.links.push_output(&queue, e);
+        let (drops, blocked_ns) = self.fx.links.take_output_tallies();
+        self.fx.stats.output_drops += drops;
+        self.fx.stats.output_blocked_ns += blocked_ns;
     }
 
     /// Runs `step` (an inbox event's push, a load hook, a timer handler, an `on_die` hook: code that
