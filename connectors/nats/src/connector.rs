@@ -1,7 +1,7 @@
 //! The connector: one NATS connection, its runtime, and the ingress and egress tasks on it.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream;
@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::codec::Codec;
 use crate::error::{js, ConnectorError};
 use crate::feeder::{self, Work};
+use crate::processed::Processed;
 use crate::status::{ConnectorStatus, Counters};
 
 /// Default subject undecodable payloads are published to.
@@ -140,7 +141,7 @@ impl JetStreamSource {
             durable_name: Some(self.name(generation)),
             filter_subject: self.filter_subject.clone(),
             deliver_policy: deliver,
-            ack_policy: jetstream::consumer::AckPolicy::All,
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
             ack_wait: self.ack_wait,
             // One batch in the engine, one being pulled: the server never delivers more.
             max_ack_pending: (self.batch * 2) as i64,
@@ -357,22 +358,52 @@ impl Connector {
     ///
     /// **Acknowledgement.** The connector pulls a batch, hands its events to the engine, then
     /// queues a receipt behind them through the same input handle
-    /// ([`InputHandle::load_in`]); the batch is acknowledged (one `AckAll` for its last message)
-    /// only when the receipt reports that the engine has processed every event of the batch and
-    /// everything they routed. The next batch is pulled once the previous one is in the inbox, so
-    /// while the inbox is full nothing more is pulled; the server delivers at most two batches
-    /// unacknowledged (`max_ack_pending`).
+    /// ([`InputHandle::load_in`]); the batch's messages are acknowledged, each one on its own
+    /// (`AckPolicy::Explicit`), only when the receipt reports that the engine has processed every
+    /// event of the batch and everything they routed. The next batch is pulled once the previous
+    /// one is in the inbox, so while the inbox is full nothing more is pulled; the server
+    /// delivers at most two batches unacknowledged (`max_ack_pending`).
+    ///
+    /// Each message is acknowledged on its own because an all-up-to acknowledgement (`AckAll`)
+    /// cannot clear everything: a server that crashed can come back with messages pending at or
+    /// below its acknowledgement floor, which it then ignores an `AckAll` for and delivers again
+    /// every `ack_wait`, for ever. A consumer of an older version of the connector
+    /// (`AckPolicy::All`) is replaced on start by the next generation (below).
+    ///
+    /// **What "at least once" means here.** Every message of the stream (that passes the filter)
+    /// reaches the engine at least once, and is acknowledged only after the engine processed it.
+    /// The ingress remembers the stream sequences the engine processed (as ranges), and a
+    /// message the server delivers again after that (an acknowledgement lost with the connection, or a server that crashed before it
+    /// stored the acknowledgement) is acknowledged again but not handed to the engine, counted in
+    /// `already_processed`. So within one process's life an event is processed twice only when
+    /// the server delivers it again *before* the engine finished it (it waited longer than
+    /// `ack_wait` in the inbox); [`dedup`](JetStreamSource::dedup) removes that repeat too. For a
+    /// filtered consumer whose sequences are not contiguous the ingress remembers the 4,096 most
+    /// recent ranges; a message delivered again from further back is processed again. Once every
+    /// message is acknowledged, nothing more reaches the engine: no message is delivered again
+    /// for ever.
     ///
     /// **What a crash repeats.** A process that dies loses nothing acknowledged, and nothing it
     /// did not acknowledge is lost: the server keeps it. Events of the batches in flight (at most
     /// two batches per consumer) may have been processed without their acknowledgement: they are
-    /// delivered again, to the restarted process. A lost connection can also lose an
-    /// acknowledgement; then the server delivers the batch again after `ack_wait` (the next
-    /// batch's `AckAll` covers it too). With [`dedup`](JetStreamSource::dedup) on, a message whose
-    /// stream sequence is not above the highest this process delivered is dropped (counted in
-    /// `duplicates`): that removes every repeat within one process's life; the repeats after a
-    /// restart remain (the process that processed them is gone), so a monitor whose effects must
-    /// not repeat keeps its own high-water mark.
+    /// delivered again, to the restarted process (which does not know they were processed).
+    /// With [`dedup`](JetStreamSource::dedup) on, a message whose stream sequence is not above
+    /// the highest this process delivered is dropped (counted in `duplicates`). The repeats after
+    /// a process restart remain, so a monitor whose effects must not repeat keeps its own
+    /// high-water mark.
+    ///
+    /// **A panicking handler.** A panic in monitor code ends that instance (R6.8) but the event
+    /// counts as processed: the receipt behind it still fires, so the message is acknowledged
+    /// and never delivered again. For the work that handler did not finish, the connector gives
+    /// at most once; a monitor that must retry it keeps that state itself.
+    ///
+    /// **A deleted consumer.** A consumer deleted on the server answers no pull and says
+    /// nothing. When a pull brings nothing (at most once a second) or is refused, the ingress
+    /// asks the server about its consumer; if it no longer exists the ingress creates it again
+    /// with the same name and settings, starting right after the last acknowledgement floor it
+    /// saw, logs a warning, sets `last_error` and counts it in `consumer_recreated` of
+    /// [`status`](Self::status). Messages it already processed that the new consumer delivers
+    /// again are acknowledged without being processed again.
     ///
     /// **Order and restarts (generations).** The consumer is `{consumer}-g{N}`. On start the
     /// connector takes the highest generation; if it still has unacknowledged messages (its
@@ -405,13 +436,13 @@ impl Connector {
                 expected: "at least 1",
             });
         }
-        let consumer = self.block_on(resume_consumer(&self.jetstream, &source))?;
+        let resumed = self.block_on(resume_consumer(&self.jetstream, &source))?;
         let tx = feeder::spawn(input, ctx, source.batch, self.counters.clone())?;
         let dead = self.dead_letters();
         let counters = self.counters.clone();
         let (stop, stopped) = watch::channel(false);
         let task = self.handle().spawn(pull_loop(
-            consumer, source, codec, tx, dead, counters, stopped,
+            resumed, source, codec, tx, dead, counters, stopped,
         ));
         Ok(Ingress {
             stop,
@@ -501,12 +532,13 @@ fn backoff(min: Duration, max: Duration, attempts: usize) -> Duration {
 }
 
 /// Takes over the highest generation of the consumer, or starts the next one at its
-/// acknowledgement floor when it has unacknowledged messages (see [`Connector::consume`]).
+/// acknowledgement floor when it has unacknowledged messages or acknowledges all-up-to rather
+/// than each message (see [`Connector::consume`]).
 async fn resume_consumer(
     js_ctx: &jetstream::Context,
     source: &JetStreamSource,
-) -> Result<jetstream::consumer::PullConsumer, ConnectorError> {
-    use jetstream::consumer::DeliverPolicy;
+) -> Result<Resumed, ConnectorError> {
+    use jetstream::consumer::{AckPolicy, DeliverPolicy};
     let stream = js_ctx.get_stream(&source.stream).await.map_err(js)?;
     let prefix = format!("{}-g", source.consumer);
     let mut generations = Vec::new();
@@ -521,17 +553,22 @@ async fn resume_consumer(
         }
     }
     generations.sort_unstable();
-    let consumer = match generations.last().copied() {
-        None => stream
-            .create_consumer(source.config(1, DeliverPolicy::All))
-            .await
-            .map_err(js)?,
+    let (consumer, floor) = match generations.last().copied() {
+        None => {
+            let consumer = stream
+                .create_consumer(source.config(1, DeliverPolicy::All))
+                .await
+                .map_err(js)?;
+            (consumer, 0)
+        }
         Some(g) => {
             let info = stream.consumer_info(source.name(g)).await.map_err(js)?;
-            if info.num_ack_pending == 0 {
-                stream.get_consumer(&source.name(g)).await.map_err(js)?
+            let floor = info.ack_floor.stream_sequence;
+            if info.num_ack_pending == 0 && info.config.ack_policy == AckPolicy::Explicit {
+                let consumer = stream.get_consumer(&source.name(g)).await.map_err(js)?;
+                (consumer, floor)
             } else {
-                let start_sequence = info.ack_floor.stream_sequence + 1;
+                let start_sequence = floor + 1;
                 let next = stream
                     .create_consumer(
                         source.config(g + 1, DeliverPolicy::ByStartSequence { start_sequence }),
@@ -539,20 +576,101 @@ async fn resume_consumer(
                     .await
                     .map_err(js)?;
                 generations.push(g + 1);
-                next
+                (next, floor)
             }
         }
     };
-    let current = generations.last().copied().unwrap_or(1);
-    for g in generations.into_iter().filter(|&g| g < current) {
+    let generation = generations.last().copied().unwrap_or(1);
+    for g in generations.into_iter().filter(|&g| g < generation) {
         stream.delete_consumer(&source.name(g)).await.map_err(js)?;
     }
-    Ok(consumer)
+    Ok(Resumed {
+        stream,
+        consumer,
+        generation,
+        floor,
+    })
 }
 
-/// Pulls batches, hands them to the feeder, and acknowledges each once the engine processed it.
-async fn pull_loop<E: Event, C: Codec<E>>(
+/// The consumer an ingress pulls from, and what it needs to re-create it.
+struct Resumed {
+    stream: jetstream::stream::Stream,
     consumer: jetstream::consumer::PullConsumer,
+    /// Its generation (the `N` of `{consumer}-gN`).
+    generation: u64,
+    /// The highest stream sequence known to be acknowledged with everything below it.
+    floor: u64,
+}
+
+/// How often an idle ingress asks the server about its consumer, at most.
+const CONSUMER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One pulled batch in the engine: acknowledged message by message once its receipt fires.
+struct InFlight {
+    processed: tokio::sync::oneshot::Receiver<()>,
+    messages: Vec<jetstream::Message>,
+}
+
+/// Acknowledges each batch once the engine processed it, in order, and records its stream
+/// sequences as processed.
+async fn acknowledge(
+    mut pending: tokio::sync::mpsc::Receiver<InFlight>,
+    processed: Arc<Mutex<Processed>>,
+    dead: DeadLetters,
+    counters: Arc<Counters>,
+) {
+    while let Some(InFlight {
+        processed: receipt,
+        messages,
+    }) = pending.recv().await
+    {
+        if receipt.await.is_err() {
+            return; // the engine stopped before processing it: leave it unacknowledged
+        }
+        dead.flush().await;
+        {
+            let mut done = lock(&processed);
+            for seq in messages.iter().filter_map(stream_sequence) {
+                done.insert(seq);
+            }
+        }
+        let Some((last, rest)) = messages.split_last() else {
+            continue;
+        };
+        // One acknowledgement per message (`AckPolicy::Explicit`): the server clears each one,
+        // wherever its floor is. The last one waits for the server's answer, which comes after
+        // the others (same connection, in order).
+        let mut lost = None;
+        for msg in rest {
+            if let Err(e) = msg.ack().await {
+                lost = Some(e);
+            }
+        }
+        match (last.double_ack().await, lost) {
+            (Ok(()), None) => Counters::add(&counters.acknowledged, messages.len() as u64),
+            (Err(e), _) | (_, Some(e)) => counters.error(format_args!(
+                "acknowledgement lost ({e}); the server delivers those messages again after \
+                 ack_wait, and the ingress acknowledges them without processing them again"
+            )),
+        }
+    }
+}
+
+/// The stream sequence of a JetStream message (0 when its reply subject does not say).
+fn stream_sequence(msg: &jetstream::Message) -> Option<u64> {
+    msg.info().ok().map(|i| i.stream_sequence)
+}
+
+fn lock(processed: &Mutex<Processed>) -> std::sync::MutexGuard<'_, Processed> {
+    // Nothing panics while holding it; a poisoned lock still holds a consistent set.
+    processed.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Pulls batches, hands them to the feeder, and has each acknowledged once the engine processed
+/// it. A message this ingress already had processed is acknowledged again but not handed on.
+/// When the server says the consumer is gone, re-creates it at the last known floor.
+async fn pull_loop<E: Event, C: Codec<E>>(
+    resumed: Resumed,
     source: JetStreamSource,
     codec: Arc<C>,
     tx: tokio::sync::mpsc::Sender<Work<E>>,
@@ -560,30 +678,24 @@ async fn pull_loop<E: Event, C: Codec<E>>(
     counters: Arc<Counters>,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let Resumed {
+        stream,
+        mut consumer,
+        generation,
+        mut floor,
+    } = resumed;
+    let processed = Arc::new(Mutex::new(Processed::default()));
     // Batches in the engine, acknowledged in order by the task below as their receipts come.
-    let (acks, mut pending) = tokio::sync::mpsc::channel::<(
-        tokio::sync::oneshot::Receiver<()>,
-        jetstream::Message,
-        u64,
-    )>(1);
-    let ack_dead = dead.clone();
-    let ack_counters = counters.clone();
-    let acker = tokio::spawn(async move {
-        while let Some((processed, last, n)) = pending.recv().await {
-            if processed.await.is_err() {
-                return; // the engine stopped before processing it: leave it unacknowledged
-            }
-            ack_dead.flush().await;
-            match last.double_ack().await {
-                Ok(()) => Counters::add(&ack_counters.acknowledged, n),
-                Err(e) => ack_counters.error(format_args!(
-                    "acknowledgement lost ({e}); the next one covers it"
-                )),
-            }
-        }
-    });
+    let (acks, pending) = tokio::sync::mpsc::channel::<InFlight>(1);
+    let acker = tokio::spawn(acknowledge(
+        pending,
+        processed.clone(),
+        dead.clone(),
+        counters.clone(),
+    ));
     let mut high_water = 0u64;
     let mut failures = 0usize;
+    let mut checked = tokio::time::Instant::now();
     while !*stopped.borrow() {
         let request = consumer
             .batch()
@@ -603,20 +715,23 @@ async fn pull_loop<E: Event, C: Codec<E>>(
                 continue;
             }
         };
-        let mut last = None;
-        let mut n = 0;
+        let mut messages = Vec::new();
+        let mut refused = false;
         while let Some(msg) = batch.next().await {
             let msg = match msg {
                 Ok(m) => m,
                 Err(e) => {
                     counters.error(format_args!("pull from {}: {e}", source.stream));
+                    refused = true;
                     break;
                 }
             };
             failures = 0;
             Counters::add(&counters.received, 1);
-            let sequence = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
-            if source.dedup && sequence != 0 && sequence <= high_water {
+            let sequence = stream_sequence(&msg).unwrap_or(0);
+            if sequence != 0 && lock(&processed).contains(sequence) {
+                Counters::add(&counters.already_processed, 1);
+            } else if source.dedup && sequence != 0 && sequence <= high_water {
                 Counters::add(&counters.duplicates, 1);
             } else {
                 high_water = high_water.max(sequence);
@@ -632,20 +747,86 @@ async fn pull_loop<E: Event, C: Codec<E>>(
                     }
                 }
             }
-            n += 1;
-            last = Some(msg);
+            messages.push(msg);
         }
-        let Some(last) = last else { continue };
+        if messages.is_empty() {
+            // Idle, or the pull went unanswered: ask the server about the consumer, at most
+            // once per interval (a deleted consumer answers no pull, and says nothing).
+            if refused || checked.elapsed() >= CONSUMER_CHECK_INTERVAL {
+                checked = tokio::time::Instant::now();
+                if let Some(c) =
+                    check_consumer(&stream, &source, generation, &mut floor, &counters).await
+                {
+                    consumer = c;
+                }
+            }
+            continue;
+        }
         // The next pull waits until this batch is in the inbox (back-pressure).
-        let Some(processed) = feeder::mark(&tx).await else {
+        let Some(receipt) = feeder::mark(&tx).await else {
             return;
         };
-        if acks.send((processed, last, n)).await.is_err() {
+        let batch = InFlight {
+            processed: receipt,
+            messages,
+        };
+        if acks.send(batch).await.is_err() {
             return;
         }
     }
     drop(acks);
     let _ = acker.await;
+}
+
+/// Asks the server about the consumer; records its acknowledgement floor, or, when the server
+/// says it does not exist, creates it again (same name and settings) right after the last floor
+/// seen, counts that in `consumer_recreated` and logs it. Returns the new consumer then.
+async fn check_consumer(
+    stream: &jetstream::stream::Stream,
+    source: &JetStreamSource,
+    generation: u64,
+    floor: &mut u64,
+    counters: &Counters,
+) -> Option<jetstream::consumer::PullConsumer> {
+    use jetstream::context::ConsumerInfoErrorKind;
+    let name = source.name(generation);
+    match stream.consumer_info(&name).await {
+        Ok(info) => {
+            *floor = (*floor).max(info.ack_floor.stream_sequence);
+            None
+        }
+        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => {
+            let deliver = jetstream::consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: *floor + 1,
+            };
+            match stream
+                .create_consumer(source.config(generation, deliver))
+                .await
+            {
+                Ok(consumer) => {
+                    Counters::add(&counters.consumer_recreated, 1);
+                    counters.error(format_args!(
+                        "consumer {name} of stream {} was deleted on the server; re-created it \
+                         from stream sequence {} (messages this ingress already processed are \
+                         acknowledged, not processed again)",
+                        source.stream,
+                        *floor + 1
+                    ));
+                    Some(consumer)
+                }
+                Err(e) => {
+                    counters.error(format_args!(
+                        "consumer {name} of stream {} was deleted on the server and cannot be \
+                         re-created ({e}); retrying",
+                        source.stream
+                    ));
+                    None
+                }
+            }
+        }
+        // A lost connection or a server starting up: the next check asks again.
+        Err(_) => None,
+    }
 }
 
 /// Publishes undecodable payloads, with the reason in a header.

@@ -4,8 +4,9 @@
 //! * [`Connector::subscribe`]: a core NATS subject into a context (no persistence).
 //! * [`Connector::consume`]: a JetStream durable pull consumer into a context, at least once: a
 //!   batch is acknowledged only after the engine processed its events (a receipt monitor loaded
-//!   through the same input handle, [`correlator::InputHandle::load_in`]); what a crash repeats
-//!   and the opt-in de-duplication by stream sequence are documented there.
+//!   through the same input handle, [`correlator::InputHandle::load_in`]), each message on its
+//!   own; what a crash or a server outage repeats, a deleted consumer, a panicking handler and
+//!   the opt-in de-duplication by stream sequence are documented there.
 //! * [`Connector::publish_output`]: an output channel to a subject.
 //! * [`Codec`] with [`JsonCodec`]; undecodable payloads are counted and go to a dead-letter subject.
 //! * [`Partitioning`]: the server-side mapping of keys to partitions and of partitions to
@@ -59,6 +60,7 @@ mod connector;
 mod error;
 mod feeder;
 mod partition;
+mod processed;
 mod server;
 mod status;
 

@@ -97,6 +97,51 @@ impl LocalServer {
         self.run_stop(true)
     }
 
+    /// Kills the server with `SIGKILL` (a crash: nothing is flushed), keeping its port and
+    /// storage so that [`restart`](Self::restart) brings back what its store had written.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Server`] when the server's process id cannot be read or the signal
+    /// cannot be sent.
+    ///
+    /// # Example
+    /// ```no_run
+    /// let mut server = correlator_nats::LocalServer::start(&[])?;
+    /// server.kill()?;
+    /// std::thread::sleep(std::time::Duration::from_secs(1));
+    /// server.restart()?;
+    /// # Ok::<(), correlator_nats::ConnectorError>(())
+    /// ```
+    pub fn kill(&mut self) -> Result<(), ConnectorError> {
+        let file = format!("{}/pid", self.dir);
+        let pid = std::fs::read_to_string(&file)
+            .map_err(|e| ConnectorError::Server(format!("cannot read {file}: {e}")))?;
+        let pid = pid.trim().to_string();
+        let out = Command::new("kill")
+            .arg("-KILL")
+            .arg(&pid)
+            .output()
+            .map_err(|e| ConnectorError::Server(format!("cannot run kill: {e}")))?;
+        if !out.status.success() {
+            return Err(ConnectorError::Server(format!(
+                "kill -KILL {pid}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        // Gone once it has no process entry or is a zombie (nobody may reap it: the script's
+        // shell exited); bounded at 10 s, as in the script.
+        let stat = format!("/proc/{pid}/stat");
+        for _ in 0..200 {
+            match std::fs::read_to_string(&stat) {
+                Ok(s) if !s.contains(") Z ") => {}
+                _ => break,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        self.running = false;
+        Ok(())
+    }
+
     /// Starts the stopped server again on the same port with the same storage.
     ///
     /// # Errors

@@ -14,6 +14,8 @@ pub(crate) struct Counters {
     pub(crate) delivered: AtomicU64,
     pub(crate) acknowledged: AtomicU64,
     pub(crate) duplicates: AtomicU64,
+    pub(crate) already_processed: AtomicU64,
+    pub(crate) consumer_recreated: AtomicU64,
     pub(crate) decode_errors: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
     pub(crate) published: AtomicU64,
@@ -68,6 +70,8 @@ impl Counters {
             delivered: get(&self.delivered),
             acknowledged: get(&self.acknowledged),
             duplicates: get(&self.duplicates),
+            already_processed: get(&self.already_processed),
+            consumer_recreated: get(&self.consumer_recreated),
             decode_errors: get(&self.decode_errors),
             dead_lettered: get(&self.dead_lettered),
             published: get(&self.published),
@@ -97,6 +101,13 @@ pub struct ConnectorStatus {
     pub acknowledged: u64,
     /// Redelivered JetStream messages dropped by de-duplication.
     pub duplicates: u64,
+    /// JetStream messages the server delivered again after the engine had processed them (a
+    /// lost acknowledgement, or a server that crashed before storing it): acknowledged again,
+    /// not handed to the engine.
+    pub already_processed: u64,
+    /// Durable consumers re-created because they had been deleted on the server while their
+    /// ingress ran (each also logged and shown in `last_error`).
+    pub consumer_recreated: u64,
     /// Payloads the codec refused.
     pub decode_errors: u64,
     /// Payloads published to the dead-letter subject.
@@ -116,7 +127,8 @@ impl fmt::Display for ConnectorStatus {
         write!(
             f,
             "nats {} (lost {}, reconnected {}): received {}, delivered {}, acked {}, duplicates {}, \
-             decode errors {}, dead letters {}, published {}, publish errors {}",
+             already processed {}, consumers re-created {}, decode errors {}, dead letters {}, \
+             published {}, publish errors {}",
             if self.connected { "connected" } else { "DISCONNECTED" },
             self.disconnects,
             self.reconnects,
@@ -124,6 +136,8 @@ impl fmt::Display for ConnectorStatus {
             self.delivered,
             self.acknowledged,
             self.duplicates,
+            self.already_processed,
+            self.consumer_recreated,
             self.decode_errors,
             self.dead_lettered,
             self.published,
