@@ -344,10 +344,10 @@ impl<E: Event> Context<E> {
         let Some(queue) = self.fx.links.shared().late_output.clone() else {
             return;
         };
-        self.fx.links.push_output(&queue, e);
-        let (drops, blocked_ns) = self.fx.links.take_output_tallies();
-        self.fx.stats.output_drops += drops;
-        self.fx.stats.output_blocked_ns += blocked_ns;
+        // A late event discarded because the reader is gone counts as a drop, as an emit's does;
+        // the time waiting for room is published while it passes (`OutputWaitBoard`).
+        let _queued = self.fx.links.push_typed_output(&queue, e);
+        self.fx.stats.output_drops += self.fx.links.take_output_drops();
     }
 
     /// Runs `step` (an inbox event's push, a load hook, a timer handler, an `on_die` hook: code that
