@@ -44,7 +44,9 @@ stage "engine tests with debug assertions" cargo test -p correlator
 # `shutdown_async` and the tokio service (both runtime flavours) run here with it.
 stage "engine outputs and async sends with the async feature" cargo test -p correlator --release \
   --features async --lib --test outputs --test async_send --test async_service
-stage "tokio service example" cargo run -q --release -p correlator --features async --example tokio_service
+stage "tokio examples (the service, and the quick start the README and the rustdoc show)" bash -c '
+  cargo run -q --release -p correlator --features async --example tokio_service &&
+  cargo run -q --release -p correlator --features async --example quick_start'
 stage "engine status export with the serde and metrics features" \
   cargo test -p correlator --release --features serde,metrics --lib --test status_export
 stage "benches (test mode)" cargo bench -p correlator-benches -- --test

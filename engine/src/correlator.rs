@@ -407,7 +407,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             }
         }
         let outputs = OutputRegistry::new();
-        let late_output = late_options.map(|options| outputs.make::<E>(options, "late events".to_string()));
+        let late_output =
+            late_options.map(|options| outputs.make::<E>(options, "late events".to_string()));
         let late_receiver = late_output.clone().map(OutputReceiver::new);
         let shared = Arc::new(Shared {
             channels: Channels::new(self.max_channels, config.max_contexts),

@@ -1172,19 +1172,19 @@ impl<E: Event, H: GiveBack> Links<E, H> {
                 ChannelTry::Refused(SendError::new(
                     SendErrorKind::FullBeforeStart,
                     target,
-                    e.into_event(),
+                    e.into_inner(),
                 ))
             }
             Some(ctx) => match self.index_of(ctx) {
                 Some(id) => {
-                    ChannelTry::FullInbox(self.contexts[id as usize].clone(), e.into_event())
+                    ChannelTry::FullInbox(self.contexts[id as usize].clone(), e.into_inner())
                 }
                 None => ChannelTry::Refused(e),
             },
             None => match self.full_block_output(channel) {
-                Some(q) => ChannelTry::FullOutput(q, e.into_event()),
+                Some(q) => ChannelTry::FullOutput(q, e.into_inner()),
                 // Room appeared since: the caller tries again at once.
-                None => ChannelTry::Retry(e.into_event()),
+                None => ChannelTry::Retry(e.into_inner()),
             },
         }
     }

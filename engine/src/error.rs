@@ -198,7 +198,7 @@ pub enum SendErrorKind {
 }
 
 /// A refused send. It owns the event, so nothing is lost: take it back with
-/// [`into_event`](Self::into_event).
+/// [`into_inner`](Self::into_inner).
 #[derive(Clone, PartialEq, Eq)]
 pub struct SendError<E> {
     kind: SendErrorKind,
@@ -230,8 +230,8 @@ impl<E> SendError<E> {
         &self.event
     }
 
-    /// Takes the event back.
-    pub fn into_event(self) -> E {
+    /// Takes the event back (as `std::sync::mpsc::SendError` and crossbeam's errors do).
+    pub fn into_inner(self) -> E {
         self.event
     }
 }

@@ -233,18 +233,18 @@ impl<E: Event> InputHandle<E> {
                     // have made room. Otherwise the blocking send below waits for it.
                     if e.target().is_some() && !links.shared().started.load(Ordering::Acquire) {
                         let target = e.target();
-                        let event = e.into_event();
+                        let event = e.into_inner();
                         return Err(SendError::new(
                             SendErrorKind::FullBeforeStart,
                             target,
                             event,
                         ));
                     }
-                    event = e.into_event();
+                    event = e.into_inner();
                 }
                 Err(e) if e.kind() == SendErrorKind::Closed => return Err(e),
                 // A stopped subscriber (its thread could not start) is skipped below, as ever.
-                Err(e) => event = e.into_event(),
+                Err(e) => event = e.into_inner(),
             }
         }
         Ok(links
@@ -291,7 +291,7 @@ impl<E: Event> InputHandle<E> {
                 }
                 Err(err) => {
                     let (kind, target) = (err.kind(), err.target());
-                    events.insert(0, err.into_event());
+                    events.insert(0, err.into_inner());
                     return Err(SendBatchError::new(kind, target, sent));
                 }
             }

@@ -8,37 +8,39 @@
 //! [`spec`] (rules R1.1 ... R9.1, the file `engine/SPEC.md`), summarised in the README; every rule has
 //! tests naming it.
 //!
-//! # Shape: modules along the data flow
-//! An event goes from a sender (an [`InputHandle`], or a handler's [`Scope`]) through `deliver`
-//! into a context's inbox (`inbox`), is taken by that context's loop (`context`), pushed on its
-//! route stack (`route`), dispatched to the listeners its `listener` index finds, whose handlers
-//! (built by `monitor`) act on the context's `entry::Effects`: routing (back onto the route stack),
-//! sending (back into `deliver`), emitting on channels (`channel`) and outputs (`output`). The modules, bottom up; each
-//! imports only modules listed before it (checked by `scripts/module-cycles.py`), except the one
-//! type recursion that `entry`'s module doc names:
+//! # Quick start
+//! A card-fraud service on tokio (`engine/examples/quick_start.rs`, features `async`): one
+//! monitor instance per card across a pool of two contexts, event time, alerts read from a bounded
+//! typed output, a graceful shutdown. Add the crate with
+//! `correlator = { git = "https://github.com/<owner>/correlator", features = ["async"] }`
+//! (or a path dependency on `engine/`), and `tokio` for the runtime.
+#![cfg_attr(
+    feature = "async",
+    doc = concat!("```\n", include_str!("../examples/quick_start.rs"), "```")
+)]
+#![cfg_attr(
+    not(feature = "async"),
+    doc = concat!("```text\n", include_str!("../examples/quick_start.rs"), "```")
+)]
 //!
-//! | module | owns |
-//! |---|---|
-//! | `sync`, `config`, `time`, `event`, `state`, `id` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`] |
-//! | `error`, `status` | the typed errors; the status snapshot and its one list of counters |
-//! | `metrics` | (feature `metrics`) the status counters published to the `metrics` facade |
-//! | `inbox` | the lock-free MPSC queue per context: reservations, back-pressure, sleep/wake (model-checked with loom) |
-//! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
-//! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
-//! | `output` | bounded outputs: the queue, its overflow policy and sleep/wake protocol, typed [`Output`]s, [`OutputReceiver`]s |
-//! | `channel` | channel names, subscriptions and the output lists of channels |
-//! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
-//! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters |
-//! | `deliver` | the single push path every send uses (reserve, wait, commit) |
-//! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
-//! | `listener` | the listener index by event kind, read through a cursor |
-//! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
-//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
-//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
-//! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
+//! The same without a runtime, a plain monitor on one context, is the example further down.
 //!
-//! `inbox` and `route` are private; the `internals` feature exposes them (and the wait-graph helpers)
-//! to the loom models and the micro-benchmarks.
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `async` | no | `send_to_async`, `send_batch_to_async`, `send_async` on input handles and `PoolInput`; [`SharedInput`]; `OutputReceiver::recv_async` and a `futures_core::Stream` of receivers; `Correlator::shutdown_async`. No runtime dependency: any executor drives them. |
+//! | `serde` | no | `Serialize`/`Deserialize` for [`Status`], [`ContextStatus`], [`Totals`] and [`ContextRef`]. |
+//! | `metrics` | no | `correlator::metrics`: the status counters published to the `metrics` facade (Prometheus, StatsD, ...), once or periodically. |
+//! | `internals` | no | the inbox, the route stack and the wait graph for the loom models and micro-benchmarks; hidden from these docs, not a stable API. |
+//!
+//! # Where to start reading
+//! - [`Correlator`] and its builder: contexts, inputs, outputs, shutdown, [`Status`].
+//! - [`Monitor`] and [`Scope`]: what a handler can do (every method has an example).
+//! - [`Pattern`] and [`Expr`]: templates and event expressions (`then`, `and`, `or`, [`not`],
+//!   `within`, `within_from_first`, [`wait`], [`at`]).
+//! - [`Pool`]: one monitor instance per key across partitioned contexts.
+//! - [`spec`]: the processing-order contract, with the rule numbers that tests and docs cite.
 //!
 //! # Example
 //! ```
@@ -77,6 +79,40 @@
 //! assert_eq!(hot, [2, 1]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Shape: modules along the data flow
+//! An event goes from a sender (an [`InputHandle`], or a handler's [`Scope`]) through `deliver`
+//! into a context's inbox (`inbox`), is taken by that context's loop (`context`), pushed on its
+//! route stack (`route`), dispatched to the listeners its `listener` index finds, whose handlers
+//! (built by `monitor`) act on the context's `entry::Effects`: routing (back onto the route stack),
+//! sending (back into `deliver`), emitting on channels (`channel`) and outputs (`output`). The modules, bottom up; each
+//! imports only modules listed before it (checked by `scripts/module-cycles.py`), except the one
+//! type recursion that `entry`'s module doc names:
+//!
+//! | module | owns |
+//! |---|---|
+//! | `sync`, `config`, `time`, `event`, `state`, `id` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`] |
+//! | `error`, `status` | the typed errors; the status snapshot and its one list of counters |
+//! | `metrics` | (feature `metrics`) the status counters published to the `metrics` facade |
+//! | `inbox` | the lock-free MPSC queue per context: reservations, back-pressure, sleep/wake (model-checked with loom) |
+//! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
+//! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
+//! | `output` | bounded outputs: the queue, its overflow policy and sleep/wake protocol, typed [`Output`]s, [`OutputReceiver`]s |
+//! | `channel` | channel names, subscriptions and the output lists of channels |
+//! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
+//! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters |
+//! | `deliver` | the single push path every send uses (reserve, wait, commit) |
+//! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
+//! | `listener` | the listener index by event kind, read through a cursor |
+//! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
+//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
+//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
+//! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
+//!
+//! `inbox` and `route` are private; the `internals` feature exposes them (and the wait-graph helpers)
+//! to the loom models and the micro-benchmarks.
+//!
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
@@ -115,6 +151,7 @@ macro_rules! internal_modules {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(
         $(#[$doc])*
         #[cfg(feature = "internals")]
+        #[doc(hidden)]
         pub mod $name;
         #[cfg(not(feature = "internals"))]
         mod $name;

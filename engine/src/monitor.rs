@@ -397,7 +397,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     ///         cx.on_all(Pattern::kind(Kind::Tx).key(7), |m: &mut Forward, cx, e| {
     ///             if let Err(refused) = cx.send_to(m.review, e.clone()) {
     ///                 // Only once `review` has stopped; the event comes back.
-    ///                 let _lost = refused.into_event();
+    ///                 let _lost = refused.into_inner();
     ///             }
     ///         });
     ///     }

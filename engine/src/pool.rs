@@ -34,7 +34,9 @@ use crate::config::ContextOptions;
 use crate::correlator::{status_of, Correlator};
 use crate::deliver::{Links, NoPlaces};
 use crate::entry::{DieReason, Effects};
-use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
+#[cfg(feature = "async")]
+use crate::error::SendBatchError;
+use crate::error::{Error, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::handle::InputHandle;
 use crate::id::ContextRef;

@@ -192,7 +192,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
                     }
                     Err(e) => {
                         let kind = e.kind();
-                        this.events.insert(0, e.into_event());
+                        this.events.insert(0, e.into_inner());
                         return Poll::Ready(Err(SendBatchError::new(kind, Some(to), this.sent)));
                     }
                 }

@@ -333,6 +333,45 @@ impl OutputWaitBoard {
 }
 
 /// A snapshot of every context and the totals.
+///
+/// Take one at any time with [`Correlator::status`](crate::Correlator::status) (cheap enough for
+/// every second, from any thread); [`Correlator::shutdown`](crate::Correlator::shutdown) returns
+/// the final one. Counters are published by each context as it finishes an inbox entry (R9.1).
+///
+/// ```
+/// use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
+/// #[derive(Clone, Debug)]
+/// struct Reading(u32);
+/// impl Event for Reading {
+///     type Kind = ();
+///     fn kind(&self) {}
+/// }
+/// struct Forward(correlator::ContextRef);
+/// impl Monitor<Reading> for Forward {
+///     fn on_load(&mut self, cx: &mut Scope<'_, Reading, Self>) {
+///         cx.on_all(Pattern::any(), |m: &mut Forward, cx, r| {
+///             let _ = cx.send_to(m.0, r.clone());
+///         });
+///     }
+/// }
+/// let c = Correlator::<Reading>::builder().build()?;
+/// let store = c.create_context(ContextOptions::new("store"))?;
+/// c.load(Forward(store))?;
+/// let input = c.input();
+/// c.start();
+/// for i in 0..3 {
+///     input.send_to(c.main(), Reading(i))?;
+/// }
+/// let status = c.shutdown()?;
+/// let main = status.context(c.main()).expect("main is listed");
+/// assert_eq!((main.processed, main.sent), (3, 3));
+/// let stored = status.context(store).expect("store is listed");
+/// assert_eq!((stored.name.as_str(), stored.received, stored.processed), ("store", 3, 3));
+/// assert_eq!(status.totals.processed, 6);
+/// assert!(status.shut_down);
+/// println!("{status}"); // the one-line form the periodic status line logs
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(default))]

@@ -235,7 +235,7 @@ fn r8_1_waiting_send_to_async_gets_closed() {
             let r = run(&mut send, &count, &waker);
             let e = r.expect_err("R8.1: a send accepted after input closed");
             assert_eq!(e.kind(), SendErrorKind::Closed);
-            assert_eq!(e.into_event().val, 55, "the event comes back");
+            assert_eq!(e.into_inner().val, 55, "the event comes back");
             gate.open();
             shutdown.join().unwrap().unwrap();
         });
@@ -252,7 +252,7 @@ fn r5_3_send_to_async_before_start_into_full_inbox() {
     while input.try_send_to(c.main(), ev(1, 0)).is_ok() {}
     let e = block_on(input.send_to_async(c.main(), ev(1, 9))).unwrap_err();
     assert_eq!(e.kind(), SendErrorKind::FullBeforeStart);
-    assert_eq!(e.into_event().val, 9);
+    assert_eq!(e.into_inner().val, 9);
 }
 
 /// Sends, inside its handler, `n` events into its own context's full inbox through an input

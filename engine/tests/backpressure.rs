@@ -60,14 +60,14 @@ fn r5_3_non_blocking_and_timed_sends() {
     let input = c.input();
     let err = input.try_send_to(c.main(), ev(1, 1)).unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Full);
-    assert_eq!(err.into_event().val, 1);
+    assert_eq!(err.into_inner().val, 1);
     let t0 = Instant::now();
     let err = input
         .send_to_timeout(c.main(), ev(1, 2), Duration::from_millis(30))
         .unwrap_err();
     assert!(t0.elapsed() >= Duration::from_millis(30));
     assert_eq!(err.kind(), SendErrorKind::Timeout);
-    assert_eq!(err.into_event().val, 2);
+    assert_eq!(err.into_inner().val, 2);
     // Channels: all or nothing. `b` has room, `main` does not: nobody gets it.
     let b = c
         .create_context(ContextOptions::new("b").public(true))

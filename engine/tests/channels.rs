@@ -257,9 +257,9 @@ fn r4_6_send_to_stopped_context_is_an_error() {
     ));
     assert_eq!(err.target(), Some(b));
     assert!(!err.to_string().is_empty());
-    assert_eq!(err.into_event().val, 42);
+    assert_eq!(err.into_inner().val, 42);
     let err = input.try_send_to(b, ev(1, 43)).unwrap_err();
-    assert_eq!(err.into_event().val, 43);
+    assert_eq!(err.into_inner().val, 43);
     let err = input
         .send(correlator::Channel::DEFAULT, ev(1, 44))
         .unwrap_err();

@@ -146,7 +146,7 @@ fn r8_2_blocking_channel_send_before_start_hands_back_what_it_cannot_deliver() {
             }
             Err(e) => {
                 assert_eq!(e.kind(), SendErrorKind::FullBeforeStart);
-                refused.push(e.into_event().val);
+                refused.push(e.into_inner().val);
             }
         }
     }

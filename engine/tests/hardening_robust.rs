@@ -314,7 +314,7 @@ fn r1_2_a_context_ref_of_another_correlator_is_refused() {
                     "handler {:?} {:?} {}",
                     err.kind(),
                     err.target() == Some(foreign),
-                    err.into_event().val
+                    err.into_inner().val
                 ));
             });
         }))
@@ -323,7 +323,7 @@ fn r1_2_a_context_ref_of_another_correlator_is_refused() {
         let input = c.input();
         let err = input.send_to(foreign, ev(1, 7)).unwrap_err();
         assert_eq!(err.kind(), SendErrorKind::UnknownContext);
-        assert_eq!(err.into_event(), ev(1, 7));
+        assert_eq!(err.into_inner(), ev(1, 7));
         let err = input.try_send_to(foreign, ev(1, 8)).unwrap_err();
         assert_eq!(err.kind(), SendErrorKind::UnknownContext);
         assert!(input.send_time_to(foreign, correlator::Time::ZERO).is_err());

@@ -142,7 +142,7 @@ fn r5_3_try_send_refuses_when_a_block_output_is_full() {
     assert_eq!(input.try_send(out, ev(1, 0)).unwrap(), 1);
     let err = input.try_send(out, ev(1, 1)).unwrap_err();
     assert_eq!(err.kind(), correlator::SendErrorKind::Full);
-    assert_eq!(err.into_event().val, 1);
+    assert_eq!(err.into_inner().val, 1);
     let err = input
         .send_timeout(out, ev(1, 2), Duration::from_millis(20))
         .unwrap_err();

@@ -583,7 +583,7 @@ fn r8_2_pool_errors_are_typed_and_hand_events_back() {
             let e = r.unwrap_err();
             assert_eq!(e.kind(), SendErrorKind::NoKey);
             assert!(e.to_string().contains("no key"), "{e}");
-            assert_eq!(e.into_event(), keyless);
+            assert_eq!(e.into_inner(), keyless);
         }
         c.shutdown().unwrap();
         let late = Correlator::<Ev>::builder().external_time().build().unwrap();
@@ -595,7 +595,7 @@ fn r8_2_pool_errors_are_typed_and_hand_events_back() {
         );
         let refused = input.send(input_ev(1, 0, 0)).unwrap_err();
         assert_eq!(refused.kind(), SendErrorKind::Closed);
-        assert_eq!(refused.into_event(), input_ev(1, 0, 0));
+        assert_eq!(refused.into_inner(), input_ev(1, 0, 0));
     });
 }
 

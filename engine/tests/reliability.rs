@@ -574,7 +574,7 @@ fn flood_is_bounded_by_capacity_and_loses_nothing() {
                                 SendErrorKind::Timeout
                             };
                             assert_eq!(e.kind(), want, "sender {k}");
-                            m = e.into_event();
+                            m = e.into_inner();
                             assert_eq!(m.seq, seq, "the refused event comes back intact");
                             refusals += 1;
                             thread::yield_now();

@@ -55,7 +55,7 @@ fn r8_1_shutdown_processes_everything_accepted() {
     assert_eq!(log.count("relay die shutdown"), 3);
     // After shutdown every send is a typed error that hands the event back.
     let err = input.send_to(c.main(), ev(1, 7)).unwrap_err();
-    assert_eq!(err.into_event().val, 7);
+    assert_eq!(err.into_inner().val, 7);
 }
 
 // R8.1: input queued before start is processed when shutdown is called without start.
@@ -156,7 +156,7 @@ fn r8_2_full_before_start_is_an_error() {
     let err = input.send_to(c.main(), ev(1, 3)).unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::FullBeforeStart);
     assert!(err.to_string().contains("start()"));
-    assert_eq!(err.into_event().val, 3);
+    assert_eq!(err.into_inner().val, 3);
     let log = Log::default();
     let e = c
         .load(Script::new("m", &log, |_, cx| {
