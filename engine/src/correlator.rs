@@ -22,7 +22,9 @@
 //!    spawns again cannot keep shutdown going.
 //!
 //! Concurrent calls are serialised: the first performs the shutdown, the others wait for it and
-//! return its result. A call from a context's own thread (a handler or hook) is refused with
+//! return its result. `shutdown_async` goes through the same lock from a thread of its own, which
+//! holds the shared state and the [`Lifecycle`] (helper threads and the result), not the
+//! correlator: the future borrows nothing. A call from a context's own thread (a handler or hook) is refused with
 //! [`Error::ShutdownFromContext`]: it would wait for itself.
 //!
 //! The facade, on top of everything: owns the builder, the shutdown sequence and the status

@@ -41,6 +41,14 @@ fn check(summary: &service::Summary) {
     // R2.3 + R4.3: one sender, one context, one output: the alerts in trade order, none lost
     // (`Block` output) or duplicated.
     assert_eq!(summary.alerts, service::expected_alerts(TRADES));
+    // R8.1 (Decisions, "Shutdown"): the status task, sharing the correlator through an `Arc`,
+    // sees the shutdown that another reference performed, with every trade processed.
+    assert!(
+        summary.watched.shut_down,
+        "R8.1: the status task saw the shutdown"
+    );
+    assert_eq!(summary.watched.totals.processed, TRADES);
+    assert!(summary.snapshots >= 1);
 }
 
 // R5.1, R4.3, R8.1: the async feeder waits for room without blocking the one runtime thread that
