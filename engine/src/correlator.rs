@@ -531,9 +531,9 @@ impl Lifecycle {
             ctx.unpark();
         }
         if let Some(interval) = shared.config.status_interval {
-            let status_of_shared = shared.clone();
+            let shared = shared.clone();
             let logger = Periodic::start("correlator-status", interval, move || {
-                let status = status_of(&status_of_shared);
+                let status = status_of(&shared);
                 tracing::info!(target: "correlator::status", "{status}");
             });
             *sync::lock(&self.status_logger) = logger;
