@@ -2,7 +2,9 @@
 //! task sends trades with `send_to_async` (waiting for room without blocking the runtime's one
 //! thread), a monitor emits alerts to a bounded typed output with the `Block` policy (so a slow
 //! reader slows the context, which slows the feeder: back-pressure end to end), an async consumer
-//! task reads the alerts as a `Stream`, and the service shuts down with `shutdown_async`.
+//! task reads the alerts as a `Stream`, a status task polls the correlator's status through
+//! its own `Arc<Correlator>`, and the service shuts down with `shutdown_async` through another
+//! reference to the same correlator (it takes `&self`: nobody needs to own it).
 //!
 //! Every call on the runtime's thread is non-blocking: a blocking `send_to` in the feeder would
 //! stop the consumer task, whose output would fill, whose context would stop taking trades, and
@@ -13,6 +15,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use correlator::{
     Correlator, Event, Monitor, Output, OutputOptions, OutputReceiver, Overflow, Pattern, Scope,
@@ -44,6 +48,8 @@ pub const ALERT_PRICE: u32 = 900;
 pub const INBOX_CAPACITY: usize = 16;
 /// The alert output's bound (policy `Block`).
 pub const ALERT_BOUND: usize = 8;
+/// How often the status task takes a snapshot.
+pub const STATUS_EVERY: Duration = Duration::from_millis(5);
 
 /// The price of trade `seq`: a fixed pseudo-random walk, so every run has the same alerts.
 pub fn price_of(seq: u64) -> u32 {
@@ -95,6 +101,10 @@ pub struct Summary {
     pub alerts: Vec<Alert>,
     /// The correlator's status at shutdown.
     pub status: Status,
+    /// The status task's last snapshot: the first that showed the correlator shut down.
+    pub watched: Status,
+    /// How many snapshots the status task took.
+    pub snapshots: u64,
 }
 
 /// The next item of a stream, as a future (what `StreamExt::next` does, without a dependency).
@@ -113,15 +123,32 @@ async fn consume(mut alerts: OutputReceiver<Alert>) -> Vec<Alert> {
     got
 }
 
+/// Polls the status every [`STATUS_EVERY`] (as a service's health endpoint or metrics task
+/// would) until the correlator has shut down; returns the last snapshot and how many it took.
+async fn watch(c: Arc<Correlator<Trade>>) -> (Status, u64) {
+    let mut snapshots = 0;
+    loop {
+        let status = c.status();
+        snapshots += 1;
+        if status.shut_down {
+            return (status, snapshots);
+        }
+        tokio::time::sleep(STATUS_EVERY).await;
+    }
+}
+
 /// The service: runs on whatever tokio runtime polls it (it spawns its tasks there).
 ///
 /// # Panics
 /// If the correlator cannot be built or refuses a send (it does not, while it runs).
 pub async fn run_service(trades: u64) -> Summary {
-    let c = Correlator::<Trade>::builder()
-        .inbox_capacity(INBOX_CAPACITY)
-        .build()
-        .expect("a valid configuration");
+    // Shared with the status task: each holds an `Arc`.
+    let c = Arc::new(
+        Correlator::<Trade>::builder()
+            .inbox_capacity(INBOX_CAPACITY)
+            .build()
+            .expect("a valid configuration"),
+    );
     let (out, alerts) = c
         .typed_output::<Alert>(OutputOptions::bounded(ALERT_BOUND).policy(Overflow::Block))
         .expect("a valid bound");
@@ -131,6 +158,7 @@ pub async fn run_service(trades: u64) -> Summary {
     c.start();
 
     let consumer = tokio::spawn(consume(alerts));
+    let status_task = tokio::spawn(watch(Arc::clone(&c)));
     let feeder = tokio::spawn(async move {
         for seq in 0..trades {
             let trade = Trade {
@@ -148,12 +176,16 @@ pub async fn run_service(trades: u64) -> Summary {
     let sent = feeder.await.expect("the feeder task");
     // Waits for every trade to be processed and the contexts to stop, without blocking this
     // thread: the consumer keeps reading meanwhile, and its stream ends after the last alert.
+    // Through a shared reference: the status task still holds its own.
     let status = c.shutdown_async().await.expect("a clean shutdown");
     let alerts = consumer.await.expect("the consumer task");
+    let (watched, snapshots) = status_task.await.expect("the status task");
     Summary {
         sent,
         alerts,
         status,
+        watched,
+        snapshots,
     }
 }
 
@@ -177,6 +209,14 @@ fn main() {
     println!(
         "the monitor waited {:.1} ms for the alert reader (Block output, bound {ALERT_BOUND})",
         totals.output_blocked_ns as f64 / 1e6
+    );
+    println!(
+        "the status task took {} snapshots; its last: {}",
+        summary.snapshots, summary.watched
+    );
+    assert!(
+        summary.watched.shut_down,
+        "the status task saw the shutdown"
     );
     assert_eq!(
         summary.alerts,

@@ -22,7 +22,9 @@
 //!    spawns again cannot keep shutdown going.
 //!
 //! Concurrent calls are serialised: the first performs the shutdown, the others wait for it and
-//! return its result. A call from a context's own thread (a handler or hook) is refused with
+//! return its result. `shutdown_async` goes through the same lock from a thread of its own, which
+//! holds the shared state and the [`Lifecycle`] (helper threads and the result), not the
+//! correlator: the future borrows nothing. A call from a context's own thread (a handler or hook) is refused with
 //! [`Error::ShutdownFromContext`]: it would wait for itself.
 //!
 //! The facade, on top of everything: owns the builder, the shutdown sequence and the status
@@ -435,11 +437,7 @@ impl<E: Event> CorrelatorBuilder<E> {
         Ok(Correlator {
             shared,
             main,
-            status_logger: Mutex::new(None),
-            #[cfg(feature = "metrics")]
-            metrics_exporter: Mutex::new(None),
-            clock: Mutex::new(None),
-            shutdown: Mutex::new(None),
+            life: Arc::new(Lifecycle::new()),
         })
     }
 }
@@ -489,14 +487,152 @@ impl Periodic {
 pub struct Correlator<E: Event> {
     shared: Arc<Shared<E>>,
     main: ContextRef,
+    /// The helper threads and the shutdown's result, shared with a shutdown running on a thread
+    /// of its own ([`shutdown_async`](Self::shutdown_async)).
+    life: Arc<Lifecycle>,
+}
+
+/// What starting and shutting down need besides the contexts' [`Shared`] state: the helper
+/// threads and the shutdown's result. It does not depend on the event type, and it lives apart
+/// from the [`Correlator`] (both behind an `Arc`), so that a shutdown on a thread of its own
+/// reaches everything it needs without borrowing the correlator, which may then be dropped.
+struct Lifecycle {
     status_logger: Mutex<Option<Periodic>>,
     /// The `export_metrics` job.
     #[cfg(feature = "metrics")]
     metrics_exporter: Mutex<Option<Periodic>>,
     clock: Mutex<Option<Periodic>>,
     /// The result of the shutdown, once one ran; held while it runs, so that concurrent calls
-    /// wait for it and report it.
+    /// (blocking and async alike) wait for it and report it.
     shutdown: Mutex<Option<Result<Status, Error>>>,
+    /// Set when `shutdown_async` handed the shutdown to a thread of its own (cleared only if that
+    /// thread could not be started): it sees the shutdown through, so a drop need not wait.
+    handed_off: AtomicBool,
+}
+
+impl Lifecycle {
+    fn new() -> Self {
+        Self {
+            status_logger: Mutex::new(None),
+            #[cfg(feature = "metrics")]
+            metrics_exporter: Mutex::new(None),
+            clock: Mutex::new(None),
+            shutdown: Mutex::new(None),
+            handed_off: AtomicBool::new(false),
+        }
+    }
+
+    /// [`Correlator::start`] over the shared state.
+    fn start<E: Event>(&self, shared: &Arc<Shared<E>>) {
+        if shared.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for ctx in shared.snapshot() {
+            ctx.unpark();
+        }
+        if let Some(interval) = shared.config.status_interval {
+            let shared = shared.clone();
+            let logger = Periodic::start("correlator-status", interval, move || {
+                let status = status_of(&shared);
+                tracing::info!(target: "correlator::status", "{status}");
+            });
+            *sync::lock(&self.status_logger) = logger;
+        }
+        #[cfg(feature = "metrics")]
+        if let Some(interval) = shared.config.metrics_interval {
+            crate::metrics::describe();
+            let shared = shared.clone();
+            let exporter = Periodic::start("correlator-metrics", interval, move || {
+                crate::metrics::export(&status_of(&shared));
+            });
+            *sync::lock(&self.metrics_exporter) = exporter;
+        }
+        if let Some(rate) = shared.config.tick_rate {
+            self.start_clock(shared, rate);
+        }
+    }
+
+    fn start_clock<E: Event>(&self, shared: &Arc<Shared<E>>, per_second: u32) {
+        let mut links = Links::new(shared.clone(), None, NoPlaces);
+        // Fill the clock's context cache now, so that a tick allocates only after a context was
+        // created since the previous one (never in the steady state).
+        links.refresh();
+        let origin = Instant::now();
+        let interval = Duration::from_secs(1) / per_second;
+        let clock = Periodic::start("correlator-clock", interval, move || {
+            // Never wait: a full inbox skips this tick, the next carries the later time.
+            links.send_time_all(Time::from(origin.elapsed()), Wait::Never);
+        });
+        *sync::lock(&self.clock) = clock;
+    }
+
+    /// [`Correlator::shutdown`] over the shared state: every caller, blocking or async, goes
+    /// through the one result mutex, so one shutdown runs and all get its result.
+    fn shutdown<E: Event>(&self, shared: &Arc<Shared<E>>) -> Result<Status, Error> {
+        if let Some(ctx) = shared.context_of_current_thread() {
+            return Err(Error::ShutdownFromContext(ctx));
+        }
+        let mut result = sync::lock(&self.shutdown);
+        if let Some(r) = &*result {
+            return r.clone();
+        }
+        let r = self.shut_down_now(shared);
+        *result = Some(r.clone());
+        r
+    }
+
+    /// The shutdown itself (see the module docs); called once.
+    fn shut_down_now<E: Event>(&self, shared: &Arc<Shared<E>>) -> Result<Status, Error> {
+        if let Some(clock) = sync::lock(&self.clock).take() {
+            clock.stop();
+        }
+        shared.input_closed.store(true, Ordering::Release);
+        for ctx in shared.snapshot() {
+            ctx.inbox.close_input();
+        }
+        // No output makes anyone wait from now on: a full `Block` output takes what the contexts
+        // still emit beyond its bound, so an output nobody reads until shutdown returns cannot
+        // hang it, and nothing accepted is lost (see the `output` module).
+        shared.outputs.drain_all();
+        self.start(shared);
+        wait_quiescent(shared);
+        let contexts = {
+            let _creating = sync::lock(&shared.creating);
+            shared.stopping.store(true, Ordering::Release);
+            shared.snapshot()
+        };
+        // Every inbox closes before any context is told to exit, so that no `on_die` hook can put
+        // an entry into an inbox that was not closed yet (and whose context might take it).
+        for ctx in &contexts {
+            ctx.inbox.close();
+        }
+        for ctx in &contexts {
+            ctx.exit.store(true, Ordering::Release);
+            ctx.unpark();
+        }
+        let threads = std::mem::take(&mut *sync::lock(&shared.threads));
+        let mut failed = None;
+        for (i, t) in threads.into_iter().enumerate() {
+            if t.join().is_err() {
+                failed.get_or_insert(ContextRef::new(shared.tag, i as u32));
+            }
+        }
+        shared.outputs.close_all();
+        if let Some(logger) = sync::lock(&self.status_logger).take() {
+            logger.stop();
+        }
+        shared.shut_down.store(true, Ordering::Release);
+        #[cfg(feature = "metrics")]
+        if let Some(exporter) = sync::lock(&self.metrics_exporter).take() {
+            exporter.stop();
+            // The final figures, so that a scrape after shutdown sees everything processed.
+            crate::metrics::export(&status_of(shared));
+        }
+        match failed {
+            Some(ctx) => Err(Error::ContextStopped(ctx)),
+            None => Ok(status_of(shared)),
+        }
+    }
 }
 
 impl<E: Event> Correlator<E> {
@@ -721,55 +857,12 @@ impl<E: Event> Correlator<E> {
     /// that a recorded stream can be queued and replayed deterministically. Calling it again does
     /// nothing.
     pub fn start(&self) {
-        if self.shared.started.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        for ctx in self.shared.snapshot() {
-            ctx.unpark();
-        }
-        if let Some(interval) = self.shared.config.status_interval {
-            self.start_status_logger(interval);
-        }
-        #[cfg(feature = "metrics")]
-        if let Some(interval) = self.shared.config.metrics_interval {
-            crate::metrics::describe();
-            let shared = self.shared.clone();
-            let exporter = Periodic::start("correlator-metrics", interval, move || {
-                crate::metrics::export(&status_of(&shared));
-            });
-            *sync::lock(&self.metrics_exporter) = exporter;
-        }
-        if let Some(rate) = self.shared.config.tick_rate {
-            self.start_clock(rate);
-        }
+        self.life.start(&self.shared);
     }
 
     /// Whether [`start`](Self::start) was called.
     pub fn is_started(&self) -> bool {
         self.shared.started.load(Ordering::Acquire)
-    }
-
-    fn start_status_logger(&self, interval: Duration) {
-        let shared = self.shared.clone();
-        let logger = Periodic::start("correlator-status", interval, move || {
-            let status = status_of(&shared);
-            tracing::info!(target: "correlator::status", "{status}");
-        });
-        *sync::lock(&self.status_logger) = logger;
-    }
-
-    fn start_clock(&self, per_second: u32) {
-        let mut links = Links::new(self.shared.clone(), None, NoPlaces);
-        // Fill the clock's context cache now, so that a tick allocates only after a context was
-        // created since the previous one (never in the steady state).
-        links.refresh();
-        let origin = Instant::now();
-        let interval = Duration::from_secs(1) / per_second;
-        let clock = Periodic::start("correlator-clock", interval, move || {
-            // Never wait: a full inbox skips this tick, the next carries the later time.
-            links.send_time_all(Time::from(origin.elapsed()), Wait::Never);
-        });
-        *sync::lock(&self.clock) = clock;
     }
 
     /// A status snapshot (R9.1): cheap, callable from any thread at any time.
@@ -807,16 +900,7 @@ impl<E: Event> Correlator<E> {
     /// context stopped taking entries at that moment, and what was left in its inbox was not
     /// processed. The panic is reported here rather than propagated.
     pub fn shutdown(&self) -> Result<Status, Error> {
-        if let Some(ctx) = self.shared.context_of_current_thread() {
-            return Err(Error::ShutdownFromContext(ctx));
-        }
-        let mut result = sync::lock(&self.shutdown);
-        if let Some(r) = &*result {
-            return r.clone();
-        }
-        let r = self.shut_down_now();
-        *result = Some(r.clone());
-        r
+        self.life.shutdown(&self.shared)
     }
 
     /// [`shutdown`](Self::shutdown) for async code: a future that completes with its result
@@ -826,17 +910,31 @@ impl<E: Event> Correlator<E> {
     /// `current_thread` one included. Dropping the future does not stop the shutdown: it goes on
     /// to the end on its thread.
     ///
+    /// It takes `&self` and the future borrows nothing (it is `'static + Send`): a correlator
+    /// shared as an `Arc<Correlator>` (with a status task, say) shuts down through any of its
+    /// references, and every holder keeps calling [`status`](Self::status), which shows
+    /// `shut_down` once it is done. Calls of `shutdown` and `shutdown_async`, from any threads
+    /// and tasks and in any mix, perform one shutdown, and all of them return its result.
+    ///
+    /// Dropping the correlator while the future is pending is fine: the drop does not wait (the
+    /// shutdown is already under way on its thread), and the future still completes with the
+    /// result.
+    ///
     /// Keep reading the outputs while it runs, or not: as with `shutdown`, an output read only
     /// after it completes gets everything, in order.
     ///
     /// # Errors
     /// As [`shutdown`](Self::shutdown). Called on a context's own thread it completes at once
-    /// with [`Error::ShutdownFromContext`] (and the correlator, moved into the call, is dropped,
-    /// which leaves the contexts running: see [`Drop`](#impl-Drop-for-Correlator%3CE%3E)). If the
-    /// thread cannot be started, the shutdown runs in the first poll instead.
+    /// with [`Error::ShutdownFromContext`], and the correlator carries on. If the thread cannot
+    /// be started, the shutdown runs in the first poll instead (and a drop of the correlator
+    /// before that poll shuts down as [`Drop`](#impl-Drop-for-Correlator%3CE%3E) does).
     ///
     /// # Example
+    /// A status task shares the correlator through an `Arc`; another task shuts it down through
+    /// its own reference, without owning it:
     /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
     /// use correlator::{Correlator, Event};
     ///
     /// #[derive(Clone, Debug)]
@@ -846,82 +944,38 @@ impl<E: Event> Correlator<E> {
     ///     fn kind(&self) {}
     /// }
     ///
-    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    /// #     struct Unpark(std::thread::Thread);
-    /// #     impl std::task::Wake for Unpark {
-    /// #         fn wake(self: std::sync::Arc<Self>) { self.0.unpark() }
-    /// #     }
-    /// #     let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
-    /// #     let mut cx = std::task::Context::from_waker(&waker);
-    /// #     let mut f = std::pin::pin!(f);
-    /// #     loop {
-    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; }
-    /// #         std::thread::park();
-    /// #     }
-    /// # }
-    /// let c = Correlator::<Tick>::builder().build()?;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    /// # runtime.block_on(async {
+    /// let c = Arc::new(Correlator::<Tick>::builder().build()?);
     /// c.start();
-    /// let status = block_on(c.shutdown_async())?;
-    /// println!("{status:?}");
+    ///
+    /// // The status task reports until the correlator has shut down.
+    /// let watched = Arc::clone(&c);
+    /// let status_task = tokio::spawn(async move {
+    ///     loop {
+    ///         let status = watched.status();
+    ///         if status.shut_down {
+    ///             return status;
+    ///         }
+    ///         println!("{status}");
+    ///         tokio::time::sleep(Duration::from_millis(100)).await;
+    ///     }
+    /// });
+    ///
+    /// // Shut down through the shared reference; the status task still holds its own.
+    /// let status = c.shutdown_async().await?;
+    /// assert!(status.shut_down);
+    /// assert!(status_task.await?.shut_down);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })
+    /// # }
     /// ```
     #[cfg(feature = "async")]
-    pub fn shutdown_async(self) -> impl std::future::Future<Output = Result<Status, Error>> + Send {
-        ShutdownFuture::start(self)
-    }
-
-    /// The shutdown itself (see the module docs); called once.
-    fn shut_down_now(&self) -> Result<Status, Error> {
-        let shared = &self.shared;
-        if let Some(clock) = sync::lock(&self.clock).take() {
-            clock.stop();
-        }
-        shared.input_closed.store(true, Ordering::Release);
-        for ctx in shared.snapshot() {
-            ctx.inbox.close_input();
-        }
-        // No output makes anyone wait from now on: a full `Block` output takes what the contexts
-        // still emit beyond its bound, so an output nobody reads until shutdown returns cannot
-        // hang it, and nothing accepted is lost (see the `output` module).
-        shared.outputs.drain_all();
-        self.start();
-        wait_quiescent(shared);
-        let contexts = {
-            let _creating = sync::lock(&shared.creating);
-            shared.stopping.store(true, Ordering::Release);
-            shared.snapshot()
-        };
-        // Every inbox closes before any context is told to exit, so that no `on_die` hook can put
-        // an entry into an inbox that was not closed yet (and whose context might take it).
-        for ctx in &contexts {
-            ctx.inbox.close();
-        }
-        for ctx in &contexts {
-            ctx.exit.store(true, Ordering::Release);
-            ctx.unpark();
-        }
-        let threads = std::mem::take(&mut *sync::lock(&shared.threads));
-        let mut failed = None;
-        for (i, t) in threads.into_iter().enumerate() {
-            if t.join().is_err() {
-                failed.get_or_insert(ContextRef::new(shared.tag, i as u32));
-            }
-        }
-        shared.outputs.close_all();
-        if let Some(logger) = sync::lock(&self.status_logger).take() {
-            logger.stop();
-        }
-        shared.shut_down.store(true, Ordering::Release);
-        #[cfg(feature = "metrics")]
-        if let Some(exporter) = sync::lock(&self.metrics_exporter).take() {
-            exporter.stop();
-            // The final figures, so that a scrape after shutdown sees everything processed.
-            crate::metrics::export(&self.status());
-        }
-        match failed {
-            Some(ctx) => Err(Error::ContextStopped(ctx)),
-            None => Ok(self.status()),
-        }
+    pub fn shutdown_async(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Status, Error>> + Send + 'static {
+        ShutdownFuture::start(&self.shared, &self.life)
     }
 }
 
@@ -929,11 +983,16 @@ impl<E: Event> Drop for Correlator<E> {
     /// Shuts down gracefully unless that was done. Dropped on a context's own thread (the last
     /// reference released inside a handler), it cannot wait for that context
     /// ([`Error::ShutdownFromContext`]) and leaves the contexts running: keep a reference outside
-    /// the handlers and shut down from a thread of your own.
+    /// the handlers and shut down from a thread of your own. Dropped while a
+    /// [`shutdown_async`](Correlator::shutdown_async) is under way, it does not wait: that
+    /// shutdown goes on to the end on its own thread and completes its future.
     fn drop(&mut self) {
-        if !self.shared.shut_down.load(Ordering::Acquire) {
-            let _ = self.shutdown();
+        if self.shared.shut_down.load(Ordering::Acquire)
+            || self.life.handed_off.load(Ordering::Acquire)
+        {
+            return;
         }
+        let _ = self.shutdown();
     }
 }
 
@@ -1073,34 +1132,37 @@ struct ShutdownSlot {
     waker: Option<std::task::Waker>,
 }
 
-/// The future of [`Correlator::shutdown_async`].
+/// The future of [`Correlator::shutdown_async`]. It holds the correlator's shared state, not
+/// the correlator, so it borrows nothing and outlives a dropped correlator.
 #[cfg(feature = "async")]
 enum ShutdownFuture<E: Event> {
     /// The shutdown runs on its thread, which fills the slot and wakes the task.
     Running(crate::sync::StdArc<crate::sync::StdMutex<ShutdownSlot>>),
-    /// It could not run elsewhere: it runs at the first poll (on a context's thread it returns
-    /// at once).
-    Here(Option<Box<Correlator<E>>>),
+    /// It could not run elsewhere: it runs at the first poll.
+    Here(Option<(Arc<Shared<E>>, Arc<Lifecycle>)>),
+    /// Known at the call (refused on a context's own thread); taken by the first poll.
+    Done(Option<Result<Status, Error>>),
 }
 
 #[cfg(feature = "async")]
 impl<E: Event> ShutdownFuture<E> {
-    fn start(c: Correlator<E>) -> Self {
-        if c.shared.context_of_current_thread().is_some() {
-            return Self::Here(Some(Box::new(c)));
+    fn start(shared: &Arc<Shared<E>>, life: &Arc<Lifecycle>) -> Self {
+        if let Some(ctx) = shared.context_of_current_thread() {
+            return Self::Done(Some(Err(Error::ShutdownFromContext(ctx))));
         }
         let slot = crate::sync::StdArc::new(crate::sync::StdMutex::new(ShutdownSlot::default()));
         let done = slot.clone();
-        let moved = std::sync::Arc::new(crate::sync::StdMutex::new(Some(c)));
-        let back = moved.clone();
+        let (thread_shared, thread_life) = (shared.clone(), life.clone());
+        // Set before the thread exists, so that a drop of the correlator right after this call
+        // returns leaves the shutdown to the thread; cleared below if there is no thread (and no
+        // earlier call's thread). The caller's `&self` keeps the correlator alive until then.
+        let earlier = life.handed_off.swap(true, Ordering::AcqRel);
         let spawned = std::thread::Builder::new()
             .name("correlator-shutdown".into())
             .spawn(move || {
-                let Some(c) = sync::lock_std(&moved).take() else {
-                    return;
-                };
-                let r = c.shutdown();
-                drop(c);
+                // Through the one result mutex: a concurrent `shutdown` runs it or this does.
+                let r = thread_life.shutdown(&thread_shared);
+                drop((thread_shared, thread_life));
                 let waker = {
                     let mut s = sync::lock_std(&done);
                     s.result = Some(r);
@@ -1112,7 +1174,12 @@ impl<E: Event> ShutdownFuture<E> {
             });
         match spawned {
             Ok(_) => Self::Running(slot),
-            Err(_) => Self::Here(sync::lock_std(&back).take().map(Box::new)),
+            Err(_) => {
+                if !earlier {
+                    life.handed_off.store(false, Ordering::Release);
+                }
+                Self::Here(Some((shared.clone(), life.clone())))
+            }
         }
     }
 }
@@ -1139,12 +1206,16 @@ impl<E: Event> std::future::Future for ShutdownFuture<E> {
                     }
                 }
             }
-            Self::Here(c) => {
-                let Some(c) = c.take() else {
+            Self::Here(state) => {
+                let Some((shared, life)) = state.take() else {
                     panic!("the shutdown future polled after it completed");
                 };
-                std::task::Poll::Ready(c.shutdown())
+                std::task::Poll::Ready(life.shutdown(&shared))
             }
+            Self::Done(result) => match result.take() {
+                Some(r) => std::task::Poll::Ready(r),
+                None => panic!("the shutdown future polled after it completed"),
+            },
         }
     }
 }

@@ -263,3 +263,67 @@ fn r8_2_user_code_panicking_outside_a_handler_does_not_stop_the_context() {
     assert_eq!(status.totals.handler_panics, 0, "no monitor code panicked");
     assert_eq!(main.received, 11, "the load entry and ten events");
 }
+
+/// `shutdown_async` through a shared reference, called where it must refuse (`async` feature).
+#[cfg(feature = "async")]
+mod shutdown_async_from_a_handler {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{mpsc, Arc, OnceLock, Weak};
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use super::common::*;
+    use correlator::{Correlator, Error, Pattern};
+
+    // R8.1, R8.2 (Decisions, "Shutdown"): `shutdown_async` takes `&self`, so a handler that holds
+    // an `Arc<Correlator>` can call it; on a context's own thread the future is ready at its first
+    // poll with `Error::ShutdownFromContext` (it would wait for the very handler that polls it),
+    // and nothing changes: an event sent afterwards is processed, and a shutdown from the test's
+    // own thread then ends the correlator cleanly.
+    #[test]
+    fn r8_2_shutdown_async_from_a_handler_is_a_typed_error() {
+        let (from_handler, later, main, handled) = bounded(|| {
+            let c = Arc::new(correlator(16));
+            let me: Arc<OnceLock<Weak<Correlator<Ev>>>> = Arc::new(OnceLock::new());
+            let _ = me.set(Arc::downgrade(&c));
+            let (tx, rx) = mpsc::channel();
+            let handled = Arc::new(AtomicU64::new(0));
+            let count = handled.clone();
+            let log = Log::default();
+            c.load(Script::new("m", &log, move |_, cx| {
+                cx.on_all(Pattern::kind(1), move |_, _, _| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    if let Some(c) = me.get().and_then(Weak::upgrade) {
+                        let mut shutdown = std::pin::pin!(c.shutdown_async());
+                        let polled = shutdown
+                            .as_mut()
+                            .poll(&mut Context::from_waker(Waker::noop()));
+                        let _ = tx.send(polled.map(|r| r.map(|_| ())));
+                    }
+                });
+            }))
+            .unwrap();
+            c.start();
+            c.input().send_to(c.main(), ev(1, 0)).unwrap();
+            let from_handler = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the handler's shutdown_async was polled");
+            c.input().send_to(c.main(), ev(1, 1)).unwrap();
+            let later = c.shutdown().map(|s| s.shut_down);
+            (
+                from_handler,
+                later,
+                c.main(),
+                handled.load(Ordering::SeqCst),
+            )
+        });
+        assert_eq!(
+            from_handler,
+            Poll::Ready(Err(Error::ShutdownFromContext(main))),
+            "R8.2: refused at the first poll"
+        );
+        assert_eq!(later, Ok(true));
+        assert_eq!(handled, 2, "the correlator carried on after the refusal");
+    }
+}
