@@ -11,9 +11,9 @@
 //! # Quick start
 //! A card-fraud service on tokio (`engine/examples/quick_start.rs`, features `async`): one
 //! monitor instance per card across a pool of two contexts, event time, alerts read from a bounded
-//! typed output, a graceful shutdown. Add the crate with
-//! `correlator = { git = "https://github.com/<owner>/correlator", features = ["async"] }`
-//! (or a path dependency on `engine/`), and `tokio` for the runtime.
+//! typed output, a graceful shutdown. Add the crate (not on crates.io yet: a path or git
+//! dependency on the repository's `engine/` folder) with the `async` feature, and `tokio` for the
+//! runtime: `correlator = { path = "../correlator/engine", features = ["async"] }`.
 #![cfg_attr(
     feature = "async",
     doc = concat!("```\n", include_str!("../examples/quick_start.rs"), "```")
