@@ -59,7 +59,6 @@ use crate::event::Event;
 use crate::expr::Def;
 use crate::id::ContextRef;
 use crate::output::OutputOptions;
-use crate::registry::Config;
 use crate::state::State;
 use crate::status::Counters;
 use crate::sync::{AtomicBool, Ordering};
@@ -167,22 +166,30 @@ pub(crate) struct EventClock {
 }
 
 impl EventClock {
-    pub(crate) fn new(config: &Config) -> Self {
-        let tick_period = match config.tick_rate {
-            Some(rate) if rate > 0 && !config.event_time => Some(Duration::from_secs(1) / rate),
+    /// A context's clock for the builder's settings: `event_time`, `tick_rate`, `late_events` and
+    /// `late_event_warning_interval` (taken one by one, so that this module needs nothing from
+    /// `registry`, which imports [`LateEvents`] from here).
+    pub(crate) fn new(
+        event_time: bool,
+        tick_rate: Option<u32>,
+        late_events: LateEvents,
+        late_warning_interval: Duration,
+    ) -> Self {
+        let tick_period = match tick_rate {
+            Some(rate) if rate > 0 && !event_time => Some(Duration::from_secs(1) / rate),
             _ => None,
         };
         Self {
-            on: config.event_time,
-            looks: config.event_time || tick_period.is_some(),
+            on: event_time,
+            looks: event_time || tick_period.is_some(),
             probed: 0,
-            process_late: config.late_events == LateEvents::Process,
+            process_late: late_events == LateEvents::Process,
             late_unreported: 0,
             late_max_lag: Duration::ZERO,
             late_last_lag: Duration::ZERO,
             late_warned_at: None,
-            late_warning_interval: config.late_warning_interval,
-            late_policy: config.late_events,
+            late_warning_interval,
+            late_policy: late_events,
             tick_period,
             warned: Vec::new(),
         }

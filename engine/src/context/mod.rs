@@ -197,7 +197,13 @@ impl<E: Event> Context<E> {
         let me = shared.reference();
         let places = consumer.held_places(correlator.config.effective_release_batch());
         let own = OwnInbox::new(shared.clone(), places);
-        let event_clock = EventClock::new(&correlator.config);
+        let config = &correlator.config;
+        let event_clock = EventClock::new(
+            config.event_time,
+            config.tick_rate,
+            config.late_events,
+            config.late_warning_interval,
+        );
         let links = Links::new(correlator, Some(me), own);
         Self {
             shared,
