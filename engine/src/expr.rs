@@ -955,13 +955,16 @@ pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, Option<u64>)> {
 /// The matchers of one expression listener (see the module docs for `when` vs `when_all`).
 pub(crate) struct ExprListener<E: Event> {
     defs: Vec<Def<E>>,
-    /// Active matchers; for `when_all` the last one is the fresh one (if `fresh`).
+    /// The active matchers, `matchers[..live]` (for `when_all` the last active one is the fresh
+    /// one, if `fresh`), then at most one finished matcher whose vectors the next one reuses.
+    /// The spare sits in the same vector rather than in a field of its own: that keeps the
+    /// listener (and so every listener slot, template ones too) 48 bytes smaller.
     matchers: Vec<Matcher<E>>,
+    /// How many of `matchers` are active.
+    live: u32,
     all: bool,
     /// Whether the last matcher has seen nothing yet (`when_all` only).
     fresh: bool,
-    /// A finished matcher whose vectors the next one reuses.
-    spare: Option<Matcher<E>>,
 }
 
 impl<E: Event> ExprListener<E> {
@@ -971,9 +974,9 @@ impl<E: Event> ExprListener<E> {
         Self {
             defs,
             matchers: vec![first],
+            live: 1,
             all,
             fresh: all,
-            spare: None,
         }
     }
 
@@ -1008,24 +1011,25 @@ impl<E: Event> ExprListener<E> {
         let mut progressed_any = false;
         let mut i = 0;
         let mut restart = false;
-        while i < self.matchers.len() {
-            let is_fresh = self.fresh && i + 1 == self.matchers.len();
+        while i < self.live as usize {
+            let is_fresh = self.fresh && i + 1 == self.live as usize;
             out.progressed = false;
             let status = self.matchers[i].step(&self.defs, stim, now, out);
             progressed_any |= out.progressed;
             match status {
                 Outcome::Matched => {
-                    let mut m = self.matchers.remove(i);
+                    let mut m = self.retire(i);
                     let mut events = Vec::new();
                     m.collect(&mut events);
                     fired.push(Match { events, time: now });
-                    self.spare = Some(m);
+                    self.matchers.push(m);
                     if is_fresh {
                         restart = true;
                     }
                 }
                 Outcome::Failed => {
-                    self.spare = Some(self.matchers.remove(i));
+                    let m = self.retire(i);
+                    self.matchers.push(m);
                     if is_fresh {
                         // The expression can no longer start a match: no new fresh matcher.
                         self.fresh = false;
@@ -1040,16 +1044,32 @@ impl<E: Event> ExprListener<E> {
             }
             if !self.all && !fired.is_empty() {
                 self.matchers.clear();
+                self.live = 0;
                 return (true, false);
             }
         }
         if restart && self.all {
             out.progressed = false;
-            let fresh = Matcher::start(&self.defs, now, out, self.spare.take());
+            let spare = if self.matchers.len() > self.live as usize {
+                self.matchers.pop()
+            } else {
+                None
+            };
+            let fresh = Matcher::start(&self.defs, now, out, spare);
             self.matchers.push(fresh);
+            self.live += 1;
             self.fresh = true;
         }
-        (progressed_any, !self.matchers.is_empty())
+        (progressed_any, self.live > 0)
+    }
+
+    /// Takes active matcher `i` out, and drops the spare (the caller makes the taken matcher the
+    /// new spare by pushing it back).
+    fn retire(&mut self, i: usize) -> Matcher<E> {
+        let m = self.matchers.remove(i);
+        self.live -= 1;
+        self.matchers.truncate(self.live as usize);
+        m
     }
 }
 

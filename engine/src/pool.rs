@@ -25,7 +25,6 @@
 //! key with one hash lookup and one atomic load; creating a key's instance allocates (the
 //! instance, its end flag, perhaps a larger map), as every instance's creation does.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -46,8 +45,10 @@ use crate::registry::Shared;
 use crate::state::State;
 use crate::status::ContextStatus;
 // Plain std atomics: the pool is built on the public facade, not part of a loom-modelled protocol.
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 /// The partition (member index, `0..partitions`) that owns `key` in a pool of `partitions`
 /// members: `fmix64(key) % partitions`, where `fmix64` is the 64-bit finaliser of MurmurHash3
@@ -112,7 +113,7 @@ impl Hasher for KeyHasher {
     }
 }
 
-type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+type KeySet = HashSet<u64, BuildHasherDefault<KeyHasher>>;
 
 /// A pool of contexts (its *members*, or partitions) that share work by key, with one monitor
 /// instance per key: the correlator's partitioned queries without hand-written routing.
@@ -129,7 +130,8 @@ type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
 /// pool keeps a reference to its correlator's shared state, so none of its methods takes the
 /// correlator.
 pub struct Pool<E: Event> {
-    shared: Arc<Shared<E>>,
+    /// The `sync` shim's `Arc` (loom's under `cfg(loom)`), as the registry hands it out.
+    shared: crate::sync::Arc<Shared<E>>,
     members: Arc<[ContextRef]>,
     /// Live per-key instances in each member, over every factory loaded into the pool; written
     /// only by the member's own thread (when an instance starts and ends), read by `status`.
@@ -418,8 +420,8 @@ impl<E: Event> Pool<E> {
                 member,
                 partitions: self.members.len(),
                 factory: factory.clone(),
-                keys: KeyMap::default(),
-                prune_at: PRUNE_MIN,
+                keys: KeySet::default(),
+                ended: Arc::default(),
                 live: self.live.clone(),
                 deliver,
             };
@@ -685,9 +687,16 @@ impl<E: Event> Clone for PoolInput<E> {
 /// A per-key factory, shared by the dispatchers of every member.
 type Factory<E, M> = dyn Fn(u64, &E) -> M + Send + Sync;
 
-/// Dead entries are pruned from a dispatcher's key map once it holds this many entries, and then
-/// whenever it has doubled since the last pruning (amortised O(1) per new key).
-const PRUNE_MIN: usize = 64;
+/// The keys whose instances ended since the dispatcher last looked: pushed by the instances'
+/// `on_die` wrappers, taken by the dispatcher before its next lookup. Both run on the member's own
+/// thread (an instance is a local spawn of the dispatcher and never leaves its context, R6.8), so
+/// the lock is never contended; it is taken once per ended instance, never per event.
+#[derive(Default)]
+struct EndedKeys {
+    /// Whether `keys` may hold something: the one test an event pays. Relaxed: one thread.
+    any: AtomicBool,
+    keys: Mutex<Vec<u64>>,
+}
 
 /// One member's dispatcher: creates the per-key instances of one factory (see
 /// [`Pool::load_per_key`]).
@@ -697,17 +706,12 @@ struct Dispatcher<E: Event, M> {
     member: usize,
     partitions: usize,
     factory: Arc<Factory<E, M>>,
-    /// Key -> that key's instance's end flag (set once the instance has ended). An ended entry
-    /// stays until the key's next event replaces it or a pruning removes it.
-    ///
-    /// Every access is `Relaxed`: the flag has one writer, the instance's `on_die` wrapper, and
-    /// its only readers are this dispatcher; both run on the member's own thread (the instance
-    /// is a local spawn of the dispatcher, and an instance never leaves its context, R6.8), so
-    /// program order already gives every read the latest write, and nothing else is published
-    /// through the flag. It is an atomic only because the wrapper must be `Send`.
-    keys: KeyMap<Arc<AtomicBool>>,
-    /// The map size that triggers the next pruning.
-    prune_at: usize,
+    /// The keys with a live instance. A key leaves when its instance's `on_die` wrapper reports
+    /// it through `ended` (taken before the next lookup), so the set holds live keys only and an
+    /// event costs one lookup in it: no per-key flag to load from another allocation.
+    keys: KeySet,
+    /// Keys whose instance ended, not yet taken out of `keys`.
+    ended: Arc<EndedKeys>,
     live: Arc<[AtomicU64]>,
     /// Whether a key's first event also goes to its new instance's listeners
     /// ([`Pool::load_per_key_delivering`]).
@@ -733,12 +737,23 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         if partition_of(key, self.partitions) != self.member {
             return;
         }
-        if let Some(ended) = self.keys.get(&key) {
-            if !ended.load(Ordering::Relaxed) {
-                return; // The key's instance is alive: its own listeners take the event.
-            }
+        if self.ended.any.load(Ordering::Relaxed) {
+            self.forget_ended();
+        }
+        if self.keys.contains(&key) {
+            return; // The key's instance is alive: its own listeners take the event.
         }
         self.create(cx, key, event);
+    }
+
+    /// Takes the keys whose instances ended out of `keys`: their next event creates a fresh one.
+    #[cold]
+    fn forget_ended(&mut self) {
+        self.ended.any.store(false, Ordering::Relaxed);
+        let mut ended = self.ended.keys.lock().unwrap_or_else(|e| e.into_inner());
+        for key in ended.drain(..) {
+            self.keys.remove(&key);
+        }
     }
 
     /// Creates the instance of `key`, its state made by the factory from `first`.
@@ -762,12 +777,8 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
                 return;
             }
         };
-        if self.keys.len() >= self.prune_at {
-            self.keys.retain(|_, ended| !ended.load(Ordering::Relaxed));
-            self.prune_at = (self.keys.len() * 2).max(PRUNE_MIN);
-        }
-        let ended = Arc::new(AtomicBool::new(false));
-        self.keys.insert(key, ended.clone());
+        self.keys.insert(key);
+        let ended = self.ended.clone();
         let mut new = load_instance(monitor);
         new.deliver = deliver;
         let (live, member) = (self.live.clone(), self.member);
@@ -781,12 +792,16 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         let mut on_die = new.on_die;
         new.on_die = Box::new(
             move |state: &mut State, reason: &DieReason, fx: &mut Effects<E>| {
-                // The key is forgotten before the user's hook runs, so however the hook ends
-                // (its panic is the engine's to contain and report, R6.8) no stale key is left.
-                // Relaxed: see `Dispatcher::keys`.
-                if !ended.swap(true, Ordering::Relaxed) {
-                    live[member].fetch_sub(1, Ordering::Relaxed);
-                }
+                // The key is reported before the user's hook runs, so however the hook ends
+                // (its panic is the engine's to contain and report, R6.8) no stale key is left;
+                // `on_die` runs exactly once (R6.8), so the key is reported once.
+                ended
+                    .keys
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(key);
+                ended.any.store(true, Ordering::Relaxed);
+                live[member].fetch_sub(1, Ordering::Relaxed);
                 on_die(state, reason, fx);
             },
         );

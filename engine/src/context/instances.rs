@@ -12,6 +12,8 @@ use crate::expr::{ExprListener, StepOut};
 use crate::listener::Body;
 use crate::state::State;
 use std::collections::HashMap;
+
+use smallvec::SmallVec;
 use std::panic::{self, AssertUnwindSafe};
 
 pub(super) struct Instance<E: Event> {
@@ -21,7 +23,7 @@ pub(super) struct Instance<E: Event> {
     /// Handles of the listeners it registered. Handles are never reused, so an entry whose listener
     /// already ended (and whose slot may now hold another instance's listener) matches nothing;
     /// such entries are pruned as the list grows.
-    pub(super) listeners: Vec<u64>,
+    pub(super) listeners: SmallVec<[u64; 2]>,
     pub(super) subscriptions: HashMap<Channel, u32>,
 }
 
@@ -317,7 +319,7 @@ impl<E: Event> Context<E> {
             inst.live_listeners += 1;
             if inst.listeners.len() >= 2 * inst.live_listeners as usize + 8 {
                 let table = &self.table;
-                inst.listeners.retain(|&h| table.slot_of(h).is_some());
+                inst.listeners.retain(|h| table.slot_of(*h).is_some());
             }
             inst.listeners.push(handle);
         }
@@ -400,7 +402,7 @@ impl<E: Event> Context<E> {
             state,
             on_die,
             live_listeners: 0,
-            listeners: Vec::new(),
+            listeners: SmallVec::new(),
             subscriptions: HashMap::new(),
         };
         let id = match self.free_instances.pop() {
