@@ -40,8 +40,9 @@ pub(crate) enum Body<E: Event> {
         template: Template<E>,
         handler: Handler<E>,
     },
-    /// An event expression; the handler gets the match. Inline, not boxed: a box measured 5-10 %
-    /// slower on `workload/fraud` (one more dependent load per step).
+    /// An event expression; the handler gets the match. Inline, not boxed: a box would add a
+    /// dependent load to every step of its matchers (tried and measured slower: the benchmark
+    /// document's "Where a workload event's time goes").
     Expr {
         expr: ExprListener<E>,
         handler: MatchHandler<E>,

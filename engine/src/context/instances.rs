@@ -12,9 +12,9 @@ use crate::expr::{ExprListener, StepOut};
 use crate::listener::Body;
 use crate::state::State;
 use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
 
 use smallvec::SmallVec;
-use std::panic::{self, AssertUnwindSafe};
 
 pub(super) struct Instance<E: Event> {
     pub(super) state: State,
