@@ -135,6 +135,12 @@ enum Node<E: Event> {
 /// up. A [`not`] is a guard that counts as matched only inside `and` and at the bound of `within`
 /// (unlike Apama EPL, where `on not x` fires at once); a timer already due when it starts fires at
 /// the next clock tick.
+///
+/// The combinators' examples share a prelude that the docs hide
+/// (`engine/doc/expr_example_prelude.txt`): the event `Ev(kind, second)` is stamped `second` seconds
+/// into the stream, and `first_match(expr, events)` registers `expr` with `when` on a correlator on
+/// event time, feeds `events` as `(kind, second)` pairs, moves the clock to 1,000 s and returns the
+/// match, if any, as (the second it completed, its events' kinds).
 pub struct Expr<E: Event> {
     root: Node<E>,
 }
@@ -161,40 +167,7 @@ impl<E: Event> From<Pattern<E>> for Expr<E> {
 /// (`u64::MAX` ns, e.g. `Duration::MAX`) never fires. See the [module docs](crate::expr).
 ///
 /// ```
-/// # use std::time::Duration;
-/// # use correlator::*;
-/// # #[derive(Clone, Debug)]
-/// # struct Ev(u32, u64); // (kind, seconds into the stream)
-/// # impl Event for Ev {
-/// #     type Kind = u32;
-/// #     fn kind(&self) -> u32 { self.0 }
-/// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-/// # }
-/// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-/// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-/// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-/// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-/// #     impl Monitor<Ev> for Listen {
-/// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-/// #             let expr = self.0.take().unwrap();
-/// #             cx.when(expr, |m, _cx, hit| {
-/// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-/// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-/// #             });
-/// #         }
-/// #     }
-/// #     let (tx, rx) = std::sync::mpsc::channel();
-/// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-/// #     c.load(Listen(Some(expr), tx)).unwrap();
-/// #     let input = c.input();
-/// #     c.start();
-/// #     for &(kind, at) in events {
-/// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-/// #     }
-/// #     input.send_time(Time::from_secs(1_000)).unwrap();
-/// #     c.shutdown().unwrap();
-/// #     rx.try_recv().ok()
-/// # }
+#[doc = include_str!("../doc/expr_example_prelude.txt")]
 /// // Five seconds after a kind-1 event.
 /// let expr = Pattern::kind(1).then(wait(Duration::from_secs(5)));
 /// assert_eq!(first_match(expr, &[(1, 2)]), Some((7, vec![1])));
@@ -211,40 +184,7 @@ pub fn wait<E: Event>(d: Duration) -> Expr<E> {
 /// `when_all(at(t))` then fires once per tick).
 ///
 /// ```
-/// # use std::time::Duration;
-/// # use correlator::*;
-/// # #[derive(Clone, Debug)]
-/// # struct Ev(u32, u64); // (kind, seconds into the stream)
-/// # impl Event for Ev {
-/// #     type Kind = u32;
-/// #     fn kind(&self) -> u32 { self.0 }
-/// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-/// # }
-/// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-/// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-/// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-/// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-/// #     impl Monitor<Ev> for Listen {
-/// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-/// #             let expr = self.0.take().unwrap();
-/// #             cx.when(expr, |m, _cx, hit| {
-/// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-/// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-/// #             });
-/// #         }
-/// #     }
-/// #     let (tx, rx) = std::sync::mpsc::channel();
-/// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-/// #     c.load(Listen(Some(expr), tx)).unwrap();
-/// #     let input = c.input();
-/// #     c.start();
-/// #     for &(kind, at) in events {
-/// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-/// #     }
-/// #     input.send_time(Time::from_secs(1_000)).unwrap();
-/// #     c.shutdown().unwrap();
-/// #     rx.try_recv().ok()
-/// # }
+#[doc = include_str!("../doc/expr_example_prelude.txt")]
 /// // A kind-1 event, then the clock reaching 30 s.
 /// let expr = Pattern::kind(1).then(at(Time::from_secs(30)));
 /// assert_eq!(first_match(expr, &[(1, 10), (2, 20)]), Some((30, vec![1])));
@@ -263,40 +203,7 @@ pub fn at<E: Event>(t: Time) -> Expr<E> {
 /// write instead. Registering an expression with such a `not` logs a `tracing` warning.
 ///
 /// ```
-/// # use std::time::Duration;
-/// # use correlator::*;
-/// # #[derive(Clone, Debug)]
-/// # struct Ev(u32, u64); // (kind, seconds into the stream)
-/// # impl Event for Ev {
-/// #     type Kind = u32;
-/// #     fn kind(&self) -> u32 { self.0 }
-/// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-/// # }
-/// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-/// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-/// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-/// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-/// #     impl Monitor<Ev> for Listen {
-/// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-/// #             let expr = self.0.take().unwrap();
-/// #             cx.when(expr, |m, _cx, hit| {
-/// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-/// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-/// #             });
-/// #         }
-/// #     }
-/// #     let (tx, rx) = std::sync::mpsc::channel();
-/// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-/// #     c.load(Listen(Some(expr), tx)).unwrap();
-/// #     let input = c.input();
-/// #     c.start();
-/// #     for &(kind, at) in events {
-/// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-/// #     }
-/// #     input.send_time(Time::from_secs(1_000)).unwrap();
-/// #     c.shutdown().unwrap();
-/// #     rx.try_recv().ok()
-/// # }
+#[doc = include_str!("../doc/expr_example_prelude.txt")]
 /// // No kind 2 for 5 s: matches at the bound (with no events), or not at all if a 2 comes.
 /// let silent = || not(Pattern::kind(2)).within(Duration::from_secs(5));
 /// assert_eq!(first_match(silent(), &[(1, 1)]), Some((5, vec![])));
@@ -315,40 +222,7 @@ impl<E: Event> Expr<E> {
     /// Followed-by (`self -> next`): `next` is looked for only after `self` matched.
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// // 1 then 2: the 2 before the 1 does not count.
     /// let expr = Pattern::kind(1).then(Pattern::kind(2)).then(Pattern::kind(3));
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (2, 2), (3, 4)]), Some((4, vec![1, 2, 3])));
@@ -362,40 +236,7 @@ impl<E: Event> Expr<E> {
     /// Both, in any order.
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// // 1 and 2 in any order; the match lists them in expression order.
     /// let expr = Pattern::kind(1).then(Pattern::kind(3)).and(Pattern::kind(2));
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (3, 2)]), Some((2, vec![1, 3, 2])));
@@ -409,40 +250,7 @@ impl<E: Event> Expr<E> {
     /// Either.
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// // Whichever side completes first; the match lists every event its templates had
     /// // matched by then, in expression order: here the 1 of the unfinished side too.
     /// let expr = Pattern::kind(1).then(Pattern::kind(3)).or(Pattern::kind(2));
@@ -1079,40 +887,7 @@ impl<E: Event> Pattern<E> {
     /// `self -> next`: this template, then `next` (see [`Expr::then`]).
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// assert_eq!(first_match(Pattern::kind(1).then(Pattern::kind(2)), &[(2, 0), (1, 1), (2, 2)]), Some((2, vec![1, 2])));
     /// ```
     pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
@@ -1122,40 +897,7 @@ impl<E: Event> Pattern<E> {
     /// Both this template and `other`, in any order (see [`Expr::and`]).
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// assert_eq!(first_match(Pattern::kind(1).and(Pattern::kind(2)), &[(2, 0), (1, 1)]), Some((1, vec![1, 2])));
     /// ```
     pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
@@ -1165,40 +907,7 @@ impl<E: Event> Pattern<E> {
     /// This template or `other` (see [`Expr::or`]).
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// assert_eq!(first_match(Pattern::kind(1).or(Pattern::kind(2)), &[(3, 0), (2, 1)]), Some((1, vec![2])));
     /// ```
     pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
@@ -1212,40 +921,7 @@ impl<E: Event> Pattern<E> {
     /// [`event_time`](crate::CorrelatorBuilder::event_time)). See [`Expr::within`].
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// // Looked for from registration (time 0): at 3 s it counts, at 7 s it is too late.
     /// assert_eq!(first_match(Pattern::kind(2).within(Duration::from_secs(5)), &[(2, 3)]), Some((3, vec![2])));
     /// assert_eq!(first_match(Pattern::kind(2).within(Duration::from_secs(5)), &[(2, 7)]), None);
@@ -1258,40 +934,7 @@ impl<E: Event> Pattern<E> {
     /// (it matches at its first event), so this is for symmetry; see [`Expr::within_from_first`].
     ///
     /// ```
-    /// # use std::time::Duration;
-    /// # use correlator::*;
-    /// # #[derive(Clone, Debug)]
-    /// # struct Ev(u32, u64); // (kind, seconds into the stream)
-    /// # impl Event for Ev {
-    /// #     type Kind = u32;
-    /// #     fn kind(&self) -> u32 { self.0 }
-    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
-    /// # }
-    /// # /// Registers `expr` with `when` on event time, feeds `events` as (kind, second), moves the
-    /// # /// clock to 1,000 s, and returns the match: (second it completed, its events' kinds).
-    /// # fn first_match(expr: Expr<Ev>, events: &[(u32, u64)]) -> Option<(u64, Vec<u32>)> {
-    /// #     struct Listen(Option<Expr<Ev>>, std::sync::mpsc::Sender<(u64, Vec<u32>)>);
-    /// #     impl Monitor<Ev> for Listen {
-    /// #         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
-    /// #             let expr = self.0.take().unwrap();
-    /// #             cx.when(expr, |m, _cx, hit| {
-    /// #                 let kinds = hit.events.iter().map(|e| e.0).collect();
-    /// #                 m.1.send((hit.time.as_nanos() / 1_000_000_000, kinds)).unwrap();
-    /// #             });
-    /// #         }
-    /// #     }
-    /// #     let (tx, rx) = std::sync::mpsc::channel();
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     c.load(Listen(Some(expr), tx)).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for &(kind, at) in events {
-    /// #         input.send_to(c.main(), Ev(kind, at)).unwrap();
-    /// #     }
-    /// #     input.send_time(Time::from_secs(1_000)).unwrap();
-    /// #     c.shutdown().unwrap();
-    /// #     rx.try_recv().ok()
-    /// # }
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
     /// // No bound for a single template: it matches at its event, however late.
     /// assert_eq!(first_match(Pattern::kind(2).within_from_first(Duration::from_secs(5)), &[(2, 70)]), Some((70, vec![2])));
     /// ```

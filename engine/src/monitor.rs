@@ -94,6 +94,13 @@ impl ListenerHandle {
 /// unsubscribing, and local spawns take effect when the handler returns, before the next listener of
 /// the same event fires; a listener registered while an event is processed never matches that event
 /// (R6.5).
+///
+/// The methods' examples share a prelude that the docs hide (`engine/doc/scope_example_prelude.txt`):
+/// the event `Ev` is `Tx { card, amount, at }` (kind `Kind::Tx`, keyed by card, stamped `at`
+/// seconds into the stream) or `Alert(card)` (kind `Kind::Alert`, no time); `tx(card, amount, at)`
+/// makes a transaction; `run(load, events)` builds a correlator on event time, lets `load` load
+/// the monitors, sends `events` to `main`, shuts down and returns what reached the channel
+/// `"alerts"`, in order.
 pub struct Scope<'a, E: Event, M> {
     fx: &'a mut Effects<E>,
     _monitor: PhantomData<fn() -> M>,
@@ -183,43 +190,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// The context this handler runs in.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Each instance reports the context it runs in.
     /// struct Here(Output<ContextRef>);
     /// impl Monitor<Ev> for Here {
@@ -278,43 +249,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// refused, never counted against the inbox capacity (R3.5).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // A large transaction routes an alert, which is processed before the next transaction is
     /// // taken from the inbox (R3.1).
     /// struct Large;
@@ -353,43 +288,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// not of this correlator. The error hands the event back.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Card 7's transactions go to a review context, which reports them.
     /// struct Forward { review: ContextRef }
     /// impl Monitor<Ev> for Forward {
@@ -442,43 +341,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// still in `events`, in order.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Transactions are passed on to a review context in pairs.
     /// struct Pairs { review: ContextRef, pending: Vec<Ev> }
     /// impl Monitor<Ev> for Pairs {
@@ -531,43 +394,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// error: the event is dropped and counted (R4.5).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Large transactions go as alerts on the channel "large": to every subscribed context (here
     /// // `main` itself, through `Escalate`) and to every output receiver.
     /// struct Source;
@@ -618,43 +445,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// receivers); 0 means the batch was dropped and counted (R4.5).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Every third transaction, alerts for the last three go together on the channel "recent".
     /// struct Source { recent: Vec<Ev> }
     /// impl Monitor<Ev> for Source {
@@ -701,43 +492,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// for room, counted in `output_blocked_ns`; a dropped event counts in `output_drops`.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Large transactions reach the receivers of "alerts" (and no context).
     /// struct Large;
     /// impl Monitor<Ev> for Large {
@@ -770,43 +525,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`Output::dropped`] and in this context's `output_drops` (and the status totals).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Large transactions go out as plain `(card, amount)` pairs, not events.
     /// struct Large { out: Output<(u64, u32)>, undelivered: u64 }
     /// impl Monitor<Ev> for Large {
@@ -853,43 +572,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`Error::TooManyChannels`] past the builder's `max_channels`.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // A handler's channel and the correlator's are the same channel: names are interned once.
     /// struct Named;
     /// impl Monitor<Ev> for Named {
@@ -909,43 +592,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`unsubscribe`](Self::unsubscribe) or with the instance.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // `Audit` receives what is sent on "large" once it has subscribed.
     /// struct Audit;
     /// impl Monitor<Ev> for Audit {
@@ -983,43 +630,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Gives back one of this instance's subscriptions to `channel`; does nothing if it holds none.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // A transaction of card 0 tells `Listen` to stop receiving "large"; later sends skip `main`.
     /// struct Listen;
     /// impl Monitor<Ev> for Listen {
@@ -1062,43 +673,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`Error::ShutDown`] once shutdown ends the instances.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // A monitor that starts its own worker context and an instance there.
     /// #[derive(Clone)]
     /// struct Boss;
@@ -1151,43 +726,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// was taken; during a timer's handler it is the timer's trigger time.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Under event time the clock is the latest transaction's time.
     /// struct Clock;
     /// impl Monitor<Ev> for Clock {
@@ -1210,43 +749,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// then ends. It also ends, without firing, once the expression can no longer match.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // One alert, for the first card that makes a large transaction followed by another one
     /// // within 60 s; then the listener ends.
     /// struct Twice;
@@ -1301,43 +804,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Registers a listener that fires once on the next event matching `pattern`, then ends (R6.3).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Reports the first large transaction only.
     /// struct FirstLarge;
     /// impl Monitor<Ev> for FirstLarge {
@@ -1364,43 +831,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Listeners matching one event fire in registration order (R6.4).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Counts card 7's transactions, reporting the running count.
     /// struct Count { seen: u64 }
     /// impl Monitor<Ev> for Count {
@@ -1427,43 +858,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// `on_all`) listener of this context matched (R6.6).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Cards 1 and 2 have their own listeners; every other card's transaction is reported.
     /// struct Known;
     /// impl Monitor<Ev> for Known {
@@ -1493,43 +888,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// (R6.7). It fires for events that arrive after it is registered.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // A transaction routes an alert; the `completed` listener fires after the alert's handler has run.
     /// struct Audit;
     /// impl Monitor<Ev> for Audit {
@@ -1563,43 +922,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// A handle of another context, or of a listener that has ended, is ignored.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // Listens to card 7 until a transaction above 1,000, then stops listening (and, with no
     /// // listener left, the instance ends).
     /// struct UntilLarge { listening: Option<ListenerHandle> }
@@ -1632,43 +955,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// Ends this instance once the handler returns (R6.8).
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // A card's watcher ends after its third transaction; `on_die` reports why.
     /// struct Three { seen: u32 }
     /// impl Monitor<Ev> for Three {
@@ -1709,43 +996,7 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     /// `on_die` is owed for it and shutdown always ends.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // One instance per card: the first transaction of a new card spawns a watcher for it (the
     /// // pattern that `Pool::load_per_key` packages).
     /// #[derive(Clone, Default)]
@@ -1797,43 +1048,7 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     /// no instance is created.
     ///
     /// ```
-    /// # use correlator::*;
-    /// # use std::time::Duration;
-    /// # #[derive(Clone, Debug, PartialEq)]
-    /// # enum Ev { Tx { card: u64, amount: u32, at: u64 }, Alert(u64) }
-    /// # #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-    /// # enum Kind { Tx, Alert }
-    /// # impl Event for Ev {
-    /// #     type Kind = Kind;
-    /// #     fn kind(&self) -> Kind {
-    /// #         match self { Ev::Tx { .. } => Kind::Tx, Ev::Alert(_) => Kind::Alert }
-    /// #     }
-    /// #     fn key(&self) -> Option<u64> {
-    /// #         match self { Ev::Tx { card, .. } | Ev::Alert(card) => Some(*card) }
-    /// #     }
-    /// #     fn time(&self) -> Option<Time> {
-    /// #         match self { Ev::Tx { at, .. } => Some(Time::from_secs(*at)), Ev::Alert(_) => None }
-    /// #     }
-    /// # }
-    /// # /// A transaction of `amount` on `card`, `at` seconds into the stream.
-    /// # fn tx(card: u64, amount: u32, at: u64) -> Ev { Ev::Tx { card, amount, at } }
-    /// # /// Builds a correlator on event time, lets `load` load monitors, sends `events` to `main`,
-    /// # /// shuts down and returns what reached the channel "alerts" (in order).
-    /// # fn run(
-    /// #     load: impl FnOnce(&Correlator<Ev>) -> Result<(), Error>,
-    /// #     events: impl IntoIterator<Item = Ev>,
-    /// # ) -> Vec<Ev> {
-    /// #     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
-    /// #     let alerts = c.output(c.channel("alerts").unwrap());
-    /// #     load(&c).unwrap();
-    /// #     let input = c.input();
-    /// #     c.start();
-    /// #     for e in events {
-    /// #         input.send_to(c.main(), e).unwrap();
-    /// #     }
-    /// #     c.shutdown().unwrap();
-    /// #     alerts.iter().collect()
-    /// # }
+    #[doc = include_str!("../doc/scope_example_prelude.txt")]
     /// // The loader puts a watcher for card 7 into a context of its own and forwards transactions
     /// // there; the watcher's spawn entry is ahead of them in that inbox (R2.4).
     /// #[derive(Clone)]
