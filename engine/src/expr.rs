@@ -603,19 +603,7 @@ impl<E: Event> Matcher<E> {
             &Def::Within(a, _) => {
                 let s = self.step_node(defs, a, stim, now, out, keep);
                 let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(d)) if t >= d);
-                match s {
-                    Outcome::Matched => Outcome::Matched,
-                    Outcome::Failed => Outcome::Failed,
-                    Outcome::Holding if expired => {
-                        out.progressed = true;
-                        Outcome::Matched
-                    }
-                    _ if expired => {
-                        out.progressed = true;
-                        Outcome::Failed
-                    }
-                    other => other,
-                }
+                at_bound(s, expired, out)
             }
             &Def::WithinFirst(a, dur) => {
                 let hits = self.hits;
@@ -633,19 +621,7 @@ impl<E: Event> Matcher<E> {
                 // Only a time stimulus expires it, and none starts its clock: `node.time` is the
                 // bound as it was before this step.
                 let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(b)) if t >= b);
-                match s {
-                    Outcome::Matched => Outcome::Matched,
-                    Outcome::Failed => Outcome::Failed,
-                    Outcome::Holding if expired => {
-                        out.progressed = true;
-                        Outcome::Matched
-                    }
-                    _ if expired => {
-                        out.progressed = true;
-                        Outcome::Failed
-                    }
-                    other => other,
-                }
+                at_bound(s, expired, out)
             }
         };
         if matches!(status, Outcome::Matched | Outcome::Failed) {
@@ -663,6 +639,24 @@ impl<E: Event> Matcher<E> {
 }
 
 /// The status of definition `d` just started (before any stimulus).
+/// The outcome of a bounded part (`within`, `within_from_first`) whose inner part stepped to `s`:
+/// at the bound (`expired`) a holding part matches and any other fails (R7.3).
+fn at_bound(s: Outcome, expired: bool, out: &mut StepOut) -> Outcome {
+    match s {
+        Outcome::Matched => Outcome::Matched,
+        Outcome::Failed => Outcome::Failed,
+        Outcome::Holding if expired => {
+            out.progressed = true;
+            Outcome::Matched
+        }
+        _ if expired => {
+            out.progressed = true;
+            Outcome::Failed
+        }
+        other => other,
+    }
+}
+
 fn initial<E: Event>(defs: &[Def<E>], d: usize) -> Outcome {
     match &defs[d] {
         Def::Not(_) => Outcome::Holding,
