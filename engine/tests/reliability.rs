@@ -1,4 +1,4 @@
-//! Reliability under load (issue 5): stress with sequence numbers and checksums, fault isolation,
+//! Reliability under load: stress with sequence numbers and checksums, fault isolation,
 //! floods against small inboxes, shutdown while senders are active.
 //!
 //! Every event carries the stream it belongs to (its immediate sender and target) and that stream's

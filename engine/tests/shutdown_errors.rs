@@ -224,7 +224,7 @@ impl correlator::Monitor<Fragile> for Quiet {
 }
 
 // R8.2, R6.8 when user code outside a handler panics on a context's thread (here the event's
-// `kind()`): the context no longer stops (issue 15: no user code ends a context). The event is
+// `kind()`): the context no longer stops (SPEC Decisions: no user code ends a context). The event is
 // dropped and counted, later sends are taken and processed, and shutdown is clean and does not
 // wait. (A context whose thread dies anyway still makes later sends `ContextStopped` and
 // shutdown `Error::ContextStopped`: see `ExitGuard`.)

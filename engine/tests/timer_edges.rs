@@ -1,4 +1,4 @@
-//! Hardening of SPEC §6–§7 (issue 15, items 1, 2, 3 and 15): timers that are already due when they
+//! Timers and expressions at their edges (SPEC §6–§7): timers that are already due when they
 //! are set, timers at the end of time, the memory of ended expression listeners and of listener
 //! buckets, and what a `not` on its own means.
 //!

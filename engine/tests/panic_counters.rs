@@ -1,4 +1,4 @@
-//! Issue 16: the status counters that tell handler panics from events dropped by a panic (R6.8,
+//! The status counters that tell handler panics from events dropped by a panic (R6.8,
 //! R9.1), and a context whose thread dies anyway (R8.2).
 //!
 //! The R8.2 test installs a process-wide `tracing` subscriber that panics on one marked message, so

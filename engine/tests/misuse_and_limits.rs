@@ -1,4 +1,4 @@
-//! Hardening (issue 15): user code outside handlers, deep spawn chains, memory kept after peaks,
+//! User code outside handlers, deep spawn chains, memory kept after peaks,
 //! builder limits and foreign context references. Each test names the SPEC rule it checks.
 //!
 //! A test whose failure used to abort the whole process (a stack overflow, an allocation failure)

@@ -1,4 +1,4 @@
-//! Issue 15 (hardening), lifecycle and delivery: concurrent shutdowns, what `on_die` may do at
+//! Shutdown, lifecycle and delivery: concurrent shutdowns, what `on_die` may do at
 //! shutdown, shutdown and blocking input sends from inside a handler, outputs taken after shutdown,
 //! and channel sends that are refused (SPEC R4.2, R5.1–R5.3, R6.8, R8.1, R8.2).
 //!
@@ -38,7 +38,7 @@ fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     }
 }
 
-// R4.2 (issue 15, item 10): an output receiver taken after shutdown has nothing to wait for: its
+// R4.2: an output receiver taken after shutdown has nothing to wait for: its
 // stream ends at once.
 #[test]
 fn r4_2_output_taken_after_shutdown_ends_at_once() {
@@ -63,7 +63,7 @@ impl Event for Tokened {
     }
 }
 
-// R5.3 (issue 15, item 12): a `try_send` to a channel that is refused hands the event back and
+// R5.3: a `try_send` to a channel that is refused hands the event back and
 // keeps no copy of it anywhere: once the caller drops what came back, the event is gone.
 #[test]
 fn r5_3_refused_try_send_keeps_no_copy_of_the_event() {
@@ -112,7 +112,7 @@ fn r5_3_refused_try_send_keeps_no_copy_of_the_event() {
     c.shutdown().unwrap();
 }
 
-// R8.2 (issue 15, item 8): a blocking channel send before `start()` that finds a subscriber's
+// R8.2: a blocking channel send before `start()` that finds a subscriber's
 // inbox full is refused with `FullBeforeStart` and hands the event back, like `send_to`; it does
 // not drop it. A channel send is all-or-nothing then: no subscriber got a copy of a refused event.
 #[test]
@@ -234,7 +234,7 @@ fn keep_alive(cx: &mut HookCx<'_>) {
     cx.on_all(Pattern::kind(99), |_, _, _| {});
 }
 
-// R8.1 (issue 15, item 4): two `shutdown()` calls at once wait for one shutdown and both report
+// R8.1: two `shutdown()` calls at once wait for one shutdown and both report
 // it: every context stopped, and what `on_die(Shutdown)` emitted reached the output, which ends
 // only after that. The `on_die` hook holds the first shutdown inside its final phase until the
 // second call has returned or has waited a while.
@@ -295,7 +295,7 @@ fn r8_1_concurrent_shutdowns_wait_for_one_shutdown_and_report_it() {
     );
 }
 
-// R6.8, R8.1 (issue 15, item 5): once shutdown ends the instances, an `on_die(Shutdown)` can no
+// R6.8, R8.1: once shutdown ends the instances, an `on_die(Shutdown)` can no
 // longer create a context (`Error::ShutDown`) nor spawn into a stopping one
 // (`Error::ContextStopped`); a refused spawn runs no initialiser, so no `on_die` is owed, and
 // shutdown leaves no context running.
@@ -359,7 +359,7 @@ fn r6_8_on_die_at_shutdown_cannot_create_contexts_or_spawn_into_stopping_ones() 
     assert_eq!(status.totals.instances, 0);
 }
 
-// R6.8, R8.1 (issue 15, item 5): an `on_die` that spawns a new instance every time it runs does
+// R6.8, R8.1: an `on_die` that spawns a new instance every time it runs does
 // not make shutdown endless: a local spawn asked for while shutdown ends the instances is
 // dropped (its initialiser does not run, so no `on_die` is owed), and every instance that did
 // start gets its `on_die` exactly once.
@@ -403,7 +403,7 @@ fn r6_8_on_die_that_always_respawns_does_not_make_shutdown_endless() {
     assert!(status.contexts.iter().all(|c| c.stopped));
 }
 
-// R8.2 (issue 15, item 9): `shutdown()` called from inside a handler would wait for the very
+// R8.2: `shutdown()` called from inside a handler would wait for the very
 // handler that called it; it returns `Error::ShutdownFromContext` at once instead, and the
 // correlator carries on until the user's own thread shuts it down.
 #[test]
@@ -438,7 +438,7 @@ fn r8_2_shutdown_from_a_handler_is_a_typed_error() {
     assert_eq!(later, Ok(true));
 }
 
-// R5.2 (issue 15, item 9): a handler's blocking send through an `InputHandle` into its own full
+// R5.2: a handler's blocking send through an `InputHandle` into its own full
 // inbox would wait for room only its own context can make. The handle takes part in deadlock
 // avoidance as the context it runs in: the entry is taken beyond capacity, and nothing is lost.
 #[test]
