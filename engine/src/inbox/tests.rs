@@ -1,6 +1,11 @@
 //! Unit tests of the inbox (also run under miri by `scripts/miri.sh`, with fewer iterations).
 
+use std::task::Poll;
+use std::time::Instant;
+
+use super::slot::{self, Slot};
 use super::*;
+use crate::sync;
 
 // R2.3: one sender's entries come out in the order they went in.
 #[test]
@@ -495,7 +500,7 @@ fn r5_1_batch_above_capacity_and_closed_are_refused() {
         .expect("room");
     assert_eq!(places.len(), 4, "clamped to the capacity");
     drop(places);
-    assert_eq!(drain(&mut consumer), []);
+    assert!(drain(&mut consumer).is_empty());
     inbox.close_input();
     assert_eq!(
         inbox.try_reserve_batch(Sender::External, 1, 1).unwrap_err(),
@@ -678,7 +683,7 @@ fn r5_1_room_tasks_register_once_wake_and_cancel() {
     let woken: Vec<usize> = counts.iter().map(|c| c.0.load(O::SeqCst)).collect();
     assert_eq!(woken, [1, 1, 0], "the listed tasks are woken, the cancelled one is not");
     assert_eq!(inbox.room_waiters(), 0);
-    let spare = sync::lock(&inbox.room_waiters).spare.capacity();
+    let spare = sync::lock(&inbox.room_waiters).spare_capacity();
     assert!(spare >= 2, "the woken list's buffer is kept as the spare");
     // Their entries were taken by the wake-up: cancelling finds nothing and changes nothing.
     for t in tickets.iter_mut() {
@@ -742,7 +747,7 @@ fn r5_1_thread_waits_list_each_thread_once_and_timeouts_leave_nothing() {
 }
 
 // R5.1: a ring of capacity N holds N places whatever its layout, and the layout is the one
-// `Inbox::LINE_SLOTS` documents: 24- and 40-byte slots packed edge to edge, 32- to 64-byte slots
+// `slot::SLOT_LAYOUT` says: 24- and 40-byte slots packed edge to edge, 32- to 64-byte slots
 // one per cache line on a line-aligned ring, slots above a line packed.
 #[test]
 fn r5_1_slot_layout_follows_the_measured_table() {
@@ -764,6 +769,24 @@ fn r5_1_slot_layout_follows_the_measured_table() {
     assert_eq!(layout::<[u64; 8]>().0, 72);
     for (_, _, places) in [layout::<[u64; 2]>(), layout::<[u64; 8]>()] {
         assert_eq!(places, 3);
+    }
+}
+
+// R5.1: the slot-layout table is one choice per size: rows in ascending order of size, each with
+// its reason, the last covering every larger slot; and it gives the rule the measurements chose
+// (harness/BENCHMARKS.md, "Slot layout"): a line each for slots of 32 to 64 bytes and the small
+// ones, packed for 24 and 40 bytes and above a line.
+#[test]
+fn r5_1_slot_layout_table_is_ordered_and_gives_every_size_a_reasoned_choice() {
+    for pair in slot::SLOT_LAYOUT.windows(2) {
+        assert!(pair[0].up_to < pair[1].up_to, "rows in ascending order");
+        assert_ne!(pair[0].own_line, pair[1].own_line, "no two rows say the same");
+    }
+    assert!(slot::SLOT_LAYOUT.iter().all(|row| !row.why.is_empty()));
+    assert_eq!(slot::SLOT_LAYOUT.last().map(|row| row.up_to), Some(usize::MAX));
+    for bytes in (8..=256).step_by(8) {
+        let measured = bytes <= 64 && bytes != 24 && bytes != 40;
+        assert_eq!(slot::line_per_slot(bytes), measured, "{bytes}-byte slots");
     }
 }
 
