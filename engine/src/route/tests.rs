@@ -1,4 +1,6 @@
 //! Unit tests of the route stack: processing order (R3.2), in-place dispatch, shrinking and drops.
+//!
+//! A leaf like its parent: imports nothing from the engine but `route` itself.
 
 use super::*;
 
