@@ -94,13 +94,13 @@
 //! then creation order.
 //!
 //! Owns the expression language, its matchers and the expression builders of a
-//! [`Pattern`](crate::Pattern), one job per file: `combinators` (the [`Expr`] tree, [`wait`],
-//! [`at`], [`not`], the combinators and `Pattern`'s builders, flattened into definitions),
-//! `matcher` (one match in progress, stepped by events and time), `listener` (the matchers of one
-//! `when`/`when_all` listener, and [`Match`]) and `analysis` (what a flattened expression can come
-//! to: the registration warnings, the templates for the listener index). May import `event`,
-//! `pattern` and `time`.
+//! [`Pattern`](crate::Pattern). May import `event`, `pattern` and `time`.
 
+// One job per file: `combinators` (the `Expr` tree, `wait`, `at`, `not`, the combinators and
+// `Pattern`'s builders, flattened into definitions), `matcher` (one match in progress, stepped by
+// events and time), `listener` (the matchers of one `when`/`when_all` listener, and `Match`) and
+// `analysis` (what a flattened expression can come to: the registration warnings, the templates
+// for the listener index).
 mod analysis;
 mod combinators;
 mod listener;
