@@ -105,8 +105,6 @@ mod analysis;
 mod combinators;
 mod listener;
 mod matcher;
-#[cfg(test)]
-mod tests;
 
 pub use combinators::{at, not, wait, Expr};
 pub use listener::Match;
@@ -114,3 +112,6 @@ pub use listener::Match;
 pub(crate) use combinators::Def;
 pub(crate) use listener::ExprListener;
 pub(crate) use matcher::{StepOut, Stimulus};
+
+#[cfg(test)]
+mod tests;

@@ -28,8 +28,6 @@
 
 mod cursor;
 mod lists;
-#[cfg(test)]
-mod tests;
 
 use std::collections::HashMap;
 
@@ -429,3 +427,6 @@ impl<E: Event> ListenerTable<E> {
         !self.dirty.is_empty() || !self.unlisted.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests;

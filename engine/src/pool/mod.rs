@@ -34,8 +34,6 @@
 mod dispatcher;
 mod input;
 mod keys;
-#[cfg(test)]
-mod tests;
 
 use crate::config::ContextOptions;
 use crate::correlator::{status_of, Correlator};
@@ -410,3 +408,6 @@ pub struct PoolMemberStatus {
     /// yet ended).
     pub live_keys: u64,
 }
+
+#[cfg(test)]
+mod tests;
