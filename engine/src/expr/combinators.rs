@@ -1,0 +1,361 @@
+//! The expression tree and its builders: [`Expr`], the primaries [`wait`], [`at`] and [`not`],
+//! the combinators (`then`, `and`, `or`, `within`, `within_from_first`) on [`Expr`] and on a single
+//! [`Pattern`], and the flattening of a tree into the definitions a matcher steps through
+//! ([`Def`]). The language itself is described in the [module docs](crate::expr).
+//!
+//! Owns the tree and the definitions. May import `event`, `pattern` and `time`.
+
+use std::time::Duration;
+
+use crate::event::Event;
+use crate::pattern::{Pattern, Template};
+use crate::time::Time;
+
+/// One definition of a flattened expression: children before parents, left before right, the
+/// root last; the indices name other definitions.
+pub(crate) enum Def<E: Event> {
+    Leaf(Template<E>),
+    Wait(Duration),
+    At(Time),
+    Then(usize, usize),
+    And(usize, usize),
+    Or(usize, usize),
+    Not(usize),
+    Within(usize, Duration),
+    /// `within_from_first`: the bound starts at the first event a template of the inner part
+    /// (outside a `not`) matches.
+    WithinFirst(usize, Duration),
+}
+
+enum Node<E: Event> {
+    Leaf(Template<E>),
+    Wait(Duration),
+    At(Time),
+    Then(Box<Node<E>>, Box<Node<E>>),
+    And(Box<Node<E>>, Box<Node<E>>),
+    Or(Box<Node<E>>, Box<Node<E>>),
+    Not(Box<Node<E>>),
+    Within(Box<Node<E>>, Duration),
+    WithinFirst(Box<Node<E>>, Duration),
+}
+
+/// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
+/// [`not`] (see the [module docs](crate::expr) for the grammar).
+///
+/// An expression matches when an event or a clock tick completes it: never at the moment it is set
+/// up. A [`not`] is a guard that counts as matched only inside `and` and at the bound of `within`
+/// (unlike Apama EPL, where `on not x` fires at once); a timer already due when it starts fires at
+/// the next clock tick.
+///
+/// The combinators' examples share a prelude that the docs hide
+/// (`engine/doc/expr_example_prelude.txt`): the event `Ev(kind, second)` is stamped `second` seconds
+/// into the stream, and `first_match(expr, events)` registers `expr` with `when` on a correlator on
+/// event time, feeds `events` as `(kind, second)` pairs, moves the clock to 1,000 s and returns the
+/// match, if any, as (the second it completed, its events' kinds).
+pub struct Expr<E: Event> {
+    root: Node<E>,
+}
+
+impl<E: Event> From<Pattern<E>> for Expr<E> {
+    fn from(p: Pattern<E>) -> Self {
+        Expr {
+            root: Node::Leaf(p.template),
+        }
+    }
+}
+
+/// A timer primary: fires `d` after the expression (or the part of it) starts being evaluated.
+///
+/// Inclusive: with `start` the context's logical time when it starts, it fires as soon as the
+/// clock reaches `start + d` (its handler sees the clock at exactly `start + d`), so under event
+/// time it fires before an event stamped `start + d`. The clock is the context's logical clock
+/// ([which one](crate::Time#which-clock)): in the default tick mode it fires at the first tick at or
+/// after `start + d`, so a `d` shorter than the tick period (100 ms by default) cannot be honoured
+/// and registering it logs a warning.
+///
+/// `wait(Duration::ZERO)` fires at the next clock tick (so `when_all(wait(Duration::ZERO))` fires
+/// once per tick); a `d` that puts the trigger time beyond the end of logical time
+/// (`u64::MAX` ns, e.g. `Duration::MAX`) never fires. See the [module docs](crate::expr).
+///
+/// ```
+#[doc = include_str!("../../doc/expr_example_prelude.txt")]
+/// // Five seconds after a kind-1 event.
+/// let expr = Pattern::kind(1).then(wait(Duration::from_secs(5)));
+/// assert_eq!(first_match(expr, &[(1, 2)]), Some((7, vec![1])));
+/// ```
+pub fn wait<E: Event>(d: Duration) -> Expr<E> {
+    Expr {
+        root: Node::Wait(d),
+    }
+}
+
+/// A timer primary: fires when the context's logical clock reaches `t`.
+///
+/// If the clock has already passed `t` when it starts, it fires at the next clock tick (so
+/// `when_all(at(t))` then fires once per tick).
+///
+/// ```
+#[doc = include_str!("../../doc/expr_example_prelude.txt")]
+/// // A kind-1 event, then the clock reaching 30 s.
+/// let expr = Pattern::kind(1).then(at(Time::from_secs(30)));
+/// assert_eq!(first_match(expr, &[(1, 10), (2, 20)]), Some((30, vec![1])));
+/// ```
+pub fn at<E: Event>(t: Time) -> Expr<E> {
+    Expr { root: Node::At(t) }
+}
+
+/// Holds until `x` matches, then fails: `a.and(not(b))` matches `a` unless `b` comes first, and
+/// `not(b).within(d)` matches at the bound if `b` did not come.
+///
+/// A `not` that holds counts as matched only inside `and` (once the other side matched) and at the
+/// bound of `within`; it never completes a match by itself, so a bare `not(b)`, `a.or(not(b))` (for
+/// its `not` side) and `not(b).then(a)` never fire. This differs on purpose from Apama EPL, where
+/// `on not b` fires as soon as it is set up; see the [module docs](crate::expr) for why, and what to
+/// write instead. Registering an expression with such a `not` logs a `tracing` warning.
+///
+/// ```
+#[doc = include_str!("../../doc/expr_example_prelude.txt")]
+/// // No kind 2 for 5 s: matches at the bound (with no events), or not at all if a 2 comes.
+/// let silent = || not(Pattern::kind(2)).within(Duration::from_secs(5));
+/// assert_eq!(first_match(silent(), &[(1, 1)]), Some((5, vec![])));
+/// assert_eq!(first_match(silent(), &[(2, 3)]), None);
+/// // A trade (1) not confirmed (2) within 5 s of it: the guard inside `then`.
+/// let unconfirmed = Pattern::kind(1).then(not(Pattern::kind(2)).within(Duration::from_secs(5)));
+/// assert_eq!(first_match(unconfirmed, &[(1, 10), (3, 12)]), Some((15, vec![1])));
+/// ```
+pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
+    Expr {
+        root: Node::Not(Box::new(x.into().root)),
+    }
+}
+
+impl<E: Event> Expr<E> {
+    /// Followed-by (`self -> next`): `next` is looked for only after `self` matched.
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // 1 then 2: the 2 before the 1 does not count.
+    /// let expr = Pattern::kind(1).then(Pattern::kind(2)).then(Pattern::kind(3));
+    /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (2, 2), (3, 4)]), Some((4, vec![1, 2, 3])));
+    /// ```
+    pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
+        Expr {
+            root: Node::Then(Box::new(self.root), Box::new(next.into().root)),
+        }
+    }
+
+    /// Both, in any order.
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // 1 and 2 in any order; the match lists them in expression order.
+    /// let expr = Pattern::kind(1).then(Pattern::kind(3)).and(Pattern::kind(2));
+    /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (3, 2)]), Some((2, vec![1, 3, 2])));
+    /// ```
+    pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr {
+            root: Node::And(Box::new(self.root), Box::new(other.into().root)),
+        }
+    }
+
+    /// Either.
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // Whichever side completes first; the match lists every event its templates had
+    /// // matched by then, in expression order: here the 1 of the unfinished side too.
+    /// let expr = Pattern::kind(1).then(Pattern::kind(3)).or(Pattern::kind(2));
+    /// assert_eq!(first_match(expr, &[(1, 0), (2, 1), (3, 2)]), Some((1, vec![1, 2])));
+    /// ```
+    pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr {
+            root: Node::Or(Box::new(self.root), Box::new(other.into().root)),
+        }
+    }
+
+    /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
+    /// the bound.
+    ///
+    /// **The bound is exclusive**: with `start` the context's logical time when it starts, an event
+    /// taken while the clock is before `start + d` counts; once the clock reaches `start + d` it
+    /// has failed (and `not(x).within(d)` has matched), so an event at exactly `start + d` is too
+    /// late.
+    ///
+    /// **The clock** is the context's logical clock, never the wall clock
+    /// ([which one](crate::Time#which-clock)). In the default tick mode (10 ticks per second) an
+    /// event is evaluated at the time of the last tick its context took and the bound expires at
+    /// the first tick at or after `start + d`: `d` is counted in whole ticks, so `within(50ms)`
+    /// means "before the next tick", and registering a bound shorter than the tick period logs a
+    /// warning. Under [`event_time`](crate::CorrelatorBuilder::event_time) it is measured on the
+    /// events' own stamps, the same at any replay speed.
+    ///
+    /// A bound beyond the end of logical time (`u64::MAX` ns, e.g. `Duration::MAX`) never expires;
+    /// `within(Duration::ZERO)` expires at the next clock tick.
+    ///
+    /// **It counts from the start, not from the first event.** Under
+    /// [`when_all`](crate::Scope::when_all) the fresh match waiting for its first event started at
+    /// registration (or at the previous match's progress), so after a quiet spell longer than `d`
+    /// it has expired, the listener ends (logged at INFO) and, if it was the instance's last, the
+    /// instance too. For a bound counted from the first event, use
+    /// [`within_from_first`](Self::within_from_first):
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use correlator::{Correlator, Event, Match, Monitor, Pattern, Scope, Time};
+    /// # #[derive(Clone, Debug)] struct Ev(u32, u64);
+    /// # impl Event for Ev {
+    /// #     type Kind = u32;
+    /// #     fn kind(&self) -> u32 { self.0 }
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_secs(self.1)) }
+    /// # }
+    /// struct Pairs { from_first: bool, fired: std::sync::Arc<std::sync::Mutex<Vec<u64>>> }
+    /// impl Monitor<Ev> for Pairs {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let ten = Duration::from_secs(10);
+    ///         let pair = Pattern::kind(1).then(Pattern::kind(2));
+    ///         let expr = if self.from_first { pair.within_from_first(ten) } else { pair.within(ten) };
+    ///         cx.when_all(expr, |m: &mut Self, _: &mut Scope<'_, Ev, Self>, hit: &Match<Ev>| {
+    ///             m.fired.lock().unwrap().push(hit.time.as_nanos() / 1_000_000_000)
+    ///         });
+    ///     }
+    /// }
+    /// for from_first in [false, true] {
+    ///     let c = Correlator::<Ev>::builder().event_time().build()?;
+    ///     let fired = std::sync::Arc::default();
+    ///     c.load(Pairs { from_first, fired: std::sync::Arc::clone(&fired) })?;
+    ///     let input = c.input();
+    ///     c.start();
+    ///     // A quiet spell of 60 s, then a pair 3 s apart, and another.
+    ///     for (kind, at_s) in [(1, 60), (2, 63), (1, 70), (2, 71)] {
+    ///         input.send_to(c.main(), Ev(kind, at_s))?;
+    ///     }
+    ///     c.shutdown()?;
+    ///     let fired = fired.lock().unwrap().clone();
+    ///     // `within`: expired at 10 s, before the first pair; `within_from_first`: both fire.
+    ///     assert_eq!(fired, if from_first { vec![63, 71] } else { vec![] });
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn within(self, d: Duration) -> Expr<E> {
+        Expr {
+            root: Node::Within(Box::new(self.root), d),
+        }
+    }
+
+    /// Must match within `d` of its first event: the clock starts when one of its templates
+    /// (outside a `not`) first matches, and before that nothing expires. This is what Flink CEP's
+    /// `within` means, and what "a then b within 10 s" usually means; [`within`](Self::within)
+    /// counts from the moment the expression starts instead.
+    ///
+    /// With `first` the logical time of that event, it is `within(d)` started at `first`: an event
+    /// taken while the clock is before `first + d` counts; once the clock reaches `first + d` it
+    /// has failed (or, if its part holds a `not`, matched: `a.then(not(x)).within_from_first(d)`
+    /// is "`a` not followed by `x` within `d`"). Under [`when_all`](crate::Scope::when_all) each
+    /// new match runs its own clock, so a quiet spell of any length does not end the listener.
+    /// "First" is the first template to match anywhere in it (either side of `and` or `or`, the
+    /// left side of `then`). `not(x).within_from_first(d)` has no first event and never matches
+    /// (registering it logs a warning): write `not(x).within(d)` for "no `x` for `d`". See
+    /// [`within`](Self::within) for an example with a quiet spell, and for the clock and the
+    /// tick-mode resolution, which are the same.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use correlator::{Expr, Event, Pattern};
+    /// # #[derive(Clone, Debug)] struct Ev(u32);
+    /// # impl Event for Ev { type Kind = u32; fn kind(&self) -> u32 { self.0 } }
+    /// // Every trade (1) followed by a cancel (2) within 50 ms of the trade.
+    /// let cancelled: Expr<Ev> = Pattern::kind(1)
+    ///     .then(Pattern::kind(2))
+    ///     .within_from_first(Duration::from_millis(50));
+    /// # let _ = cancelled;
+    /// ```
+    pub fn within_from_first(self, d: Duration) -> Expr<E> {
+        Expr {
+            root: Node::WithinFirst(Box::new(self.root), d),
+        }
+    }
+
+    /// Flattens the tree: children before parents; the root is the last definition.
+    pub(crate) fn compile(self) -> Vec<Def<E>> {
+        fn go<E: Event>(n: Node<E>, out: &mut Vec<Def<E>>) -> usize {
+            let d = match n {
+                Node::Leaf(t) => Def::Leaf(t),
+                Node::Wait(d) => Def::Wait(d),
+                Node::At(t) => Def::At(t),
+                Node::Then(a, b) => Def::Then(go(*a, out), go(*b, out)),
+                Node::And(a, b) => Def::And(go(*a, out), go(*b, out)),
+                Node::Or(a, b) => Def::Or(go(*a, out), go(*b, out)),
+                Node::Not(a) => Def::Not(go(*a, out)),
+                Node::Within(a, d) => Def::Within(go(*a, out), d),
+                Node::WithinFirst(a, d) => Def::WithinFirst(go(*a, out), d),
+            };
+            out.push(d);
+            out.len() - 1
+        }
+        let mut out = Vec::new();
+        go(self.root, &mut out);
+        out
+    }
+}
+
+/// The expression builders of a single template: `Pattern` is the leaf of [`Expr`], so they live
+/// here and `pattern` imports nothing from `expr`.
+impl<E: Event> Pattern<E> {
+    /// `self -> next`: this template, then `next` (see [`Expr::then`]).
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// assert_eq!(first_match(Pattern::kind(1).then(Pattern::kind(2)), &[(2, 0), (1, 1), (2, 2)]), Some((2, vec![1, 2])));
+    /// ```
+    pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).then(next)
+    }
+
+    /// Both this template and `other`, in any order (see [`Expr::and`]).
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// assert_eq!(first_match(Pattern::kind(1).and(Pattern::kind(2)), &[(2, 0), (1, 1)]), Some((1, vec![1, 2])));
+    /// ```
+    pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).and(other)
+    }
+
+    /// This template or `other` (see [`Expr::or`]).
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// assert_eq!(first_match(Pattern::kind(1).or(Pattern::kind(2)), &[(3, 0), (2, 1)]), Some((1, vec![2])));
+    /// ```
+    pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
+        Expr::from(self).or(other)
+    }
+
+    /// This template, within `d` of the moment it starts being looked for: an event taken while
+    /// the context's logical clock is before `start + d` (exclusive), on the clock the correlator
+    /// runs ([which one](crate::Time#which-clock): whole ticks by default, so a `d` shorter than
+    /// the tick period means "before the next tick"; the events' own stamps under
+    /// [`event_time`](crate::CorrelatorBuilder::event_time)). See [`Expr::within`].
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // Looked for from registration (time 0): at 3 s it counts, at 7 s it is too late.
+    /// assert_eq!(first_match(Pattern::kind(2).within(Duration::from_secs(5)), &[(2, 3)]), Some((3, vec![2])));
+    /// assert_eq!(first_match(Pattern::kind(2).within(Duration::from_secs(5)), &[(2, 7)]), None);
+    /// ```
+    pub fn within(self, d: Duration) -> Expr<E> {
+        Expr::from(self).within(d)
+    }
+
+    /// This template within `d` of its own match: for a single template that is no bound at all
+    /// (it matches at its first event), so this is for symmetry; see [`Expr::within_from_first`].
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // No bound for a single template: it matches at its event, however late.
+    /// assert_eq!(first_match(Pattern::kind(2).within_from_first(Duration::from_secs(5)), &[(2, 70)]), Some((70, vec![2])));
+    /// ```
+    pub fn within_from_first(self, d: Duration) -> Expr<E> {
+        Expr::from(self).within_from_first(d)
+    }
+}

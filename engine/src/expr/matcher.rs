@@ -1,0 +1,289 @@
+//! One match in progress ([`Matcher`]): the state of every definition of a flattened expression,
+//! stepped by events and clock ticks ([`Stimulus`]), and how the parts' outcomes combine ([`Outcome`]:
+//! `then`, `and`, `or`, `not`, the bounds of `within` and `within_from_first`, R7.3).
+//!
+//! Owns the matcher's states. May import `event` and `time`.
+
+use crate::event::Event;
+use crate::time::Time;
+
+use super::Def;
+
+/// What happened to an expression (or part of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Pending,
+    Matched,
+    Failed,
+    /// A `not` that has not failed: counts as matched inside `and`, pending elsewhere.
+    Holding,
+}
+
+/// What a matcher is stepped with.
+pub(crate) enum Stimulus<'a, E> {
+    Event(&'a E),
+    Time(Time),
+}
+
+impl<E> Clone for Stimulus<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Stimulus<'_, E> {}
+
+/// Side effects of stepping a matcher.
+pub(crate) struct StepOut {
+    /// Timers the new states need, as trigger times.
+    pub(crate) timers: Vec<Time>,
+    /// Whether any state changed (an event was consumed or a timer fired).
+    pub(crate) progressed: bool,
+}
+
+/// The state of one definition inside a [`Matcher`]: whether it has started, how it ended, and
+/// the due time of a timer or the deadline of a `within` (`None`: beyond the end of logical time,
+/// never).
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeState {
+    started: bool,
+    /// `Matched` or `Failed` once final.
+    fin: Option<Outcome>,
+    time: Option<Time>,
+}
+
+/// One match in progress: the state of every definition of the expression, indexed like the
+/// definitions (a definition is started at most once per matcher: the right side of `then` only
+/// once its left side matched, with its own start time), and the events its templates matched.
+///
+/// One flat vector instead of a tree of boxes: stepping a matcher reads a few consecutive lines
+/// rather than one cold line per node, and a finished matcher's vectors are reused for the next
+/// one ([`ExprListener`](super::ExprListener) keeps them), so starting a match allocates nothing in the steady state.
+pub(crate) struct Matcher<E> {
+    nodes: Vec<NodeState>,
+    /// `(definition, event)` of every template that matched, outside a `not`.
+    got: Vec<(u32, E)>,
+    /// Templates that matched, counting up (wrapping) through every part but a `not` (which puts
+    /// it back after its inner part): a `within_from_first` whose inner part changed it has seen
+    /// its first event.
+    hits: u32,
+}
+
+impl<E: Event> Matcher<E> {
+    /// A matcher of `defs` with its root started at `now`, in `reuse`'s vectors if given.
+    pub(crate) fn start(
+        defs: &[Def<E>],
+        now: Time,
+        out: &mut StepOut,
+        reuse: Option<Matcher<E>>,
+    ) -> Self {
+        let mut m = reuse.unwrap_or(Matcher {
+            nodes: Vec::new(),
+            got: Vec::new(),
+            hits: 0,
+        });
+        m.hits = 0;
+        m.nodes.clear();
+        m.nodes.resize(defs.len(), NodeState::default());
+        m.got.clear();
+        m.start_node(defs, defs.len() - 1, now, out);
+        m
+    }
+
+    /// Starts definition `d` (and what of its subtree starts with it) at `now`.
+    fn start_node(&mut self, defs: &[Def<E>], d: usize, now: Time, out: &mut StepOut) {
+        let mut time = None;
+        match &defs[d] {
+            Def::Leaf(_) => {}
+            Def::Wait(dur) => {
+                time = now.checked_add(*dur);
+                out.timers.extend(time);
+            }
+            Def::At(t) => {
+                time = Some(*t);
+                out.timers.push(*t);
+            }
+            // `within_from_first` sets no timer yet: its clock starts at its first event.
+            Def::Then(a, _) | Def::Not(a) | Def::WithinFirst(a, _) => {
+                self.start_node(defs, *a, now, out)
+            }
+            Def::And(a, b) | Def::Or(a, b) => {
+                self.start_node(defs, *a, now, out);
+                self.start_node(defs, *b, now, out);
+            }
+            Def::Within(a, dur) => {
+                time = now.checked_add(*dur);
+                out.timers.extend(time);
+                self.start_node(defs, *a, now, out);
+            }
+        }
+        self.nodes[d] = NodeState {
+            started: true,
+            fin: None,
+            time,
+        };
+    }
+
+    /// Steps the whole matcher with `stim` at logical time `now`.
+    #[inline]
+    pub(crate) fn step(
+        &mut self,
+        defs: &[Def<E>],
+        stim: Stimulus<'_, E>,
+        now: Time,
+        out: &mut StepOut,
+    ) -> Outcome {
+        self.step_node(defs, defs.len() - 1, stim, now, out, true)
+    }
+
+    /// Steps definition `d`; `keep`: whether a template matched here is part of the match (not
+    /// under a `not`).
+    fn step_node(
+        &mut self,
+        defs: &[Def<E>],
+        d: usize,
+        stim: Stimulus<'_, E>,
+        now: Time,
+        out: &mut StepOut,
+        keep: bool,
+    ) -> Outcome {
+        let node = self.nodes[d];
+        if let Some(s) = node.fin {
+            return s;
+        }
+        let status = match &defs[d] {
+            Def::Leaf(t) => match stim {
+                Stimulus::Event(e) if t.matches(e) => {
+                    if keep {
+                        self.got.push((d as u32, e.clone()));
+                    }
+                    self.hits = self.hits.wrapping_add(1);
+                    out.progressed = true;
+                    Outcome::Matched
+                }
+                _ => Outcome::Pending,
+            },
+            Def::Wait(_) | Def::At(_) => match stim {
+                Stimulus::Time(t) if node.time.is_some_and(|due| t >= due) => {
+                    out.progressed = true;
+                    Outcome::Matched
+                }
+                _ => Outcome::Pending,
+            },
+            &Def::Then(a, b) => {
+                if self.nodes[b].started {
+                    self.step_node(defs, b, stim, now, out, keep)
+                } else {
+                    match self.step_node(defs, a, stim, now, out, keep) {
+                        Outcome::Matched => {
+                            // The right side starts now and does not see the stimulus that
+                            // completed the left side.
+                            self.start_node(defs, b, now, out);
+                            initial(defs, b)
+                        }
+                        Outcome::Failed => Outcome::Failed,
+                        Outcome::Pending | Outcome::Holding => Outcome::Pending,
+                    }
+                }
+            }
+            &Def::And(a, b) => {
+                let sa = self.step_node(defs, a, stim, now, out, keep);
+                let sb = self.step_node(defs, b, stim, now, out, keep);
+                combine_and(sa, sb)
+            }
+            &Def::Or(a, b) => {
+                let sa = self.step_node(defs, a, stim, now, out, keep);
+                let sb = self.step_node(defs, b, stim, now, out, keep);
+                match (sa, sb) {
+                    (Outcome::Matched, _) | (_, Outcome::Matched) => Outcome::Matched,
+                    (Outcome::Failed, Outcome::Failed) => Outcome::Failed,
+                    _ => Outcome::Pending,
+                }
+            }
+            &Def::Not(a) => {
+                // What matched inside a `not` starts no `within_from_first` clock above it.
+                let hits = self.hits;
+                let inner = self.step_node(defs, a, stim, now, out, false);
+                self.hits = hits;
+                match inner {
+                    Outcome::Matched => {
+                        out.progressed = true;
+                        Outcome::Failed
+                    }
+                    _ => Outcome::Holding,
+                }
+            }
+            &Def::Within(a, _) => {
+                let s = self.step_node(defs, a, stim, now, out, keep);
+                let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(d)) if t >= d);
+                at_bound(s, expired, out)
+            }
+            &Def::WithinFirst(a, dur) => {
+                let hits = self.hits;
+                let s = self.step_node(defs, a, stim, now, out, keep);
+                // Its first event starts the clock (once: a bound beyond the end of logical time
+                // stays `None`, and so would every later try).
+                if self.hits != hits
+                    && node.time.is_none()
+                    && matches!(s, Outcome::Pending | Outcome::Holding)
+                {
+                    let bound = now.checked_add(dur);
+                    self.nodes[d].time = bound;
+                    out.timers.extend(bound);
+                }
+                // Only a time stimulus expires it, and none starts its clock: `node.time` is the
+                // bound as it was before this step.
+                let expired = matches!((stim, node.time), (Stimulus::Time(t), Some(b)) if t >= b);
+                at_bound(s, expired, out)
+            }
+        };
+        if matches!(status, Outcome::Matched | Outcome::Failed) {
+            self.nodes[d].fin = Some(status);
+        }
+        status
+    }
+
+    /// Moves the events the templates matched into `out`, left to right (definitions are
+    /// numbered children first, left before right, so their order is the expression's).
+    pub(crate) fn collect(&mut self, out: &mut Vec<E>) {
+        self.got.sort_unstable_by_key(|&(d, _)| d);
+        out.extend(self.got.drain(..).map(|(_, e)| e));
+    }
+}
+
+/// The outcome of a bounded part (`within`, `within_from_first`) whose inner part stepped to `s`:
+/// at the bound (`expired`) a holding part matches and any other fails (R7.3).
+fn at_bound(s: Outcome, expired: bool, out: &mut StepOut) -> Outcome {
+    match s {
+        Outcome::Matched => Outcome::Matched,
+        Outcome::Failed => Outcome::Failed,
+        Outcome::Holding if expired => {
+            out.progressed = true;
+            Outcome::Matched
+        }
+        _ if expired => {
+            out.progressed = true;
+            Outcome::Failed
+        }
+        other => other,
+    }
+}
+
+/// The status of definition `d` just started (before any stimulus).
+fn initial<E: Event>(defs: &[Def<E>], d: usize) -> Outcome {
+    match &defs[d] {
+        Def::Not(_) => Outcome::Holding,
+        &Def::And(a, b) => combine_and(initial(defs, a), initial(defs, b)),
+        _ => Outcome::Pending,
+    }
+}
+
+fn combine_and(a: Outcome, b: Outcome) -> Outcome {
+    use Outcome::*;
+    match (a, b) {
+        (Failed, _) | (_, Failed) => Failed,
+        (Matched, Matched) | (Matched, Holding) | (Holding, Matched) => Matched,
+        (Holding, Holding) => Holding,
+        _ => Pending,
+    }
+}

@@ -1,0 +1,156 @@
+//! The lists the listener table is made of: a kind's [`Bucket`], its [`Lists`] of one mode
+//! (unkeyed, and by key), each [`List`] of slots in registration order with its count of dead
+//! entries, a bucket's lone listener ([`Solo`]), and the kind map with its hasher.
+//!
+//! Owns these structures; the table fills and compacts them. May import `entry` only.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use smallvec::SmallVec;
+
+use crate::entry::Mode;
+
+/// A list at most this long is compacted as soon as one of its listeners ends: cheap, and it
+/// keeps a kind's lone listener recognisable as its [`Bucket::solo`] right after the others end.
+pub(super) const SHORT_LIST: usize = 8;
+
+/// The slots of the listeners listed under one `(kind, mode, key)`, in registration order, live
+/// and dead ones: dead ones stay until [`ListenerTable::compact`] takes them out.
+#[derive(Default)]
+pub(crate) struct List {
+    /// Inline up to four: a key's list usually names one listener, and dispatch then reads it
+    /// from the list itself, with no heap block to load.
+    pub(crate) slots: SmallVec<[u32; 4]>,
+    /// Dead listeners still in `slots`.
+    pub(super) dead: u32,
+    /// Whether the list waits in the table's `dirty` queue.
+    pub(super) queued: bool,
+}
+
+impl List {
+    /// Notes one more dead listener; returns whether the list is due for compaction and not yet
+    /// queued for it (the caller queues it).
+    pub(super) fn note_dead(&mut self) -> bool {
+        self.dead += 1;
+        let due = self.slots.len() <= SHORT_LIST || 2 * self.dead as usize >= self.slots.len();
+        let queue = due && !self.queued;
+        self.queued |= queue;
+        queue
+    }
+}
+
+/// The listeners of one event kind in one mode: unkeyed ones, and keyed ones by key; each list in
+/// registration order.
+#[derive(Default)]
+pub(crate) struct Lists {
+    pub(crate) plain: List,
+    pub(crate) keyed: KindMap<u64, List>,
+}
+
+impl Lists {
+    pub(super) fn list_mut(&mut self, key: Option<u64>) -> &mut List {
+        match key {
+            None => &mut self.plain,
+            Some(k) => self.keyed.entry(k).or_default(),
+        }
+    }
+
+    pub(super) fn get_mut(&mut self, key: Option<u64>) -> Option<&mut List> {
+        match key {
+            None => Some(&mut self.plain),
+            Some(k) => self.keyed.get_mut(&k),
+        }
+    }
+
+    /// Whether no listener is registered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.plain.slots.is_empty() && self.keyed.is_empty()
+    }
+}
+
+/// A bucket's only listener: its slot, and its instance beside it, so that dispatch loads the
+/// listener and the instance side by side instead of one after the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Solo {
+    pub(crate) slot: u32,
+    pub(crate) instance: u32,
+}
+
+#[derive(Default)]
+pub(crate) struct Bucket {
+    pub(crate) ordinary: Lists,
+    pub(crate) unmatched: Lists,
+    pub(crate) completed: Lists,
+    /// `!completed.is_empty()`, kept up to date by `insert` and `compact`: read for every
+    /// dispatched event, where the two-part emptiness test would cost more.
+    pub(crate) has_completed: bool,
+    /// The one ordinary listener of the kind, when there is exactly one, unkeyed and
+    /// [`simple`](ListenerSlot::simple): then dispatching an event fires it and nothing else, and
+    /// the dispatch loop skips the lists. Kept up to date by `insert`, `kill` and `compact`.
+    pub(crate) solo: Option<Solo>,
+}
+
+impl Bucket {
+    /// Whether no listener of any mode is listed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.ordinary.is_empty() && self.unmatched.is_empty() && self.completed.is_empty()
+    }
+
+    pub(crate) fn lists(&self, mode: Mode) -> &Lists {
+        match mode {
+            Mode::Once | Mode::All => &self.ordinary,
+            Mode::Unmatched => &self.unmatched,
+            Mode::Completed => &self.completed,
+        }
+    }
+
+    pub(super) fn lists_mut(&mut self, mode: Mode) -> &mut Lists {
+        match mode {
+            Mode::Once | Mode::All => &mut self.ordinary,
+            Mode::Unmatched => &mut self.unmatched,
+            Mode::Completed => &mut self.completed,
+        }
+    }
+}
+
+/// A small, fast hasher for event kinds (the multiply-rotate of rustc's `FxHasher`): kinds are
+/// trusted values, so no defence against hash flooding is needed here.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KindHasher(u64);
+
+impl Hasher for KindHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub(crate) type KindMap<K, V> = HashMap<K, V, BuildHasherDefault<KindHasher>>;

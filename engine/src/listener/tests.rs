@@ -1,0 +1,150 @@
+//! Unit tests of the listener table: firing order (R6.4, R6.5), keyed lists, lazy removal and
+//! the cost of compaction, the freeing of slots and buckets.
+//!
+//! May import `event`, `entry` and `pattern`.
+
+use super::*;
+use crate::pattern::Pattern;
+
+#[derive(Clone, Debug)]
+struct Ev(u32);
+
+impl Event for Ev {
+    type Kind = u32;
+    fn kind(&self) -> u32 {
+        self.0
+    }
+}
+
+fn template(pattern: Pattern<Ev>) -> Body<Ev> {
+    Body::Template {
+        template: pattern.template,
+        handler: Box::new(|_, _, _| {}),
+    }
+}
+
+/// Registers a listener of `instance` on `pattern`; returns its slot.
+fn add(t: &mut ListenerTable<Ev>, handle: u64, instance: u32, mode: Mode, p: Pattern<Ev>) -> u32 {
+    let index = [(p.template.kind, p.template.key)];
+    t.insert(handle, instance, mode, template(p), &index)
+}
+
+/// The solo of kind `k` as dispatch sees it, checked against the bucket itself, and reached
+/// through `solo_handler` when there is one (miri runs this for the unchecked access).
+fn solo(t: &mut ListenerTable<Ev>, k: u32) -> Option<Solo> {
+    let view = t.view_of(&k)?;
+    assert_eq!(
+        view.solo, t.buckets[view.bucket as usize].solo,
+        "stale view"
+    );
+    if let Some(s) = view.solo {
+        let _: &mut Handler<Ev> = t.solo_handler(s);
+    }
+    view.solo
+}
+
+// R6.4, R6.9: the dispatch fast path fires a kind's solo listener alone, so `solo` must name
+// the kind's only ordinary listener exactly while it is alive, unkeyed, `on_all` and without a
+// filter, through registrations, quits, compaction and slot reuse.
+#[test]
+fn r6_4_solo_names_the_only_plain_listener_while_it_lives() {
+    let mut t = ListenerTable::<Ev>::default();
+    let a = add(&mut t, 1, 10, Mode::All, Pattern::kind(1));
+    assert_eq!(
+        solo(&mut t, 1),
+        Some(Solo {
+            slot: a,
+            instance: 10
+        })
+    );
+    // Listeners of other modes and kinds leave it alone.
+    add(&mut t, 2, 10, Mode::Unmatched, Pattern::kind(1));
+    add(&mut t, 3, 11, Mode::Completed, Pattern::kind(1));
+    add(&mut t, 4, 11, Mode::All, Pattern::kind(2));
+    assert_eq!(
+        solo(&mut t, 1),
+        Some(Solo {
+            slot: a,
+            instance: 10
+        })
+    );
+    // A second ordinary listener: the lists decide again.
+    let b = add(&mut t, 5, 12, Mode::All, Pattern::kind(1));
+    assert_eq!(solo(&mut t, 1), None);
+    t.kill(a);
+    assert_eq!(solo(&mut t, 1), None);
+    t.compact();
+    assert_eq!(
+        solo(&mut t, 1),
+        Some(Solo {
+            slot: b,
+            instance: 12
+        })
+    );
+    // The solo quits: gone at once, before compaction frees its slot.
+    t.kill(b);
+    assert_eq!(solo(&mut t, 1), None);
+    t.compact();
+    assert_eq!(solo(&mut t, 1), None);
+    // A freed slot is reused, with the new listener's instance.
+    let c = add(&mut t, 6, 13, Mode::All, Pattern::kind(1));
+    assert!(c == a || c == b, "a freed slot is reused");
+    assert_eq!(
+        solo(&mut t, 1),
+        Some(Solo {
+            slot: c,
+            instance: 13
+        })
+    );
+    // Keyed, once and filtered listeners are not simple, or make the lists matter.
+    add(&mut t, 7, 13, Mode::All, Pattern::kind(1).key(3));
+    assert_eq!(solo(&mut t, 1), None);
+    add(&mut t, 8, 14, Mode::Once, Pattern::kind(5));
+    assert_eq!(solo(&mut t, 5), None);
+    add(&mut t, 9, 14, Mode::All, Pattern::kind(6).filter(|_| true));
+    assert_eq!(solo(&mut t, 6), None);
+    assert_eq!(solo(&mut t, 2).map(|s| s.instance), Some(11));
+}
+
+// R6.9: the bucket of a kind left without listeners is freed by compaction and reused for the
+// next new kind; a kind whose bucket was freed gets a fresh one, and dispatch finds each
+// kind's own listeners.
+#[test]
+fn r6_9_a_kind_without_listeners_gives_its_bucket_back() {
+    let mut t = ListenerTable::<Ev>::default();
+    let keep = add(&mut t, 1, 10, Mode::All, Pattern::kind(1));
+    let a = add(&mut t, 2, 10, Mode::Once, Pattern::kind(2));
+    let b2 = t.bucket_of(&2).unwrap();
+    assert_eq!(t.buckets.len(), 2);
+    t.kill(a);
+    t.compact();
+    assert_eq!(t.bucket_of(&2), None, "kind 2 has no listener left");
+    // A new kind takes the freed bucket; kind 1 keeps its own.
+    let c = add(&mut t, 3, 11, Mode::Unmatched, Pattern::kind(3));
+    assert_eq!(t.bucket_of(&3), Some(b2));
+    assert_eq!(t.buckets.len(), 2, "no bucket added");
+    assert_eq!(t.buckets[b2].unmatched.plain.slots[..], [c]);
+    assert!(
+        t.buckets[b2].ordinary.is_empty(),
+        "the freed bucket starts empty"
+    );
+    assert_eq!(
+        solo(&mut t, 1),
+        Some(Solo {
+            slot: keep,
+            instance: 10
+        })
+    );
+    // Kind 2 again: a bucket of its own.
+    add(&mut t, 4, 12, Mode::All, Pattern::kind(2).key(7));
+    let b = t.bucket_of(&2).unwrap();
+    assert_ne!(b, b2);
+    assert_eq!(t.buckets[b].ordinary.keyed.len(), 1);
+    // A bucket freed while other lists of the same compaction name it is freed once.
+    let d = add(&mut t, 5, 12, Mode::Completed, Pattern::kind(3));
+    t.kill(c);
+    t.kill(d);
+    t.compact();
+    assert_eq!(t.bucket_of(&3), None);
+    assert_eq!(t.free_buckets, [b2 as u32]);
+}
