@@ -1,12 +1,9 @@
 #!/usr/bin/env python3
 """Prints the engine's module import graph (`use crate::m` and `crate::m::` paths in code, per
 top-level module of engine/src/, doc comments and tests left out) and every import circle (strongly
-connected component). Exits 1 if a circle other than the ones allowed below exists.
-
-Allowed: the type recursion that `entry`'s module doc names (entry -> deliver -> registry -> entry)."""
+connected component). Exits 1 if any circle exists."""
 import os, re, sys
 
-ALLOWED = [{"entry", "deliver", "registry"}]
 root = os.path.join(os.path.dirname(__file__), "..", "engine", "src")
 mods = {}
 for dirpath, _, files in os.walk(root):
@@ -48,8 +45,8 @@ sys.setrecursionlimit(10000)
 for v in sorted(mods):
     if v not in index:
         visit(v)
-bad = [c for c in sccs if c not in ALLOWED]
+bad = sccs
 for c in sccs:
-    print(("allowed circle (type recursion): " if c in ALLOWED else "IMPORT CIRCLE: ") + " ".join(sorted(c)))
-print("no other import circle" if not bad else f"{len(bad)} import circle(s)")
+    print("IMPORT CIRCLE: " + " ".join(sorted(c)))
+print("no import circle" if not bad else f"{len(bad)} import circle(s)")
 sys.exit(1 if bad else 0)

@@ -41,7 +41,7 @@ use crate::handle::InputHandle;
 use crate::id::ContextRef;
 use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
-use crate::registry::Shared;
+use crate::shared::Shared;
 use crate::state::State;
 use crate::status::ContextStatus;
 // Plain std atomics: the pool is built on the public facade, not part of a loom-modelled protocol.
