@@ -109,7 +109,7 @@
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
 //! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
-//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
+//! | `correlator` | the facade: [`Correlator`], its builder (`builder`), helper threads (`background`), shutdown (`shutdown`); imported by nothing but this file and `pool` |
 //! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
 //!
 //! `inbox` and `route` are private; the `internals` feature exposes them (and the wait-graph helpers)
