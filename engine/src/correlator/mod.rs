@@ -9,9 +9,8 @@
 //! - here: the facade, the [`Lifecycle`] the last two share, and the status snapshot's reading
 //!   of the registry (its assembly is `status`'s).
 //!
-//! Imported by nothing but `lib.rs` and `pool` (built on the public facade). May import
-//! `channel`, `config`, `context`, `deliver`, `error`, `event`, `event_time`, `handle`, `id`,
-//! `inbox`, `metrics`, `monitor`, `output`, `registry`, `shared`, `status`, `sync` and `time`.
+//! Imported by nothing but `lib.rs` and `pool` (built on the public facade). May import the
+//! leaves, `channel`, `context`, `deliver`, `handle`, `monitor`, `output`, `shared` and `status`.
 
 mod background;
 mod builder;

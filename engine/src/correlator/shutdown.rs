@@ -28,7 +28,7 @@
 //! [`Error::ShutdownFromContext`]: it would wait for itself.
 //!
 //! Owns the sequence ([`Lifecycle::shutdown`]) and the future of `shutdown_async`. May import the
-//! leaves, `shared` and `status`.
+//! leaves, `metrics` (the final figures), `shared` and `status`.
 
 use std::time::Duration;
 
