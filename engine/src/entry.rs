@@ -9,8 +9,8 @@
 //! links a handler sends through (`deliver::Links`), which hold the registry, whose contexts hold
 //! inboxes of `Entry`. `deliver` names `Entry` (it builds the entries it sends), so if this module
 //! named `deliver::Links` the two would import each other. Instead [`Effects::links`] has the
-//! type [`HandlerLinks::Links`], a trait declared here and implemented once, beside `Links` in
-//! `deliver`; the registry is generic over its inbox item, and `shared` names its instantiation
+//! type `<E as HandlerLinks>::Links`, the associated type of a trait ([`HandlerLinks`]) declared
+//! here and implemented once, beside `Links` in `deliver`; the registry is generic over its inbox item, and `shared` names its instantiation
 //! with `Entry`. Every other module sees the concrete types.
 //!
 //! May import the leaves, `channel`, `status`, `pattern`, `expr` and `route`.
