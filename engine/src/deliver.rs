@@ -31,13 +31,14 @@ use std::time::Instant;
 
 use crate::channel::Channel;
 use crate::config::{Backoff, Step, WaitStrategy};
-use crate::entry::Entry;
+use crate::entry::{Entry, HandlerLinks};
 use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{self, Detached, Inbox, Refusal, Reservation, RoomTicket, RoomWait, Sender};
 use crate::output::{OutputQueue, Pushed};
-use crate::registry::{ContextShared, Shared, WaitGraph};
+use crate::registry::WaitGraph;
+use crate::shared::{ContextShared, Shared};
 use crate::sync::{self, Arc, Ordering, StdArc};
 
 /// How long a send may wait for room.
@@ -252,6 +253,11 @@ pub(crate) struct Links<E: Event, H: GiveBack = NoPlaces> {
     own: Option<Arc<ContextShared<E>>>,
     /// The builder's `output_block_warning`.
     output_block_warning: Option<std::time::Duration>,
+}
+
+/// A handler sends through the links of its context, which give back its own inbox's places.
+impl<E: Event> HandlerLinks for E {
+    type Links = Links<E, OwnInbox<E>>;
 }
 
 /// A sender's copy of one channel's output list, valid while the channel's generation is

@@ -2,17 +2,20 @@
 //! [`Effects`] a handler acts on, the deferred [`Op`]erations it requests, the type-erased handler
 //! aliases, listener [`Mode`]s and [`DieReason`].
 //!
-//! Owns no behaviour beyond these definitions. May import the leaves (`id`, `event`, `time`,
-//! `state`, `status`, `channel`, `pattern`, `expr`, `route`) and `deliver` (for [`Effects::links`]).
+//! Owns no behaviour beyond these definitions.
 //!
-//! # Type recursion (the one import circle)
-//! `entry` → `deliver` → `registry` → `entry` is a circle of *types*, not of code: an [`Entry`] can
-//! be a spawn, whose initialiser takes `&mut` [`Effects`]; `Effects` holds the links a handler sends
-//! through (`deliver::Links`), which hold the registry (`registry::Shared`), whose contexts hold
-//! inboxes of `Entry`. Each of the three modules names only the others' types.
+//! # The type recursion, and why it is no import circle
+//! An [`Entry`] can be a spawn, whose initialiser takes `&mut` [`Effects`]; `Effects` holds the
+//! links a handler sends through (`deliver::Links`), which hold the registry, whose contexts hold
+//! inboxes of `Entry`. `deliver` names `Entry` (it builds the entries it sends), so if this module
+//! named `deliver::Links` the two would import each other. Instead [`Effects::links`] has the
+//! type `<E as HandlerLinks>::Links`, the associated type of a trait ([`HandlerLinks`]) declared
+//! here and implemented once, beside `Links` in `deliver`; the registry is generic over its inbox item, and `shared` names its instantiation
+//! with `Entry`. Every other module sees the concrete types.
+//!
+//! May import the leaves, `channel`, `status`, `pattern`, `expr` and `route`.
 
 use crate::channel::Channel;
-use crate::deliver::{Links, OwnInbox};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
@@ -101,6 +104,15 @@ pub(crate) enum Op<E: Event> {
     Die,
 }
 
+/// The type of [`Effects::links`]: what a handler's sends go through, `deliver::Links<E,
+/// OwnInbox<E>>`. Declared here and implemented once, for every event type, in `deliver` (which
+/// imports this module), so that this module need not import `deliver`: the projection
+/// `<E as HandlerLinks>::Links` is that one type wherever it is used.
+pub(crate) trait HandlerLinks {
+    /// `deliver::Links<Self, OwnInbox<Self>>`.
+    type Links;
+}
+
 /// The part of a context that handlers act on through their `Scope`.
 pub(crate) struct Effects<E: Event> {
     pub(crate) routes: RouteStack<E>,
@@ -108,7 +120,7 @@ pub(crate) struct Effects<E: Event> {
     /// The instance whose handler is running.
     pub(crate) current: u32,
     pub(crate) ops: Vec<Op<E>>,
-    pub(crate) links: Links<E, OwnInbox<E>>,
+    pub(crate) links: <E as HandlerLinks>::Links,
     /// Counted by the context's thread; published after batches of entries.
     pub(crate) stats: Counters,
     pub(crate) next_handle: u64,

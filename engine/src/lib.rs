@@ -86,8 +86,10 @@
 //! route stack (`route`), dispatched to the listeners its `listener` index finds, whose handlers
 //! (built by `monitor`) act on the context's `entry::Effects`: routing (back onto the route stack),
 //! sending (back into `deliver`), emitting on channels (`channel`) and outputs (`output`). The modules, bottom up; each
-//! imports only modules listed before it (checked by `scripts/module-cycles.py`), except the one
-//! type recursion that `entry`'s module doc names:
+//! imports only modules listed before it (checked by `scripts/module-cycles.py`: no import
+//! circle). The one circle of types (an entry can carry a handler's initialiser, whose effects
+//! send through links that hold the registry of inboxes of entries) is no import circle: `entry`'s
+//! module doc says how.
 //!
 //! | module | owns |
 //! |---|---|
@@ -100,13 +102,14 @@
 //! | `output` | bounded outputs: the queue, its overflow policy and sleep/wake protocol, typed [`Output`]s, [`OutputReceiver`]s |
 //! | `channel` | channel names, subscriptions and the output lists of channels |
 //! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
-//! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters |
+//! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters (generic over the inbox item) |
+//! | `shared` | the registry as the engine instantiates it: contexts whose inboxes hold entries |
 //! | `deliver` | the single push path every send uses (reserve, wait, commit) |
 //! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
 //! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
-//! | `correlator` | the facade: [`Correlator`], its builder, shutdown; imported by nothing but this file and `pool` |
+//! | `correlator` | the facade: [`Correlator`], its builder (`builder`), helper threads (`background`), shutdown (`shutdown`); imported by nothing but this file and `pool` |
 //! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
 //!
 //! `inbox` and `route` are private; the `internals` feature exposes them (and the wait-graph helpers)
@@ -138,6 +141,7 @@ mod pool;
 mod registry;
 #[cfg(feature = "async")]
 mod send_future;
+mod shared;
 mod state;
 mod status;
 mod sync;

@@ -3,10 +3,16 @@
 //! published counters).
 //!
 //! Owns the registry's data, not its behaviour: the facade (`correlator`) creates and stops
-//! contexts, the context loop (`context`) publishes counters, `deliver` reads inboxes. May import
-//! the leaves (`id`, `event`, `config`, `channel`, `output`, `inbox`, `status`, `sync`), `entry` (the
-//! inboxes hold [`Entry`]s: the type recursion that `entry`'s module doc names) and `event_time`'s
-//! [`LateEvents`] setting.
+//! contexts, the context loop (`context`) publishes counters, `deliver` reads inboxes.
+//!
+//! The structures are generic over what an inbox holds (`I`): the engine's inboxes hold
+//! `entry::Entry`s, and an entry can carry a handler's initialiser, whose `Effects` send through
+//! links that hold this registry. Naming `Entry` here would close that circle of types into a
+//! circle of modules; instead `shared` (above both) names the instantiation the engine uses,
+//! `Shared<E>` and `ContextShared<E>`.
+//!
+//! May import the leaves, `channel`, `output`, `inbox`, `status` and `event_time` (its
+//! [`LateEvents`] setting).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -15,7 +21,6 @@ use crossbeam_utils::CachePadded;
 
 use crate::channel::Channels;
 use crate::config::{PinningPlan, WaitStrategy};
-use crate::entry::Entry;
 use crate::event::Event;
 use crate::event_time::LateEvents;
 use crate::id::ContextRef;
@@ -51,22 +56,23 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// The batch a context really uses: never more than an eighth of its inbox. With half, a
-    /// flood into a 64-entry inbox (`backpressure/flood`) lost 15 % of its throughput: the
-    /// senders, parked on a full inbox, got room only after 32 entries and left the context idle
-    /// while they woke; with an eighth it was as fast as without batching.
+    /// The batch a context really uses: never more than an eighth of its inbox. A larger share
+    /// starves small inboxes: senders parked on a full inbox get room only a whole batch at a
+    /// time and leave the context idle while they wake (`backpressure/flood`, capacity 64; the
+    /// figures are in harness/BENCHMARKS.md, "Release batch").
     pub(crate) fn effective_release_batch(&self) -> usize {
         self.release_batch.min(self.capacity / 8).max(1)
     }
 }
 
-/// State shared by the facade, every context thread and every handle.
-pub(crate) struct Shared<E: Event> {
+/// State shared by the facade, every context thread and every handle, for events `E` and inboxes
+/// of `I` (the engine's `I` is `Entry<E>`: see `shared::Shared`).
+pub(crate) struct Shared<E: Event, I> {
     pub(crate) config: Config,
     /// This correlator's tag, unique in the process: every [`ContextRef`] of it carries it.
     pub(crate) tag: u32,
     /// Every context, indexed by id; append-only.
-    pub(crate) contexts: RwLock<Vec<Arc<ContextShared<E>>>>,
+    pub(crate) contexts: RwLock<Vec<Arc<ContextShared<I>>>>,
     pub(crate) channels: Channels<E>,
     /// Every output (channel outputs and typed ones), for shutdown.
     pub(crate) outputs: OutputRegistry,
@@ -97,12 +103,12 @@ pub(crate) struct Shared<E: Event> {
     pub(crate) work: std::sync::atomic::AtomicU64,
 }
 
-impl<E: Event> Shared<E> {
+impl<E: Event, I> Shared<E, I> {
     pub(crate) fn input_closed(&self) -> bool {
         self.input_closed.load(Ordering::Acquire)
     }
 
-    pub(crate) fn snapshot(&self) -> Vec<Arc<ContextShared<E>>> {
+    pub(crate) fn snapshot(&self) -> Vec<Arc<ContextShared<I>>> {
         sync::read_lock(&self.contexts).clone()
     }
 
@@ -130,8 +136,8 @@ pub(crate) struct ContextStats {
     pub(crate) output_wait: OutputWaitBoard,
 }
 
-/// What other threads know about a context.
-pub(crate) struct ContextShared<E: Event> {
+/// What other threads know about a context whose inbox holds `I`s.
+pub(crate) struct ContextShared<I> {
     pub(crate) id: u32,
     /// The tag of the correlator it belongs to (see [`ContextRef`]).
     pub(crate) correlator: u32,
@@ -142,7 +148,7 @@ pub(crate) struct ContextShared<E: Event> {
     pub(crate) core: Option<usize>,
     /// Whether pinning to `core` took effect (set by the thread itself).
     pub(crate) pinned: AtomicBool,
-    pub(crate) inbox: Arc<Inbox<Entry<E>>>,
+    pub(crate) inbox: Arc<Inbox<I>>,
     pub(crate) stats: CachePadded<ContextStats>,
     /// Set when the context must exit once its inbox is empty (after the shutdown scan).
     pub(crate) exit: AtomicBool,
@@ -151,7 +157,7 @@ pub(crate) struct ContextShared<E: Event> {
     pub(crate) thread: OnceLock<Thread>,
 }
 
-impl<E: Event> ContextShared<E> {
+impl<I> ContextShared<I> {
     pub(crate) fn reference(&self) -> ContextRef {
         ContextRef::new(self.correlator, self.id)
     }

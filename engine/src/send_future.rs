@@ -35,7 +35,7 @@ use crate::error::{SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::RoomWait;
-use crate::registry::{ContextShared, Shared};
+use crate::shared::{ContextShared, Shared};
 use crate::sync;
 
 /// Borrowing a sender's links for one try: an input handle's (through `&mut`, no lock) or a

@@ -5,7 +5,8 @@
 //! second from any thread. The figures of different contexts are not taken at one instant.
 //!
 //! Owns the one list of status counters (the public snapshot types, the counters a context keeps
-//! and publishes, and the named list the `metrics` exporter walks are all made from it). With the
+//! and publishes, and the named list the `metrics` exporter walks are all made from it), and the
+//! snapshot's assembly from what the facade reads of each context ([`ContextReading`]). With the
 //! `serde` feature the snapshot types are `Serialize` and `Deserialize`, under their field names;
 //! a snapshot missing a field (one written by an older version) reads it as its default. May
 //! import `id` and `sync`.
@@ -391,6 +392,77 @@ impl Status {
     /// The status of one context.
     pub fn context(&self, ctx: ContextRef) -> Option<&ContextStatus> {
         self.contexts.iter().find(|c| c.context == Some(ctx))
+    }
+
+    /// A snapshot of `contexts` (in id order), with the correlator-wide counts and flags (see
+    /// [`Status::sum`]).
+    pub(crate) fn assemble(
+        contexts: Vec<ContextStatus>,
+        dropped: u64,
+        external_output_drops: u64,
+        started: bool,
+        shut_down: bool,
+    ) -> Self {
+        let totals = Self::sum(&contexts, dropped, external_output_drops);
+        Self {
+            contexts,
+            totals,
+            started,
+            shut_down,
+        }
+    }
+}
+
+/// What a snapshot reads of one context: the registry's facts about it, its inbox's figures,
+/// and what its thread publishes. The facade reads them (it knows the registry); this module
+/// makes a [`ContextStatus`] of them.
+pub(crate) struct ContextReading<'a> {
+    pub(crate) context: ContextRef,
+    pub(crate) name: String,
+    pub(crate) public: bool,
+    pub(crate) core: Option<usize>,
+    pub(crate) pinned: bool,
+    pub(crate) inbox_len: u64,
+    pub(crate) overruns: u64,
+    pub(crate) stopped: bool,
+    pub(crate) counters: &'a PublishedCounters,
+    pub(crate) output_wait: &'a OutputWaitBoard,
+}
+
+impl ContextStatus {
+    /// The status of one context from what was read of it; `output_name` names an output by
+    /// its id (for the output it waits on, if any).
+    pub(crate) fn assemble(
+        reading: ContextReading<'_>,
+        output_name: impl FnOnce(u64) -> Option<String>,
+    ) -> Self {
+        let mut status = ContextStatus {
+            context: Some(reading.context),
+            name: reading.name,
+            public: reading.public,
+            core: reading.core,
+            pinned: reading.pinned,
+            inbox_len: reading.inbox_len,
+            overruns: reading.overruns,
+            stopped: reading.stopped,
+            ..ContextStatus::default()
+        };
+        status.set_published(reading.counters.load());
+        // Published by the wait itself, so a wait going on counts up to now.
+        let wait = reading.output_wait.read();
+        status.output_blocked_ns = wait.total_ns;
+        status.blocked_on_output = wait.now.map(|(output, waited_ns)| {
+            let waited = std::time::Duration::from_nanos(waited_ns);
+            BlockedOnOutput {
+                output,
+                name: output_name(output).unwrap_or_default(),
+                since: SystemTime::now()
+                    .checked_sub(waited)
+                    .unwrap_or(std::time::UNIX_EPOCH),
+                waited_ns,
+            }
+        });
+        status
     }
 }
 

@@ -43,7 +43,7 @@ use crate::event::Event;
 use crate::handle::InputHandle;
 use crate::id::ContextRef;
 use crate::monitor::Monitor;
-use crate::registry::Shared;
+use crate::shared::Shared;
 use crate::status::ContextStatus;
 // Plain std atomics: the pool is built on the public facade, not part of a loom-modelled protocol.
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,467 @@
+//! The builder: [`CorrelatorBuilder`], every setting with its documented default, the limits
+//! on them, and [`build`](CorrelatorBuilder::build), which checks the settings and creates the
+//! registry and the `main` context.
+//!
+//! May import the leaves, `channel`, `context`, `event_time`, `inbox`, `output`, `registry` and
+//! `shared`.
+
+use std::time::Duration;
+
+use crate::channel::Channels;
+use crate::config::{ContextOptions, PinningPlan, WaitStrategy};
+use crate::context::create_context;
+use crate::error::Error;
+use crate::event::Event;
+use crate::event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
+use crate::inbox::MAX_CAPACITY;
+use crate::output::{OutputReceiver, OutputRegistry};
+use crate::registry::{Config, WaitGraph};
+use crate::shared::Shared;
+use crate::sync::{self, Arc, AtomicBool, AtomicU64, Mutex, RwLock};
+
+use super::{Correlator, Lifecycle};
+
+/// The default inbox capacity (SPEC R5.1).
+pub const DEFAULT_INBOX_CAPACITY: usize = 20_000;
+/// The default limit on contexts.
+pub const DEFAULT_MAX_CONTEXTS: usize = 256;
+/// The default limit on channel names.
+pub const DEFAULT_MAX_CHANNELS: usize = 1024;
+/// The largest [`CorrelatorBuilder::max_contexts`]. Every context is an OS thread, and the
+/// correlator sizes its tables for `max_contexts` when it is built (per channel, one subscription
+/// bit per context): with both limits at their maxima those tables take 32 MiB.
+pub const MAX_CONTEXTS: usize = 4096;
+/// The largest [`CorrelatorBuilder::max_channels`] (see [`MAX_CONTEXTS`] for the memory it sizes).
+pub const MAX_CHANNELS: usize = 65_536;
+/// The default rate of the clock thread's ticks, per second (R7.1).
+pub const DEFAULT_TICK_RATE: u32 = 10;
+/// Default of [`CorrelatorBuilder::release_batch`].
+pub const DEFAULT_RELEASE_BATCH: usize = 128;
+
+/// Builds a [`Correlator`]; every setting has a documented default.
+///
+/// ```
+/// use correlator::{Correlator, Event, PinningPlan, WaitStrategy};
+/// # #[derive(Clone, Debug)] struct Tick;
+/// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+/// let c = Correlator::<Tick>::builder()
+///     .inbox_capacity(1024)
+///     .wait_strategy(WaitStrategy::SpinThenYield)
+///     .pinning(PinningPlan::none())
+///     .build()?;
+/// # Ok::<(), correlator::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "call build() to create the correlator"]
+pub struct CorrelatorBuilder<E> {
+    config: Config,
+    max_channels: usize,
+    _event: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E: Event> Default for CorrelatorBuilder<E> {
+    fn default() -> Self {
+        Self {
+            config: Config {
+                capacity: DEFAULT_INBOX_CAPACITY,
+                wait: WaitStrategy::default(),
+                pinning: PinningPlan::none(),
+                max_contexts: DEFAULT_MAX_CONTEXTS,
+                status_interval: None,
+                #[cfg(feature = "metrics")]
+                metrics_interval: None,
+                tick_rate: Some(DEFAULT_TICK_RATE),
+                event_time: false,
+                release_batch: DEFAULT_RELEASE_BATCH,
+                output_block_warning: Some(crate::output::DEFAULT_OUTPUT_BLOCK_WARNING),
+                late_events: LateEvents::Process,
+                late_warning_interval: DEFAULT_LATE_WARNING_INTERVAL,
+            },
+            max_channels: DEFAULT_MAX_CHANNELS,
+            _event: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<E: Event> CorrelatorBuilder<E> {
+    /// Capacity of every context's inbox, in entries (default [`DEFAULT_INBOX_CAPACITY`] = 20,000).
+    /// A sender that finds an inbox full waits for room (R5.1).
+    ///
+    /// Every context allocates its whole inbox when it is created: `capacity` places of an event
+    /// (plus a tag) and an 8-byte stamp, each rounded up to a 64-byte cache line when that comes
+    /// to 32 to 64 bytes other than 40 (harness/BENCHMARKS.md, "Slot layout", says why).
+    /// [`build`](Self::build) and `create_context` return [`Error::InvalidCapacity`] outside
+    /// `1..=`[`MAX_INBOX_CAPACITY`](crate::MAX_INBOX_CAPACITY) and [`Error::AllocationFailed`]
+    /// when the memory cannot be allocated; an allocation the operating system grants but cannot
+    /// back when it is written is beyond what the engine can see, so size inboxes for the machine.
+    pub fn inbox_capacity(mut self, capacity: usize) -> Self {
+        self.config.capacity = capacity;
+        self
+    }
+
+    /// How many processed inbox entries a context gives back to its inbox's free count at once
+    /// (default [`DEFAULT_RELEASE_BATCH`] = 128; never more than an eighth of the inbox capacity).
+    ///
+    /// Giving places back is a store of the inbox's freed position plus one read-modify-write of
+    /// a word only the context and waiting senders touch (a locked instruction); batching pays
+    /// that once per batch instead of once per entry. The cost is that a sender waiting for room
+    /// may wait up to that many entries longer. A context always gives
+    /// back everything it holds when its inbox has nothing ready and before a send of its own
+    /// finds an inbox full, so batching never makes a context wait (R5.1, R5.2) or delays a
+    /// shutdown (R8.1). `1` gives each place back as soon as its entry is processed. The status
+    /// counters (R9.1) are published at the same moments.
+    pub fn release_batch(mut self, entries: usize) -> Self {
+        self.config.release_batch = entries;
+        self
+    }
+
+    /// How idle contexts wait (default [`WaitStrategy::SpinYieldPark`]); a context's options can
+    /// override it.
+    pub fn wait_strategy(mut self, wait: WaitStrategy) -> Self {
+        self.config.wait = wait;
+        self
+    }
+
+    /// Which core each context is pinned to (default: none).
+    pub fn pinning(mut self, plan: PinningPlan) -> Self {
+        self.config.pinning = plan;
+        self
+    }
+
+    /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256; at most
+    /// [`MAX_CONTEXTS`], else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
+    pub fn max_contexts(mut self, max: usize) -> Self {
+        self.config.max_contexts = max;
+        self
+    }
+
+    /// The most channel names (default [`DEFAULT_MAX_CHANNELS`] = 1024; at most [`MAX_CHANNELS`],
+    /// else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
+    pub fn max_channels(mut self, max: usize) -> Self {
+        self.max_channels = max;
+        self
+    }
+
+    /// Warns through `tracing` (level WARN, target `correlator::deliver`) when a context has
+    /// waited `after` for room in a full [`Overflow::Block`](crate::Overflow::Block) output: the
+    /// line names the context and the output (its [`name`](crate::OutputReceiver::name) and id),
+    /// as [`ContextStatus::blocked_on_output`](crate::ContextStatus::blocked_on_output) does.
+    /// Rate-limited: while the same wait goes on, it warns again after 2, 4, 8, … times `after`,
+    /// so a context logs at most one line per `after`. Default
+    /// `Some(`[`DEFAULT_OUTPUT_BLOCK_WARNING`](crate::DEFAULT_OUTPUT_BLOCK_WARNING)`)` (1 s);
+    /// `None` turns the warning off (the status still shows the wait).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Alert;
+    /// # impl Event for Alert { type Kind = (); fn kind(&self) {} }
+    /// let quiet = Correlator::<Alert>::builder().output_block_warning(None).build()?;
+    /// let eager = Correlator::<Alert>::builder()
+    ///     .output_block_warning(Some(Duration::from_millis(100)))
+    ///     .build()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn output_block_warning(mut self, after: Option<Duration>) -> Self {
+        self.config.output_block_warning = after;
+        self
+    }
+
+    /// Logs a status line through `tracing` (target `correlator::status`, level INFO) every
+    /// `interval` while the correlator runs (default: off).
+    pub fn status_interval(mut self, interval: Duration) -> Self {
+        self.config.status_interval = Some(interval);
+        self
+    }
+
+    /// Publishes the status to the `metrics` facade ([`metrics::export`](crate::metrics::export),
+    /// see [`crate::metrics`] for the names) every `interval` while the correlator runs, from a
+    /// helper thread that sleeps in between, and once more when it has shut down (default: off;
+    /// feature `metrics`). The metrics are described ([`metrics::describe`](crate::metrics::describe))
+    /// when the correlator starts. Install the recorder before `start()`.
+    ///
+    /// # Example
+    /// ```
+    /// # use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Tick;
+    /// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+    /// use std::time::Duration;
+    /// let c = Correlator::<Tick>::builder()
+    ///     .export_metrics(Duration::from_secs(5))
+    ///     .build()?;
+    /// c.start();
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn export_metrics(mut self, interval: Duration) -> Self {
+        self.config.metrics_interval = Some(interval);
+        self
+    }
+
+    /// How many clock ticks per second the correlator's clock thread sends to every context
+    /// (default [`DEFAULT_TICK_RATE`] = 10). Logical time counts from `start()`. A tick that finds an
+    /// inbox full is skipped for that context: the next one carries the later time, and timers
+    /// catch up in order (R7.2).
+    ///
+    /// **Resolution.** An event is evaluated at the time of the last tick its context took, and a
+    /// timer fires at the first tick at or after its due time: `wait(d)` and `within(d)` are
+    /// counted in whole tick periods. At the default 10 per second, `within(50ms)` means "before
+    /// the next tick": a cancel 65 ms after its trade can match, and whether it does depends on
+    /// when they arrived. Registering a `wait` or `within` shorter than the period logs a warning
+    /// (once per monitor type and context). For bounds measured on the events themselves, at any
+    /// replay speed, use [`event_time`](Self::event_time).
+    ///
+    /// **Cost**: every tick is one inbox entry per context (`rate × contexts` entries per
+    /// second), and each wakes a parked context, which spins and yields a little before it parks
+    /// again; so an idle correlator's CPU grows with the rate and the number of contexts, and
+    /// without a clock thread it is next to nothing. The harness measures it (`ticks/cost`; the
+    /// figures are in harness/BENCHMARKS.md, "Scenarios beyond the peers").
+    ///
+    /// Of `tick_rate`, [`external_time`](Self::external_time) and
+    /// [`event_time`](Self::event_time), the last one called wins (R7.1).
+    pub fn tick_rate(mut self, per_second: u32) -> Self {
+        self.config.tick_rate = Some(per_second);
+        self.config.event_time = false;
+        self
+    }
+
+    /// No clock thread: logical time advances only through
+    /// [`InputHandle::send_time`](crate::InputHandle::send_time) and
+    /// [`send_time_to`](crate::InputHandle::send_time_to). This is what replays and tests use: every
+    /// run then processes the same entries in the same order.
+    ///
+    /// Of [`tick_rate`](Self::tick_rate), `external_time` and [`event_time`](Self::event_time),
+    /// the last one called wins (R7.1).
+    pub fn external_time(mut self) -> Self {
+        self.config.tick_rate = None;
+        self.config.event_time = false;
+        self
+    }
+
+    /// Event time: no clock thread; each context advances its logical clock to the timestamp of
+    /// every event it takes from its inbox ([`Event::time`]) before dispatching it, firing first
+    /// every timer due at or before that time, in time order, each at its own due time (R7.1,
+    /// R7.2). The output then depends only on the events and their stamps, never on the wall
+    /// clock: a recorded stream replayed fast or slowly gives the same matches.
+    ///
+    /// Per context the clock never goes back: an event stamped before its context's clock is
+    /// processed at the clock's time and counted in
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events); an event without a time
+    /// keeps the clock where it is; routed events are dispatched at the time of the inbox entry
+    /// they come from. [`InputHandle::send_time`](crate::InputHandle::send_time) still moves the
+    /// clocks forward, to fire what is pending at the end of a stream. Of `tick_rate`,
+    /// `external_time` and `event_time`, the last one called wins.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, Time};
+    /// # #[derive(Clone, Debug)] struct Stamped(u64);
+    /// # impl Event for Stamped {
+    /// #     type Kind = ();
+    /// #     fn kind(&self) {}
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_millis(self.0)) }
+    /// # }
+    /// let c = Correlator::<Stamped>::builder().event_time().build()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn event_time(mut self) -> Self {
+        self.config.tick_rate = None;
+        self.config.event_time = true;
+        self
+    }
+
+    /// What a context does with a *late* event under [`event_time`](Self::event_time), one
+    /// stamped before its context's clock (default [`LateEvents::Process`]: dispatched at the
+    /// clock's time). Whatever the policy, every late event counts in
+    /// [`ContextStatus::late_events`](crate::ContextStatus::late_events) and is reported in a
+    /// rate-limited warning ([`late_event_warning_interval`](Self::late_event_warning_interval)).
+    /// With [`LateEvents::ToOutput`], read them through
+    /// [`Correlator::take_late_events`]. Under ticks or external time no event is late.
+    ///
+    /// ```
+    /// use correlator::{Correlator, Event, LateEvents, Time};
+    /// # #[derive(Clone, Debug)] struct Stamped(u64);
+    /// # impl Event for Stamped {
+    /// #     type Kind = ();
+    /// #     fn kind(&self) {}
+    /// #     fn time(&self) -> Option<Time> { Some(Time::from_millis(self.0)) }
+    /// # }
+    /// let c = Correlator::<Stamped>::builder()
+    ///     .event_time()
+    ///     .late_events(LateEvents::Drop)
+    ///     .build()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn late_events(mut self, policy: LateEvents) -> Self {
+        self.config.late_events = policy;
+        self
+    }
+
+    /// The least time between two late-event warnings of one context (default
+    /// [`DEFAULT_LATE_WARNING_INTERVAL`](crate::DEFAULT_LATE_WARNING_INTERVAL) = 10 s). Under
+    /// event time a context logs a `tracing` warning at its first late event, then at most one per
+    /// interval, saying how many late events came since the last one, how far behind the clock
+    /// they were, and the likely cause (several feeders sending one context's or one key's
+    /// events). Measured on the wall clock: warnings are for people. `Duration::MAX` logs only
+    /// the first.
+    pub fn late_event_warning_interval(mut self, interval: Duration) -> Self {
+        self.config.late_warning_interval = interval;
+        self
+    }
+
+    /// Checks the settings and creates the correlator with its `main` context (public). No event is
+    /// taken before [`Correlator::start`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidCapacity`], [`Error::InvalidLimit`] for a limit of zero,
+    /// [`Error::LimitTooLarge`] for `max_contexts` above [`MAX_CONTEXTS`] or `max_channels` above
+    /// [`MAX_CHANNELS`], [`Error::AllocationFailed`] for an inbox the memory cannot hold,
+    /// [`Error::NoSuchCore`] for a pinning plan naming a core this process cannot run on,
+    /// [`Error::InvalidOutputCapacity`] for a [`LateEvents::ToOutput`] bound outside
+    /// `1..=`[`MAX_OUTPUT_CAPACITY`](crate::MAX_OUTPUT_CAPACITY),
+    /// [`Error::ThreadSpawn`]. Never a panic or an abort, whatever the values.
+    pub fn build(self) -> Result<Correlator<E>, Error> {
+        let config = self.config;
+        let late_options = match config.late_events {
+            LateEvents::ToOutput(options) => Some(options.checked()?),
+            LateEvents::Process | LateEvents::Drop => None,
+        };
+        if config.capacity == 0 || config.capacity > MAX_CAPACITY {
+            return Err(Error::InvalidCapacity {
+                requested: config.capacity,
+                max: MAX_CAPACITY,
+            });
+        }
+        if config.max_contexts == 0 {
+            return Err(Error::InvalidLimit {
+                setting: "max_contexts",
+            });
+        }
+        if config.release_batch == 0 {
+            return Err(Error::InvalidLimit {
+                setting: "release_batch",
+            });
+        }
+        if config.tick_rate == Some(0) {
+            return Err(Error::InvalidLimit {
+                setting: "tick_rate",
+            });
+        }
+        if self.max_channels == 0 {
+            return Err(Error::InvalidLimit {
+                setting: "max_channels",
+            });
+        }
+        // The tables sized by these two are allocated below, before any context exists.
+        for (setting, requested, max) in [
+            ("max_contexts", config.max_contexts, MAX_CONTEXTS),
+            ("max_channels", self.max_channels, MAX_CHANNELS),
+        ] {
+            if requested > max {
+                return Err(Error::LimitTooLarge {
+                    setting,
+                    requested,
+                    max,
+                });
+            }
+        }
+        // Read the core list once, before anything is pinned: a pinned thread sees only its own core.
+        let available_cores: Vec<usize> = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        for &core in config.pinning.core_list() {
+            if !available_cores.contains(&core) {
+                return Err(Error::NoSuchCore {
+                    core,
+                    available: available_cores,
+                });
+            }
+        }
+        let outputs = OutputRegistry::new();
+        let late_output =
+            late_options.map(|options| outputs.make::<E>(options, "late events".to_string()));
+        let late_receiver = late_output.clone().map(OutputReceiver::new);
+        let shared = Arc::new(Shared {
+            channels: Channels::new(self.max_channels, config.max_contexts),
+            outputs,
+            late_output,
+            late_receiver: Mutex::new(late_receiver),
+            warned_ignored_times: AtomicBool::new(false),
+            waits: WaitGraph::new(config.max_contexts),
+            contexts: RwLock::new(Vec::new()),
+            started: AtomicBool::new(false),
+            input_closed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            shut_down: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            available_cores,
+            threads: Mutex::new(Vec::new()),
+            creating: Mutex::new(()),
+            #[cfg(test)]
+            work: std::sync::atomic::AtomicU64::new(0),
+            tag: sync::next_correlator_tag(),
+            config,
+        });
+        let main = create_context(&shared, ContextOptions::new("main").public(true), false)?;
+        Ok(Correlator {
+            shared,
+            main,
+            life: Arc::new(Lifecycle::new()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    struct Ev;
+    impl Event for Ev {
+        type Kind = ();
+        fn kind(&self) {}
+    }
+
+    /// The clock a builder's settings select: what `Correlator::start` and the contexts read.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Clock {
+        Ticks(u32),
+        External,
+        EventTime,
+    }
+
+    fn clock(b: &CorrelatorBuilder<Ev>) -> Clock {
+        match (b.config.tick_rate, b.config.event_time) {
+            (Some(rate), false) => Clock::Ticks(rate),
+            (None, false) => Clock::External,
+            (None, true) => Clock::EventTime,
+            (Some(_), true) => panic!("a clock thread and event time at once: {:?}", b.config),
+        }
+    }
+
+    type Setting = fn(CorrelatorBuilder<Ev>) -> CorrelatorBuilder<Ev>;
+
+    // R7.1 (Decisions, "Event time"): of `tick_rate`, `external_time` and `event_time`, whichever
+    // is called last decides the clock, whatever was called before it, in every order.
+    #[test]
+    fn r7_1_the_last_clock_setting_called_wins() {
+        let settings: [(Setting, Clock); 3] = [
+            (|b| b.tick_rate(25), Clock::Ticks(25)),
+            (|b| b.external_time(), Clock::External),
+            (|b| b.event_time(), Clock::EventTime),
+        ];
+        assert_eq!(
+            clock(&Correlator::<Ev>::builder()),
+            Clock::Ticks(DEFAULT_TICK_RATE)
+        );
+        for (first, _) in &settings {
+            for (second, _) in &settings {
+                for (last, expect) in &settings {
+                    let b = last(second(first(Correlator::builder())));
+                    assert_eq!(&clock(&b), expect);
+                }
+            }
+        }
+    }
+}
