@@ -17,8 +17,8 @@
 
 Rules:
 - A file's module: `a.rs` and `a/mod.rs` are `a`; `a/b.rs` and `a/b/mod.rs` are `a::b`. `lib.rs`
-  (the crate root: it declares and re-exports every module) and the test files in TEST_FILES are
-  not checked.
+  (the crate root: it declares and re-exports every module) and the test files in TEST_FILES (a
+  folder's `tests.rs`, its `#[cfg(test)] mod tests;`) are not checked.
 - Imports are the `crate::x` paths in code: `use crate::x::..`, each item of `use crate::{x::.., y}`,
   and `crate::x::..` in expressions and types. Only the first segment counts, and only names of
   modules: a path through the crate root's re-exports (`crate::Scope`) is not seen. Comment lines (`//`,
@@ -41,8 +41,8 @@ import tempfile
 
 # The leaf modules: "the leaves" in a module doc's sentence means these.
 LEAVES = ["config", "error", "event", "id", "state", "sync", "time"]
-# Files that are test modules of another file (included with `#[path]` under `#[cfg(test)]`).
-TEST_FILES = {"inbox_tests.rs"}
+# File names of test modules: a folder's `tests.rs` is its `#[cfg(test)] mod tests;`.
+TEST_FILES = {"tests.rs"}
 
 SENTENCE = re.compile(r"May import\b(.*?)\.(?=\s|$)", re.S)
 

@@ -1,6 +1,6 @@
 //! The event trait.
 //!
-//! A leaf: imports nothing from the engine.
+//! A leaf. May import `time` (the type of an event's timestamp), itself a leaf.
 
 use std::fmt::Debug;
 use std::hash::Hash;

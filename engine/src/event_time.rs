@@ -51,6 +51,9 @@
 //! `Event::time` (under `catch_unwind`: a panic there is user code like a handler's, counted in
 //! `events_dropped_by_panic`, and the event is dispatched at the current clock) and a comparison; no
 //! allocation, no lock.
+//!
+//! May import the leaves, `expr` (the bounds it checks), `output` (the late events' output) and
+//! `status` (the late-event counters).
 
 use std::any::TypeId;
 use std::time::{Duration, Instant};

@@ -49,8 +49,9 @@
 //! This module owns the context thread: [`create_context`], the loop, publication, recovery.
 //! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
 //! deferred operations) and `timers` (the logical clock) are the other jobs of the same
-//! [`Context`]. May import every module below the facade except `monitor` and `handle` (which sit
-//! on top of it).
+//! [`Context`]. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
+//! `inbox`, `listener`, `route`, `shared` and `status`: every module below the facade except
+//! `monitor` and `handle`, which sit on top of it.
 
 use std::any::Any;
 use std::collections::HashMap;
