@@ -29,7 +29,8 @@
 //! `keys` which member owns a key ([`partition_of`]) and the hasher of a member's key set;
 //! `input` the sender, [`PoolInput`]; `dispatcher` the monitor in each member that creates and
 //! forgets the per-key instances. Built on the public facade: imported by nothing but `lib.rs`.
-//! May import every module below it.
+//! May import the leaves, `correlator`, `deliver`, `handle`, `monitor`, `shared` and `status`
+//! (every module below it).
 
 mod dispatcher;
 mod input;
