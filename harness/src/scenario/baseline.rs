@@ -37,7 +37,11 @@ pub fn register_route(v: &mut Vec<Scenario>) {
     ));
 }
 
-/// Registers `selftest/lossy` (only with [`super::SELFTEST_ENV`] set).
+/// When this environment variable is set, the catalogue also holds `selftest/lossy`, a stream
+/// that drops one event on purpose: the harness's own test proves that a loss fails the run.
+pub const SELFTEST_ENV: &str = "HARNESS_SELFTEST";
+
+/// Registers `selftest/lossy` (the catalogue calls it only with [`SELFTEST_ENV`] set).
 pub fn register_selftest(v: &mut Vec<Scenario>) {
     v.push(Scenario::new(
         "selftest/lossy",

@@ -1,6 +1,6 @@
 //! The measuring kit every scenario uses: sizes per mode, the event type, the timed window and
 //! the shared stop flag and counter, the per-sender FIFO check, spinning, outcome building. The
-//! catalogue of scenarios is in [`super`]; see its module docs for how a scenario measures.
+//! vocabulary of scenarios is in [`super`]; see its module docs for how a scenario measures.
 
 use crate::pin::{CoreMap, Placement};
 use crate::record::{Better, Measure};
