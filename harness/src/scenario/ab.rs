@@ -29,8 +29,9 @@
 //! sender after the receiver. Stream segments are at least [`STREAM_SEGMENT_MIN`] = 32 queue
 //! capacities, so that this overlap is at most 1/32 of a segment plus 1/128 per sender. (Senders
 //! switching by their own counts would need fair senders: two senders time-sliced on one core
-//! run whole scheduler slices apart, and on the 2-vCPU VM a receiver's segment was then up to 100 %
-//! events its senders had sent in the other mode.)
+//! run whole scheduler slices apart, and a receiver's segment then held events its senders had
+//! sent in the other mode: harness/BENCHMARKS.md, "Bookkeeping cost: A/B segments in one
+//! stream".)
 
 use super::{Mode, Outcome, PUBLISH_EVERY, STREAM_CAPACITY};
 use crate::clock::now_ns;

@@ -118,11 +118,11 @@ pub struct Driven {
 }
 
 /// One burst in how many is timed for a burst of `b` events: [`LATENCY_SAMPLE_EVERY`], or more
-/// where a burst is short. A timed burst's two clock reads cost far more than their own ~27 ns on
-/// the VM (about 240 ns of a loop's time each pair, measured: `burst/1` paid 2-5 % for its
-/// bookkeeping sampling one burst in 64, and about 0 % sampling one in 1024, in runs of 15), so a
-/// burst of one event (~120 ns) samples one in 512 (under 0.5 %); from 10 events on a burst lasts
-/// long enough for one in 64.
+/// where a burst is short. A timed burst's two clock reads cost its loop far more than the reads
+/// themselves, more than a whole burst of one event (harness/BENCHMARKS.md, "What the A/B segments
+/// found": `burst/1` still paid for its bookkeeping sampling one burst in 64, and nothing
+/// measurable sampling one in 1024), so a burst of one event samples one in 512; from 10 events
+/// on a burst lasts long enough for one in 64.
 pub fn burst_sample_every(b: usize) -> u64 {
     (512 / b.max(1) as u64)
         .next_power_of_two()

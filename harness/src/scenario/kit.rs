@@ -92,9 +92,10 @@ pub const STOP_CHECK_EVERY: u64 = 1024;
 /// Latency loops (the ping-pongs, the bursts) read the clock on one round trip or burst in this
 /// many (a power of two) and record only those: the others run without clock reads or
 /// histogram, so that the loop costs little more than a bare one (the A/B segments of
-/// [`super::ab`] measure how much more). It was 16: the A/B segments put the cost of `burst/1`
-/// at 2-3 % with 16 and under 1 % with 64 (the two clock reads of a sampled burst, ~27 ns each
-/// on the 2-vCPU VM, against bursts of 100-500 ns); a 400 ms window still samples 10^4 and more.
+/// [`super::ab`] measure how much more). It was 16: the A/B segments showed that the two clock
+/// reads of a sampled burst are a measurable part of a short burst's time with 16, and well
+/// under the limit with 64 (figures in harness/BENCHMARKS.md, "What the A/B segments found"); a
+/// 400 ms window still samples 10^4 and more.
 pub const LATENCY_SAMPLE_EVERY: u64 = 64;
 
 /// Whether iteration `i` of a latency loop is one of the sampled ones (one in

@@ -11,7 +11,8 @@
 //! 2. **RSS**: `VmRSS` before the first send and with all `n` instances live;
 //!    `rss_per_instance` is the growth over `n` (bytes). Before the first reading, one warm-up
 //!    key (`n`, outside the measured ones) is created and ended, so that the member's allocator
-//!    has set up its heap (at 1,000 keys that set-up was 10 MB, ten times the instances).
+//!    has set up its heap (at small key counts that set-up outweighs the instances:
+//!    harness/BENCHMARKS.md, "The harness's own choices").
 //! 3. **Steady state**: a sender thread sends events whose keys are drawn from a seeded
 //!    splitmix64 stream, uniformly over all `n` keys, for the mode's warm-up and window;
 //!    `throughput` is the events the instances took in the window over its length. At a million
