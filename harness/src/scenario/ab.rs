@@ -20,6 +20,14 @@
 //! pools the pairs of all runs and decides on a bootstrap 95 % interval of their median
 //! ([`crate::report::bookkeeping`]).
 //!
+//! # The drivers
+//! A latency loop (a ping-pong's thread A, a burst scenario's producer) runs its A/B phase in its
+//! own thread through one driver, [`latency_loop`]: it sizes the [`Plan`] from the timed loop's
+//! rate and runs the segments ([`run_segments`]), each unit the loop's booked step or its bare
+//! one. A stream has no such thread: its receiver crosses the boundaries ([`Receiver`], the same
+//! plan and deadline rule as [`run_segments`]) and its senders follow the receiver's
+//! [`SegmentWord`] (`peers::sender_loop`).
+//!
 //! In a stream, the receiver decides: it counts the segments by its own count at its
 //! every-[`PUBLISH_EVERY`] point and publishes the number of the segment it is in (one store a
 //! segment, [`SegmentWord`]); the senders look at that word every [`super::STOP_CHECK_EVERY`] events, in
@@ -33,10 +41,12 @@
 //! sent in the other mode: harness/BENCHMARKS.md, "Bookkeeping cost: A/B segments in one
 //! stream".)
 
-use super::{Mode, Outcome, PUBLISH_EVERY, STREAM_CAPACITY};
+use super::{Mode, Outcome, Shared, PUBLISH_EVERY, STREAM_CAPACITY};
 use crate::clock::now_ns;
 use crate::record::Better;
+use crate::stats::new_hist;
 use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -270,6 +280,51 @@ pub fn run_segments(
         k += 1;
     }
     Ok(times)
+}
+
+/// The A/B phase of a latency loop (a ping-pong's round trips, a burst scenario's bursts), run
+/// in the calling thread right after its timed loop, on the same queues: the plan is sized from
+/// the timed loop's `rate` (units a second) to fill [`latency_phase`]; a booked unit is
+/// `booked(state, book, scratch)`, the timed loop's own step, publishing into a stop flag and
+/// counter of its own (never raised) and recording into a scratch histogram; a bare unit is
+/// `bare(state)`, the same transfer without bookkeeping. `state` is what both steps move on (the
+/// queue's handle, the sequence number). Returns the plan and the clock reads at its measured
+/// boundaries, for [`record`]. Every latency loop's A/B phase is this one driver.
+///
+/// # Errors
+/// The first error a unit returns (a lost or reordered event, a peer that is gone).
+pub fn latency_loop<S>(
+    mode: Mode,
+    rate: f64,
+    state: &mut S,
+    mut booked: impl FnMut(&mut S, &Shared, &mut Histogram<u64>) -> Result<(), String>,
+    mut bare: impl FnMut(&mut S) -> Result<(), String>,
+) -> Result<(Plan, Vec<u64>), String> {
+    let phase = latency_phase(mode);
+    let plan = Plan::sized(phase, rate, LATENCY_SEGMENT_MIN, LATENCY_SEGMENT_MIN);
+    // The booked segments' own stop flag (never raised), counter and histogram.
+    let book = Shared::new();
+    book.measuring.store(true, Ordering::Relaxed);
+    let mut scratch = new_hist();
+    let times = run_segments(&plan, deadline_ns(phase), |seg, n| {
+        match seg {
+            Seg::Booked => {
+                for _ in 0..n {
+                    if book.stopped() {
+                        break;
+                    }
+                    booked(state, &book, &mut scratch)?;
+                }
+            }
+            Seg::Bare => {
+                for _ in 0..n {
+                    bare(state)?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok((plan, times))
 }
 
 /// Whether the measured segments should end at the boundary that starts segment `k` (its clock

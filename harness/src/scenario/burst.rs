@@ -208,37 +208,15 @@ pub fn drive(
     let mut ab = None;
     if failure.is_none() {
         let rate = bursts as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let phase = ab::latency_phase(ctx.mode);
-        let plan = Plan::sized(
-            phase,
+        let times = ab::latency_loop(
+            ctx.mode,
             rate,
-            ab::LATENCY_SEGMENT_MIN,
-            ab::LATENCY_SEGMENT_MIN,
+            &mut (&mut one, &mut seq, &mut bursts),
+            |(one, seq, bursts), book, h| booked_burst(*one, seq, bursts, b, book, h),
+            |(one, seq, _)| one(seq, false).map(drop),
         );
-        // The booked segments' own stop flag (never raised), counter and histogram.
-        let book = Shared::new();
-        book.measuring.store(true, Ordering::Relaxed);
-        let mut scratch = new_hist();
-        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
-            match seg {
-                ab::Seg::Booked => {
-                    for _ in 0..n {
-                        if book.stopped() {
-                            break;
-                        }
-                        booked_burst(&mut one, &mut seq, &mut bursts, b, &book, &mut scratch)?;
-                    }
-                }
-                ab::Seg::Bare => {
-                    for _ in 0..n {
-                        one(&mut seq, false)?;
-                    }
-                }
-            }
-            Ok(())
-        });
         match times {
-            Ok(t) => ab = Some((plan, t)),
+            Ok(t) => ab = Some(t),
             Err(e) => failure = Some(e),
         }
     }

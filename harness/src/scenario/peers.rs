@@ -899,37 +899,15 @@ fn drive_pingpong(mode: Mode, core: Option<usize>, shared: &Shared, a: &mut impl
     let mut ab = None;
     if bad.is_none() {
         let rate = i as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let phase = ab::latency_phase(mode);
-        let plan = Plan::sized(
-            phase,
+        let times = ab::latency_loop(
+            mode,
             rate,
-            ab::LATENCY_SEGMENT_MIN,
-            ab::LATENCY_SEGMENT_MIN,
+            &mut (a, &mut i),
+            |(a, i), book, h| booked_trip(*a, i, book, h),
+            |(a, i)| bare_trip(*a, i),
         );
-        // The booked segments' own stop flag (never raised), counter and histogram.
-        let book = Shared::new();
-        book.measuring.store(true, Ordering::Relaxed);
-        let mut scratch = new_hist();
-        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
-            match seg {
-                ab::Seg::Booked => {
-                    for _ in 0..n {
-                        if book.stopped() {
-                            break;
-                        }
-                        booked_trip(a, &mut i, &book, &mut scratch)?;
-                    }
-                }
-                ab::Seg::Bare => {
-                    for _ in 0..n {
-                        bare_trip(a, &mut i)?;
-                    }
-                }
-            }
-            Ok(())
-        });
         match times {
-            Ok(t) => ab = Some((plan, t)),
+            Ok(t) => ab = Some(t),
             Err(e) => bad = Some(e),
         }
     }
