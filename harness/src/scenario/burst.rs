@@ -15,8 +15,12 @@
 //! / `read_chunk` (its batch API).
 
 use super::ab::{self, Figure, Plan};
+use super::peers::crossbeam_channel::Crossbeam;
+use super::peers::disruptor::{self, Processor};
+use super::peers::rtrb;
+use super::peers::shape::BlockingChannel;
 use super::{
-    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
+    slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
     LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
@@ -318,7 +322,7 @@ fn ev(seq: u64) -> Ev {
 
 fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
     let mut out = Outcome::default();
-    let (tx, rx) = crossbeam_channel::bounded::<Ev>(BURST_CAPACITY);
+    let (tx, rx) = Crossbeam::make(BURST_CAPACITY);
     let sink: Sink = Arc::default();
     let shared = Shared::new();
     let consumer = {
@@ -327,14 +331,12 @@ fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
         std::thread::spawn(move || {
             let probe = Probe::start("consumer", core);
             let mut c = Check::new(sink);
-            while let Ok(e) = rx.recv() {
-                c.take(&e);
-            }
+            Crossbeam::drain(rx, |e| c.take(&e));
             (probe.finish(), c.next, c.bad)
         })
     };
     let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
-        (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
+        (first..first + b as u64).all(|s| Crossbeam::send(&tx, ev(s)))
     });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
@@ -348,51 +350,34 @@ fn disruptor(ctx: &RunCtx, b: usize) -> Outcome {
     out.param("wait_strategy", "BusySpin");
     let sink: Sink = Arc::default();
     let shared = Shared::new();
-    struct State {
-        c: Check,
-        probe: Option<Probe>,
-        out: Slot<(Placement, u64, u64)>,
-    }
-    impl Drop for State {
-        fn drop(&mut self) {
-            if let Some(p) = self.probe.take() {
-                put(&self.out, (p.finish(), self.c.next, self.c.bad));
-            }
-        }
-    }
-    let res = slot();
+    let res: Slot<(Placement, (u64, u64))> = slot();
     let init = {
         let (sink, res) = (sink.clone(), res.clone());
         let core = ctx.map.core_for(0);
-        move || State {
-            c: Check::new(sink),
-            probe: Some(Probe::start("processor", core)),
-            out: res,
+        move || {
+            let report = |c: &mut Check| Some((c.next, c.bad));
+            Processor::start("processor", core, Check::new(sink), report, res)
         }
     };
-    let mut p = disruptor::build_single_producer(BURST_CAPACITY, Ev::default, disruptor::BusySpin)
-        .handle_events_and_state_with(
-            |s: &mut State, e: &Ev, _seq: i64, _end: bool| s.c.take(e),
-            init,
-        )
-        .build();
+    let mut p = disruptor::single(
+        BURST_CAPACITY,
+        |s: &mut Processor<Check, (u64, u64)>, e: &Ev, _seq: i64, _end: bool| s.state.take(e),
+        init,
+    );
     let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
-        disruptor::Producer::batch_publish(&mut p, b, |iter| {
-            for (i, e) in iter.enumerate() {
-                *e = ev(first + i as u64);
-            }
-        });
+        disruptor::publish_burst(&mut p, first, b, ev);
         true
     });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
-    finish(&mut out, b, w, d, take(&res));
+    let c = take(&res).map(|(p, (next, bad))| (p, next, bad));
+    finish(&mut out, b, w, d, c);
     out
 }
 
 fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
     let mut out = Outcome::default();
-    let (mut tx, mut rx) = rtrb::RingBuffer::<Ev>::new(BURST_CAPACITY);
+    let (mut tx, mut rx) = rtrb::ring::<Ev>(BURST_CAPACITY);
     let sink: Sink = Arc::default();
     let shared = Shared::new();
     let sc = ctx.share_core(0, 1);
@@ -403,39 +388,15 @@ fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
         std::thread::spawn(move || {
             let probe = Probe::start("consumer", core);
             let mut c = Check::new(sink);
-            loop {
-                let n = rx.slots();
-                if n > 0 {
-                    if let Ok(chunk) = rx.read_chunk(n) {
-                        let (x, y) = chunk.as_slices();
-                        for e in x.iter().chain(y) {
-                            c.take(e);
-                        }
-                        chunk.commit_all();
-                    }
-                } else if rx.is_abandoned() {
-                    if rx.is_empty() {
-                        break;
-                    }
-                } else {
-                    spin.step();
-                }
-            }
+            rtrb::drain_chunks(&mut rx, &mut spin, |e| c.take(e));
             (probe.finish(), c.next, c.bad)
         })
     };
     let mut spin = Spin::new(ctx, sc);
     let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
         // The whole burst as one chunk (b <= capacity); wait for room as a user would.
-        loop {
-            match tx.write_chunk_uninit(b) {
-                Ok(chunk) => {
-                    chunk.fill_from_iter((first..first + b as u64).map(ev));
-                    return true;
-                }
-                Err(_) => spin.step(),
-            }
-        }
+        rtrb::write_burst(&mut tx, first, b, &mut spin, ev);
+        true
     });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");

@@ -602,6 +602,31 @@ pub fn vm_kib(key: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The slot of sender `i` in an N-to-1 scenario: the cores other than the receiver's (slot 0),
+/// round robin; on a single core, slot 0 as well.
+pub fn sender_slot(ctx: &RunCtx, i: usize) -> usize {
+    let others = ctx.map.cores.len().saturating_sub(1);
+    if others == 0 {
+        0
+    } else {
+        1 + i % others
+    }
+}
+
+/// Per-sender published counts, each on its own cache line.
+pub fn sender_counters(n: usize) -> Arc<Vec<CachePadded<AtomicU64>>> {
+    Arc::new(
+        (0..n)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    )
+}
+
+/// Samples the per-sender counters (for the fairness figure of a window).
+pub fn sample(counters: &[CachePadded<AtomicU64>]) -> Vec<u64> {
+    counters.iter().map(|c| c.load(Ordering::Acquire)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
