@@ -21,10 +21,10 @@
 //! ([`crate::report::bookkeeping`]).
 //!
 //! # The drivers
-//! A latency loop (a ping-pong's thread A, a burst scenario's producer) runs its A/B phase in its
-//! own thread through one driver, [`latency_loop`]: it sizes the [`Plan`] from the timed loop's
-//! rate and runs the segments ([`run_segments`]), each unit the loop's booked step or its bare
-//! one. A stream has no such thread: its receiver crosses the boundaries ([`Receiver`], the same
+//! A latency loop (a ping-pong's thread A, a burst scenario's producer) runs its timed loop and
+//! then its A/B phase in its own thread through one driver, [`latency_loop`]: it sizes the
+//! [`Plan`] from the timed loop's rate and runs the segments ([`run_segments`]), each unit the
+//! loop's booked step or its bare one. A stream has no such thread: its receiver crosses the boundaries ([`Receiver`], the same
 //! plan and deadline rule as [`run_segments`]) and its senders follow the receiver's
 //! [`SegmentWord`] (`peers::sender_loop`).
 //!
@@ -282,24 +282,50 @@ pub fn run_segments(
     Ok(times)
 }
 
-/// The A/B phase of a latency loop (a ping-pong's round trips, a burst scenario's bursts), run
-/// in the calling thread right after its timed loop, on the same queues: the plan is sized from
-/// the timed loop's `rate` (units a second) to fill [`latency_phase`]; a booked unit is
-/// `booked(state, book, scratch)`, the timed loop's own step, publishing into a stop flag and
+/// Why a latency loop stopped before its end: an error in its timed loop or in its A/B phase.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The timed loop failed (a lost or reordered event, a peer that is gone).
+    Timed(String),
+    /// The A/B phase failed.
+    Ab(String),
+}
+
+impl Stopped {
+    /// The error, whichever phase it stopped.
+    pub fn into_message(self) -> String {
+        match self {
+            Stopped::Timed(e) | Stopped::Ab(e) => e,
+        }
+    }
+}
+
+/// Drives a latency loop (a ping-pong's round trips, a burst scenario's bursts) in the calling
+/// thread: its **timed loop** runs `booked(state, shared, hist)`, one unit (trip, burst) with its
+/// bookkeeping, until `shared`'s stop flag; then its **A/B phase** runs on, on the same queues, with
+/// the plan sized from the timed loop's rate (`units(state)` when it ended, over its time) to fill
+/// [`latency_phase`]: a booked unit is the same `booked` step, publishing into a stop flag and
 /// counter of its own (never raised) and recording into a scratch histogram; a bare unit is
 /// `bare(state)`, the same transfer without bookkeeping. `state` is what both steps move on (the
-/// queue's handle, the sequence number). Returns the plan and the clock reads at its measured
-/// boundaries, for [`record`]. Every latency loop's A/B phase is this one driver.
+/// queue's handle, the sequence number, the count). Returns the plan and the clock reads at its
+/// measured boundaries, for [`record`]. Every latency loop is driven by this one function.
 ///
 /// # Errors
-/// The first error a unit returns (a lost or reordered event, a peer that is gone).
+/// The first error a unit returns, with the phase it stopped ([`Stopped`]).
 pub fn latency_loop<S>(
     mode: Mode,
-    rate: f64,
+    shared: &Shared,
+    hist: &mut Histogram<u64>,
     state: &mut S,
+    units: fn(&S) -> u64,
     mut booked: impl FnMut(&mut S, &Shared, &mut Histogram<u64>) -> Result<(), String>,
     mut bare: impl FnMut(&mut S) -> Result<(), String>,
-) -> Result<(Plan, Vec<u64>), String> {
+) -> Result<(Plan, Vec<u64>), Stopped> {
+    let t_begin = now_ns();
+    while !shared.stopped() {
+        booked(state, shared, hist).map_err(Stopped::Timed)?;
+    }
+    let rate = units(state) as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
     let phase = latency_phase(mode);
     let plan = Plan::sized(phase, rate, LATENCY_SEGMENT_MIN, LATENCY_SEGMENT_MIN);
     // The booked segments' own stop flag (never raised), counter and histogram.
@@ -323,7 +349,8 @@ pub fn latency_loop<S>(
             }
         }
         Ok(())
-    })?;
+    })
+    .map_err(Stopped::Ab)?;
     Ok((plan, times))
 }
 

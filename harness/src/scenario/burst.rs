@@ -14,7 +14,7 @@
 //! `batch_publish` of the whole burst into a `BusySpin` processor, rtrb with `write_chunk_uninit`
 //! / `read_chunk` (its batch API).
 
-use super::ab::{self, Figure, Plan};
+use super::ab::{self, Figure, Plan, Stopped};
 use super::peers::crossbeam_channel::Crossbeam;
 use super::peers::disruptor::{self, Processor};
 use super::peers::rtrb;
@@ -201,28 +201,22 @@ pub fn drive(
         Ok(if timed { now_ns() - t0 } else { 0 })
     };
     let per_event = |dt: u64| (dt / b as u64).max(1);
-    let t_begin = now_ns();
-    while !shared.stopped() {
-        if let Err(e) = booked_burst(&mut one, &mut seq, &mut bursts, b, shared, &mut hot) {
+    let mut ab = None;
+    match ab::latency_loop(
+        ctx.mode,
+        shared,
+        &mut hot,
+        &mut (&mut one, &mut seq, &mut bursts),
+        |(_, _, bursts)| **bursts,
+        |(one, seq, bursts), book, h| booked_burst(*one, seq, bursts, b, book, h),
+        |(one, seq, _)| one(seq, false).map(drop),
+    ) {
+        Ok(t) => ab = Some(t),
+        Err(Stopped::Timed(e)) => {
             shared.fail(e.clone());
             failure = Some(e);
-            break;
         }
-    }
-    let mut ab = None;
-    if failure.is_none() {
-        let rate = bursts as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let times = ab::latency_loop(
-            ctx.mode,
-            rate,
-            &mut (&mut one, &mut seq, &mut bursts),
-            |(one, seq, bursts), book, h| booked_burst(*one, seq, bursts, b, book, h),
-            |(one, seq, _)| one(seq, false).map(drop),
-        );
-        match times {
-            Ok(t) => ab = Some(t),
-            Err(e) => failure = Some(e),
-        }
+        Err(Stopped::Ab(e)) => failure = Some(e),
     }
     if failure.is_none() {
         for _ in 0..paused_bursts(ctx) {

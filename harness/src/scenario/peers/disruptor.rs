@@ -38,27 +38,25 @@ impl DProducer for Multi {
     }
 }
 
+/// The handler of a managed processor: `(state, event, sequence, end of batch)`.
+pub trait Handler<S>: 'static + Send + FnMut(&mut S, &Ev, i64, bool) {}
+impl<S, H: 'static + Send + FnMut(&mut S, &Ev, i64, bool)> Handler<S> for H {}
+
+/// What makes a managed processor's state, on the processor's thread.
+pub trait Init<S>: 'static + Send + FnOnce() -> S {}
+impl<S, I: 'static + Send + FnOnce() -> S> Init<S> for I {}
+
 /// A ring of `capacity` (`BusySpin`) whose managed processor runs `handler` on the state `init`
 /// makes (on the processor's thread); its single producer.
-pub fn single<S, H, I>(capacity: usize, handler: H, init: I) -> Single
-where
-    H: 'static + Send + FnMut(&mut S, &Ev, i64, bool),
-    I: 'static + Send + FnOnce() -> S,
-{
-    disruptor::build_single_producer(capacity, Ev::default, BusySpin)
-        .handle_events_and_state_with(handler, init)
-        .build()
+pub fn single<S>(capacity: usize, handler: impl Handler<S>, init: impl Init<S>) -> Single {
+    let builder = disruptor::build_single_producer(capacity, Ev::default, BusySpin);
+    builder.handle_events_and_state_with(handler, init).build()
 }
 
 /// [`single`] with a multi producer.
-pub fn multi<S, H, I>(capacity: usize, handler: H, init: I) -> Multi
-where
-    H: 'static + Send + FnMut(&mut S, &Ev, i64, bool),
-    I: 'static + Send + FnOnce() -> S,
-{
-    disruptor::build_multi_producer(capacity, Ev::default, BusySpin)
-        .handle_events_and_state_with(handler, init)
-        .build()
+pub fn multi<S>(capacity: usize, handler: impl Handler<S>, init: impl Init<S>) -> Multi {
+    let builder = disruptor::build_multi_producer(capacity, Ev::default, BusySpin);
+    builder.handle_events_and_state_with(handler, init).build()
 }
 
 /// Publishes one event.

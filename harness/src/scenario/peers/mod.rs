@@ -68,7 +68,6 @@ use super::{
     timed_window, timed_window_with, Ev, Family, FifoCheck, Mode, Outcome, RunCtx, Scenario,
     Shared, Slot, Spin, BARE, BOOKED, LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STREAM_CAPACITY,
 };
-use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
 use crate::record::Better;
 use crate::stats::new_hist;
@@ -708,29 +707,18 @@ fn drive_pingpong(mode: Mode, core: Option<usize>, shared: &Shared, a: &mut impl
     let probe = Probe::start("bouncer-a", core);
     let mut hist = new_hist();
     let mut i = 0u64;
-    let mut bad = None;
-    let t_begin = now_ns();
-    while !shared.stopped() {
-        if let Err(e) = booked_trip(a, &mut i, shared, &mut hist) {
-            bad = Some(e);
-            break;
-        }
-    }
-    let mut ab = None;
-    if bad.is_none() {
-        let rate = i as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let times = ab::latency_loop(
-            mode,
-            rate,
-            &mut (a, &mut i),
-            |(a, i), book, h| booked_trip(*a, i, book, h),
-            |(a, i)| bare_trip(*a, i),
-        );
-        match times {
-            Ok(t) => ab = Some(t),
-            Err(e) => bad = Some(e),
-        }
-    }
+    let (bad, ab) = match ab::latency_loop(
+        mode,
+        shared,
+        &mut hist,
+        &mut (a, &mut i),
+        |(_, i)| **i,
+        |(a, i), book, h| booked_trip(*a, i, book, h),
+        |(a, i)| bare_trip(*a, i),
+    ) {
+        Ok(t) => (None, Some(t)),
+        Err(e) => (Some(e.into_message()), None),
+    };
     PingA {
         placement: probe.finish(),
         hist,
@@ -912,6 +900,17 @@ mod tests {
     use crate::scenario::seq_of;
     use crate::scenario::stream_ev;
 
+    /// An A/B phase of one ABBA quad of `size`-event segments, no deadline.
+    fn quad(size: u64, shared: Arc<Shared>, counters: Arc<Vec<CachePadded<AtomicU64>>>) -> Phase {
+        Phase::Ab {
+            plan: Plan { size, measured: 4 },
+            deadline_ns: u64::MAX,
+            word: ab::segment_word(),
+            shared,
+            counters,
+        }
+    }
+
     #[test]
     fn timed_and_ab_books_differ_only_at_their_every_256_points() {
         let shared = Shared::new();
@@ -920,17 +919,7 @@ mod tests {
             counters: sender_counters(2),
         };
         let ab_shared = Shared::new();
-        let plan = Plan {
-            size: 512,
-            measured: 4,
-        };
-        let ab = Phase::Ab {
-            plan,
-            deadline_ns: u64::MAX,
-            word: ab::segment_word(),
-            shared: ab_shared.clone(),
-            counters: sender_counters(2),
-        };
+        let ab = quad(512, ab_shared.clone(), sender_counters(2));
         let mut t = Book::new(2, &timed);
         let mut b = Book::new(2, &ab);
         let mut published = Vec::new();
@@ -967,17 +956,7 @@ mod tests {
     #[test]
     fn ab_senders_follow_the_receiver_and_publish_in_booked_segments_only() {
         let counters = sender_counters(1);
-        let plan = Plan {
-            size: 2048,
-            measured: 4,
-        };
-        let ab = Phase::Ab {
-            plan,
-            deadline_ns: u64::MAX,
-            word: ab::segment_word(),
-            shared: Shared::new(),
-            counters: counters.clone(),
-        };
+        let ab = quad(2048, Shared::new(), counters.clone());
         // The receiver takes each event as it is sent, so the sender, which looks at the
         // segment word every 1024 events, switches exactly at the receiver's boundaries.
         let mut book = Book::new(1, &ab);
