@@ -7,8 +7,9 @@
 //!   comparable however the tests come out; the differences are printed first.
 //! - **Target ratios**: for every target present in both, the median of the per-round ratios
 //!   (engine / baseline of the same round) in A and in B. The change is `B / A` of those medians.
-//!   Per-round ratios are heavy-tailed (a round that a neighbour's load hits lands at 3-8x the
-//!   others), so the test is rank-based: the two-sided Mann–Whitney test of A's per-round ratios
+//!   Per-round ratios are heavy-tailed (a round that a neighbour's load hits lands several times
+//!   off the others: harness/BENCHMARKS.md, "`harness compare A B [--json]`"), so the test is
+//!   rank-based: the two-sided Mann–Whitney test of A's per-round ratios
 //!   against B's, its p-values adjusted over every target tested (Benjamini–Hochberg, false
 //!   discovery rate [`TARGET_ALPHA`]). A change is *real* only when each side has at least
 //!   [`MIN_TARGET_ROUNDS`] ratios, the adjusted p is below [`TARGET_ALPHA`] **and** the change

@@ -6,7 +6,7 @@
 //! pinning plan from the core list it reads once ([`pin`]), captures the machine ([`mod@env`]), and
 //! re-executes itself once per run of every scenario (`run-one`, [`runner`]), so that allocator,
 //! thread and cache state never carry over from one run to the next. Each child runs one
-//! scenario from the catalogue ([`scenario`]): a warm-up window that is discarded, a timed
+//! scenario from the catalogue ([`catalogue`], over the [`scenario`] families): a warm-up window that is discarded, a timed
 //! window, and the scenario's own checks (counts, per-sender FIFO order, checksums), then prints
 //! one JSON [`record::RunRecord`]. The parent aggregates runs ([`stats`]: median/min/max over
 //! runs, HdrHistograms merged over threads and runs), evaluates the targets on paired per-round
@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+pub mod catalogue;
 pub mod cli;
 pub mod clock;
 pub mod compare;

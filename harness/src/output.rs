@@ -126,7 +126,7 @@ pub fn write_all(r: &RunResult) -> io::Result<()> {
     std::fs::write(dir.join("summary.csv"), csv(&summary))?;
     // runs.json keeps every run's figures, parameters, placement and notes, but not its latency
     // histogram: those are merged into the .hgrm files, and kept per run they made a quick run's
-    // folder some 30 MB.
+    // folder many times larger (harness/BENCHMARKS.md, "The harness's own choices").
     let runs: serde_json::Map<String, serde_json::Value> = r
         .runs
         .iter()

@@ -19,7 +19,7 @@ use crate::cli::{RunArgs, RunOneArgs, EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::pin::{self, CoreMap, PinPlan};
 use crate::record::{RunRecord, Summary, SummaryRecord, SCHEMA};
 use crate::scenario::{self, Mode, RunCtx};
-use crate::{env, output, stats, targets};
+use crate::{catalogue, env, output, stats, targets};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ pub fn run_one(a: &RunOneArgs) -> i32 {
         cores,
         pinned: a.pinned,
     };
-    let cat = scenario::catalogue(map.distinct().max(1));
+    let cat = catalogue::catalogue(map.distinct().max(1));
     let Some(sc) = cat.into_iter().find(|s| s.id == a.id) else {
         eprintln!("run-one: no scenario `{}` (see `harness list`)", a.id);
         return EXIT_USAGE;
@@ -250,7 +250,7 @@ pub fn run(a: &RunArgs) -> i32 {
             pin::join(&map.cores)
         ));
     }
-    let scenarios: Vec<scenario::Scenario> = scenario::catalogue(map.distinct().max(1))
+    let scenarios: Vec<scenario::Scenario> = catalogue::catalogue(map.distinct().max(1))
         .into_iter()
         .filter(|s| selected(filter.as_ref(), &s.id))
         .collect();
@@ -543,7 +543,7 @@ pub fn list(filter: Option<&str>) -> i32 {
         }
     };
     let cores = pin::available_cores().len();
-    for s in scenario::catalogue(cores) {
+    for s in catalogue::catalogue(cores) {
         if selected(f.as_ref(), &s.id) {
             println!("{:<36} {}", s.id, s.about);
         }

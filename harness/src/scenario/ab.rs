@@ -20,6 +20,14 @@
 //! pools the pairs of all runs and decides on a bootstrap 95 % interval of their median
 //! ([`crate::report::bookkeeping`]).
 //!
+//! # The drivers
+//! A latency loop (a ping-pong's thread A, a burst scenario's producer) runs its timed loop and
+//! then its A/B phase in its own thread through one driver, [`latency_loop`]: it sizes the
+//! [`Plan`] from the timed loop's rate and runs the segments ([`run_segments`]), each unit the
+//! loop's booked step or its bare one. A stream has no such thread: its receiver crosses the boundaries ([`Receiver`], the same
+//! plan and deadline rule as [`run_segments`]) and its senders follow the receiver's
+//! [`SegmentWord`] (`peers::sender_loop`).
+//!
 //! In a stream, the receiver decides: it counts the segments by its own count at its
 //! every-[`PUBLISH_EVERY`] point and publishes the number of the segment it is in (one store a
 //! segment, [`SegmentWord`]); the senders look at that word every [`super::STOP_CHECK_EVERY`] events, in
@@ -29,13 +37,16 @@
 //! sender after the receiver. Stream segments are at least [`STREAM_SEGMENT_MIN`] = 32 queue
 //! capacities, so that this overlap is at most 1/32 of a segment plus 1/128 per sender. (Senders
 //! switching by their own counts would need fair senders: two senders time-sliced on one core
-//! run whole scheduler slices apart, and on the 2-vCPU VM a receiver's segment was then up to 100 %
-//! events its senders had sent in the other mode.)
+//! run whole scheduler slices apart, and a receiver's segment then held events its senders had
+//! sent in the other mode: harness/BENCHMARKS.md, "Bookkeeping cost: A/B segments in one
+//! stream".)
 
-use super::{Mode, Outcome, PUBLISH_EVERY, STREAM_CAPACITY};
+use super::{Mode, Outcome, Shared, PUBLISH_EVERY, STREAM_CAPACITY};
 use crate::clock::now_ns;
 use crate::record::Better;
+use crate::stats::new_hist;
 use crossbeam_utils::CachePadded;
+use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -269,6 +280,78 @@ pub fn run_segments(
         k += 1;
     }
     Ok(times)
+}
+
+/// Why a latency loop stopped before its end: an error in its timed loop or in its A/B phase.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The timed loop failed (a lost or reordered event, a peer that is gone).
+    Timed(String),
+    /// The A/B phase failed.
+    Ab(String),
+}
+
+impl Stopped {
+    /// The error, whichever phase it stopped.
+    pub fn into_message(self) -> String {
+        match self {
+            Stopped::Timed(e) | Stopped::Ab(e) => e,
+        }
+    }
+}
+
+/// Drives a latency loop (a ping-pong's round trips, a burst scenario's bursts) in the calling
+/// thread: its **timed loop** runs `booked(state, shared, hist)`, one unit (trip, burst) with its
+/// bookkeeping, until `shared`'s stop flag; then its **A/B phase** runs on, on the same queues, with
+/// the plan sized from the timed loop's rate (`units(state)` when it ended, over its time) to fill
+/// [`latency_phase`]: a booked unit is the same `booked` step, publishing into a stop flag and
+/// counter of its own (never raised) and recording into a scratch histogram; a bare unit is
+/// `bare(state)`, the same transfer without bookkeeping. `state` is what both steps move on (the
+/// queue's handle, the sequence number, the count). Returns the plan and the clock reads at its
+/// measured boundaries, for [`record`]. Every latency loop is driven by this one function.
+///
+/// # Errors
+/// The first error a unit returns, with the phase it stopped ([`Stopped`]).
+pub fn latency_loop<S>(
+    mode: Mode,
+    shared: &Shared,
+    hist: &mut Histogram<u64>,
+    state: &mut S,
+    units: fn(&S) -> u64,
+    mut booked: impl FnMut(&mut S, &Shared, &mut Histogram<u64>) -> Result<(), String>,
+    mut bare: impl FnMut(&mut S) -> Result<(), String>,
+) -> Result<(Plan, Vec<u64>), Stopped> {
+    let t_begin = now_ns();
+    while !shared.stopped() {
+        booked(state, shared, hist).map_err(Stopped::Timed)?;
+    }
+    let rate = units(state) as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
+    let phase = latency_phase(mode);
+    let plan = Plan::sized(phase, rate, LATENCY_SEGMENT_MIN, LATENCY_SEGMENT_MIN);
+    // The booked segments' own stop flag (never raised), counter and histogram.
+    let book = Shared::new();
+    book.measuring.store(true, Ordering::Relaxed);
+    let mut scratch = new_hist();
+    let times = run_segments(&plan, deadline_ns(phase), |seg, n| {
+        match seg {
+            Seg::Booked => {
+                for _ in 0..n {
+                    if book.stopped() {
+                        break;
+                    }
+                    booked(state, &book, &mut scratch)?;
+                }
+            }
+            Seg::Bare => {
+                for _ in 0..n {
+                    bare(state)?;
+                }
+            }
+        }
+        Ok(())
+    })
+    .map_err(Stopped::Ab)?;
+    Ok((plan, times))
 }
 
 /// Whether the measured segments should end at the boundary that starts segment `k` (its clock

@@ -31,13 +31,14 @@
 //! senders), and every event must have passed both sequence checks: a loss, duplicate or
 //! reorder fails the run.
 
+use super::peers::tokio::{self as tokio_peer, runtime_thread};
 use super::{
     put, sample_clock, seq_of, slot, stream_figures, take, timed_window, wait_for, Ev, Family,
     FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, STALL_TIMEOUT, STOP_CHECK_EVERY,
     STREAM_CAPACITY,
 };
 use crate::clock::now_ns;
-use crate::pin::{Placement, Probe};
+use crate::pin::Placement;
 use crate::record::Better;
 use crate::stats::new_hist;
 use crossbeam_utils::CachePadded;
@@ -147,27 +148,6 @@ impl Taker {
     }
 }
 
-/// A thread pinned to `core` (when the plan pins) that runs the future `main` makes on a tokio
-/// `current_thread` runtime of its own, and hands back its output and the thread's placement.
-fn runtime_thread<T, F>(
-    role: &'static str,
-    core: Option<usize>,
-    main: impl FnOnce() -> F + Send + 'static,
-) -> std::thread::JoinHandle<(T, Placement)>
-where
-    T: Send + 'static,
-    F: Future<Output = T>,
-{
-    std::thread::spawn(move || {
-        let probe = Probe::start(role, core);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .expect("a current_thread runtime");
-        let out = rt.block_on(main());
-        (out, probe.finish())
-    })
-}
-
 /// The service thread: a `current_thread` runtime running the sender and the consumer task.
 struct Service {
     flight: Arc<Flight>,
@@ -200,7 +180,7 @@ where
         fifo: FifoCheck::new(1),
         hist: new_hist(),
     };
-    let core = ctx.map.core_for(super::baseline::sender_slot(ctx, 0));
+    let core = ctx.map.core_for(super::sender_slot(ctx, 0));
     let sent_slot = sent.clone();
     let thread = runtime_thread(
         "service runtime (sender and consumer tasks)",
@@ -272,18 +252,11 @@ impl Service {
 fn tokio_mpsc(ctx: &RunCtx) -> Outcome {
     let mut out = Outcome::default();
     let sh = Shared::new();
-    let (tx, mut relay_rx) = tokio::sync::mpsc::channel::<Ev>(STREAM_CAPACITY);
-    let (relay_tx, mut rx) = tokio::sync::mpsc::channel::<Ev>(STREAM_CAPACITY);
+    let (tx, relay_rx) = tokio_peer::channel(STREAM_CAPACITY);
+    let (relay_tx, mut rx) = tokio_peer::channel(STREAM_CAPACITY);
     let core = ctx.map.core_for(0);
-    let relay = runtime_thread("relay runtime (relay task)", core, || async move {
-        let mut fifo = FifoCheck::new(1);
-        while let Some(e) = relay_rx.recv().await {
-            fifo.take(e.seq);
-            if relay_tx.send(e).await.is_err() {
-                break;
-            }
-        }
-        fifo
+    let relay = runtime_thread("relay runtime (relay task)", core, || {
+        tokio_peer::relay(relay_rx, relay_tx)
     });
     let service = start_service(
         ctx,

@@ -1,22 +1,21 @@
 //! Baselines that are not stream peers: `route/floor` (a hand-written `Vec` stack and `match`
 //! dispatcher doing `route/dispatch`'s per-event work, its target's floor),
 //! `route/crossbeam-channel` (one thread sends to and receives from a channel, the same loop
-//! through a channel), the self-test, and the helpers the stream scenarios share (sender slots and
-//! counters). The stream peers (channels,
-//! disruptor, rtrb, `ArrayQueue`), each driven as its documentation shows, are in
-//! [`super::peers`].
+//! through a channel) and the self-test. The stream peers (channels, disruptor, rtrb,
+//! `ArrayQueue`), each driven as its documentation shows, are in [`super::peers`].
 //!
 //! Each baseline moves the same [`Ev`] with the same capacity ([`STREAM_CAPACITY`]), the same
 //! thread slots (receiver on slot 0, senders on the other cores), the same time-bounded window
 //! and the same per-sender FIFO check as the engine scenario it is compared with.
 
+use super::peers::crossbeam_channel::Crossbeam;
+use super::peers::shape::BlockingChannel;
 use super::{
     seq_of, stream_figures, timed_window, Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared,
     PUBLISH_EVERY, STOP_CHECK_EVERY, STREAM_CAPACITY,
 };
 use crate::pin::Probe;
-use crossbeam_utils::CachePadded;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Registers `route/floor` and `route/crossbeam-channel`.
@@ -37,7 +36,11 @@ pub fn register_route(v: &mut Vec<Scenario>) {
     ));
 }
 
-/// Registers `selftest/lossy` (only with [`super::SELFTEST_ENV`] set).
+/// When this environment variable is set, the catalogue also holds `selftest/lossy`, a stream
+/// that drops one event on purpose: the harness's own test proves that a loss fails the run.
+pub const SELFTEST_ENV: &str = "HARNESS_SELFTEST";
+
+/// Registers `selftest/lossy` (the catalogue calls it only with [`SELFTEST_ENV`] set).
 pub fn register_selftest(v: &mut Vec<Scenario>) {
     v.push(Scenario::new(
         "selftest/lossy",
@@ -45,24 +48,27 @@ pub fn register_selftest(v: &mut Vec<Scenario>) {
         2,
         Family::Baseline,
         |ctx| {
-            let (tx, rx) = crossbeam_channel::bounded::<Ev>(64);
+            let (tx, rx) = Crossbeam::make(64);
             let sender = std::thread::spawn(move || {
                 for i in 0..1000 {
-                    let _ = tx.send(Ev {
-                        kind: 0,
-                        seq: seq_of(0, i),
-                        t_ns: 0,
-                        aux: 0,
-                    });
+                    let _ = Crossbeam::send(
+                        &tx,
+                        Ev {
+                            kind: 0,
+                            seq: seq_of(0, i),
+                            t_ns: 0,
+                            aux: 0,
+                        },
+                    );
                 }
                 1000u64
             });
             let mut fifo = FifoCheck::new(1);
-            for e in rx.iter() {
+            Crossbeam::drain(rx, |e| {
                 if e.seq != 500 {
                     fifo.take(e.seq);
                 }
-            }
+            });
             let sent = sender.join().expect("sender panicked");
             let mut out = Outcome::default();
             out.param("mode", ctx.mode.name());
@@ -71,31 +77,6 @@ pub fn register_selftest(v: &mut Vec<Scenario>) {
             out
         },
     ));
-}
-
-/// The slot of sender `i` in an N-to-1 scenario: the cores other than the receiver's (slot 0),
-/// round robin; on a single core, slot 0 as well.
-pub fn sender_slot(ctx: &RunCtx, i: usize) -> usize {
-    let others = ctx.map.cores.len().saturating_sub(1);
-    if others == 0 {
-        0
-    } else {
-        1 + i % others
-    }
-}
-
-/// Per-sender published counts, each on its own cache line.
-pub fn sender_counters(n: usize) -> Arc<Vec<CachePadded<AtomicU64>>> {
-    Arc::new(
-        (0..n)
-            .map(|_| CachePadded::new(AtomicU64::new(0)))
-            .collect(),
-    )
-}
-
-/// Samples the per-sender counters (for the fairness figure of a window).
-pub fn sample(counters: &[CachePadded<AtomicU64>]) -> Vec<u64> {
-    counters.iter().map(|c| c.load(Ordering::Acquire)).collect()
 }
 
 /// The state of `route/floor`'s one handler: what `route/dispatch`'s monitor holds (the shared
@@ -213,22 +194,22 @@ fn route_crossbeam(ctx: &RunCtx) -> Outcome {
         let shared = shared.clone();
         std::thread::spawn(move || {
             let probe = Probe::start("sender-receiver", core);
-            let (tx, rx) = crossbeam_channel::bounded::<Ev>(STREAM_CAPACITY);
+            let (tx, mut rx) = Crossbeam::make(STREAM_CAPACITY);
             let mut e = Ev::default();
             let mut count = 0u64;
             let mut broken = None;
             loop {
-                if tx.send(e).is_err() {
+                if !Crossbeam::send(&tx, e) {
                     broken = Some("send failed".to_string());
                     break;
                 }
-                match rx.recv() {
-                    Ok(got) if got.seq == count => {}
-                    Ok(got) => {
+                match Crossbeam::recv(&mut rx) {
+                    Some(got) if got.seq == count => {}
+                    Some(got) => {
                         broken = Some(format!("expected seq {count}, got {}", got.seq));
                         break;
                     }
-                    Err(_) => {
+                    None => {
                         broken = Some("recv failed".to_string());
                         break;
                     }

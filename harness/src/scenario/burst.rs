@@ -14,9 +14,13 @@
 //! `batch_publish` of the whole burst into a `BusySpin` processor, rtrb with `write_chunk_uninit`
 //! / `read_chunk` (its batch API).
 
-use super::ab::{self, Figure, Plan};
+use super::ab::{self, Figure, Plan, Stopped};
+use super::peers::crossbeam_channel::Crossbeam;
+use super::peers::disruptor::{self, Processor};
+use super::peers::rtrb;
+use super::peers::shape::BlockingChannel;
 use super::{
-    put, slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
+    slot, take, timed_window, Ev, Family, Outcome, RunCtx, Scenario, Shared, Slot, Spin,
     LATENCY_SAMPLE_EVERY, STALL_TIMEOUT,
 };
 use crate::clock::now_ns;
@@ -118,11 +122,11 @@ pub struct Driven {
 }
 
 /// One burst in how many is timed for a burst of `b` events: [`LATENCY_SAMPLE_EVERY`], or more
-/// where a burst is short. A timed burst's two clock reads cost far more than their own ~27 ns on
-/// the VM (about 240 ns of a loop's time each pair, measured: `burst/1` paid 2-5 % for its
-/// bookkeeping sampling one burst in 64, and about 0 % sampling one in 1024, in runs of 15), so a
-/// burst of one event (~120 ns) samples one in 512 (under 0.5 %); from 10 events on a burst lasts
-/// long enough for one in 64.
+/// where a burst is short. A timed burst's two clock reads cost its loop far more than the reads
+/// themselves, more than a whole burst of one event (harness/BENCHMARKS.md, "What the A/B segments
+/// found": `burst/1` still paid for its bookkeeping sampling one burst in 64, and nothing
+/// measurable sampling one in 1024), so a burst of one event samples one in 512; from 10 events
+/// on a burst lasts long enough for one in 64.
 pub fn burst_sample_every(b: usize) -> u64 {
     (512 / b.max(1) as u64)
         .next_power_of_two()
@@ -197,50 +201,22 @@ pub fn drive(
         Ok(if timed { now_ns() - t0 } else { 0 })
     };
     let per_event = |dt: u64| (dt / b as u64).max(1);
-    let t_begin = now_ns();
-    while !shared.stopped() {
-        if let Err(e) = booked_burst(&mut one, &mut seq, &mut bursts, b, shared, &mut hot) {
+    let mut ab = None;
+    match ab::latency_loop(
+        ctx.mode,
+        shared,
+        &mut hot,
+        &mut (&mut one, &mut seq, &mut bursts),
+        |(_, _, bursts)| **bursts,
+        |(one, seq, bursts), book, h| booked_burst(*one, seq, bursts, b, book, h),
+        |(one, seq, _)| one(seq, false).map(drop),
+    ) {
+        Ok(t) => ab = Some(t),
+        Err(Stopped::Timed(e)) => {
             shared.fail(e.clone());
             failure = Some(e);
-            break;
         }
-    }
-    let mut ab = None;
-    if failure.is_none() {
-        let rate = bursts as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let phase = ab::latency_phase(ctx.mode);
-        let plan = Plan::sized(
-            phase,
-            rate,
-            ab::LATENCY_SEGMENT_MIN,
-            ab::LATENCY_SEGMENT_MIN,
-        );
-        // The booked segments' own stop flag (never raised), counter and histogram.
-        let book = Shared::new();
-        book.measuring.store(true, Ordering::Relaxed);
-        let mut scratch = new_hist();
-        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
-            match seg {
-                ab::Seg::Booked => {
-                    for _ in 0..n {
-                        if book.stopped() {
-                            break;
-                        }
-                        booked_burst(&mut one, &mut seq, &mut bursts, b, &book, &mut scratch)?;
-                    }
-                }
-                ab::Seg::Bare => {
-                    for _ in 0..n {
-                        one(&mut seq, false)?;
-                    }
-                }
-            }
-            Ok(())
-        });
-        match times {
-            Ok(t) => ab = Some((plan, t)),
-            Err(e) => failure = Some(e),
-        }
+        Err(Stopped::Ab(e)) => failure = Some(e),
     }
     if failure.is_none() {
         for _ in 0..paused_bursts(ctx) {
@@ -340,7 +316,7 @@ fn ev(seq: u64) -> Ev {
 
 fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
     let mut out = Outcome::default();
-    let (tx, rx) = crossbeam_channel::bounded::<Ev>(BURST_CAPACITY);
+    let (tx, rx) = Crossbeam::make(BURST_CAPACITY);
     let sink: Sink = Arc::default();
     let shared = Shared::new();
     let consumer = {
@@ -349,14 +325,12 @@ fn crossbeam(ctx: &RunCtx, b: usize) -> Outcome {
         std::thread::spawn(move || {
             let probe = Probe::start("consumer", core);
             let mut c = Check::new(sink);
-            while let Ok(e) = rx.recv() {
-                c.take(&e);
-            }
+            Crossbeam::drain(rx, |e| c.take(&e));
             (probe.finish(), c.next, c.bad)
         })
     };
     let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
-        (first..first + b as u64).all(|s| tx.send(ev(s)).is_ok())
+        (first..first + b as u64).all(|s| Crossbeam::send(&tx, ev(s)))
     });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
@@ -370,51 +344,34 @@ fn disruptor(ctx: &RunCtx, b: usize) -> Outcome {
     out.param("wait_strategy", "BusySpin");
     let sink: Sink = Arc::default();
     let shared = Shared::new();
-    struct State {
-        c: Check,
-        probe: Option<Probe>,
-        out: Slot<(Placement, u64, u64)>,
-    }
-    impl Drop for State {
-        fn drop(&mut self) {
-            if let Some(p) = self.probe.take() {
-                put(&self.out, (p.finish(), self.c.next, self.c.bad));
-            }
-        }
-    }
-    let res = slot();
+    let res: Slot<(Placement, (u64, u64))> = slot();
     let init = {
         let (sink, res) = (sink.clone(), res.clone());
         let core = ctx.map.core_for(0);
-        move || State {
-            c: Check::new(sink),
-            probe: Some(Probe::start("processor", core)),
-            out: res,
+        move || {
+            let report = |c: &mut Check| Some((c.next, c.bad));
+            Processor::start("processor", core, Check::new(sink), report, res)
         }
     };
-    let mut p = disruptor::build_single_producer(BURST_CAPACITY, Ev::default, disruptor::BusySpin)
-        .handle_events_and_state_with(
-            |s: &mut State, e: &Ev, _seq: i64, _end: bool| s.c.take(e),
-            init,
-        )
-        .build();
+    let mut p = disruptor::single(
+        BURST_CAPACITY,
+        |s: &mut Processor<Check, (u64, u64)>, e: &Ev, _seq: i64, _end: bool| s.state.take(e),
+        init,
+    );
     let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
-        disruptor::Producer::batch_publish(&mut p, b, |iter| {
-            for (i, e) in iter.enumerate() {
-                *e = ev(first + i as u64);
-            }
-        });
+        disruptor::publish_burst(&mut p, first, b, ev);
         true
     });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");
-    finish(&mut out, b, w, d, take(&res));
+    let c = take(&res).map(|(p, (next, bad))| (p, next, bad));
+    finish(&mut out, b, w, d, c);
     out
 }
 
 fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
     let mut out = Outcome::default();
-    let (mut tx, mut rx) = rtrb::RingBuffer::<Ev>::new(BURST_CAPACITY);
+    let (mut tx, mut rx) = rtrb::ring::<Ev>(BURST_CAPACITY);
     let sink: Sink = Arc::default();
     let shared = Shared::new();
     let sc = ctx.share_core(0, 1);
@@ -425,39 +382,15 @@ fn rtrb_burst(ctx: &RunCtx, b: usize) -> Outcome {
         std::thread::spawn(move || {
             let probe = Probe::start("consumer", core);
             let mut c = Check::new(sink);
-            loop {
-                let n = rx.slots();
-                if n > 0 {
-                    if let Ok(chunk) = rx.read_chunk(n) {
-                        let (x, y) = chunk.as_slices();
-                        for e in x.iter().chain(y) {
-                            c.take(e);
-                        }
-                        chunk.commit_all();
-                    }
-                } else if rx.is_abandoned() {
-                    if rx.is_empty() {
-                        break;
-                    }
-                } else {
-                    spin.step();
-                }
-            }
+            rtrb::drain_chunks(&mut rx, &mut spin, |e| c.take(e));
             (probe.finish(), c.next, c.bad)
         })
     };
     let mut spin = Spin::new(ctx, sc);
     let producer = spawn_producer(ctx, &shared, &sink, b, move |first| {
         // The whole burst as one chunk (b <= capacity); wait for room as a user would.
-        loop {
-            match tx.write_chunk_uninit(b) {
-                Ok(chunk) => {
-                    chunk.fill_from_iter((first..first + b as u64).map(ev));
-                    return true;
-                }
-                Err(_) => spin.step(),
-            }
-        }
+        rtrb::write_burst(&mut tx, first, b, &mut spin, ev);
+        true
     });
     let w = timed_window(ctx, &shared);
     let d = producer.join().expect("producer panicked");

@@ -8,9 +8,9 @@
 //! `calibration/ring-pingpong` bounces one event the way a queue hands it over: through two rings
 //! of [`STREAM_CAPACITY`] lines (one per direction, the size of every queue in the lab), one event
 //! per line, written with plain stores and published by a stamp, as a single-producer ring does.
-//! Timed the same way, it is the floor of any queue's ping-pong on the machine; on the 2-core VM
-//! it costs 1.6-2.2 times the single line (harness/BENCHMARKS.md, "How far is a ping-pong from the
-//! cache-line floor?"), so `pingpong/engine` is reported against it too.
+//! Timed the same way, it is the floor of any queue's ping-pong on the machine, and it costs more
+//! than the single line (harness/BENCHMARKS.md, "How far is a ping-pong from the cache-line
+//! floor?"), so `pingpong/engine` is reported against it too.
 //! `calibration/timer` is the cost of one timestamp read, the resolution floor of every latency.
 
 use super::{Family, Outcome, RunCtx, Scenario, Spin, STREAM_CAPACITY};

@@ -1,6 +1,6 @@
 //! The measuring kit every scenario uses: sizes per mode, the event type, the timed window and
 //! the shared stop flag and counter, the per-sender FIFO check, spinning, outcome building. The
-//! catalogue of scenarios is in [`super`]; see its module docs for how a scenario measures.
+//! vocabulary of scenarios is in [`super`]; see its module docs for how a scenario measures.
 
 use crate::pin::{CoreMap, Placement};
 use crate::record::{Better, Measure};
@@ -92,9 +92,10 @@ pub const STOP_CHECK_EVERY: u64 = 1024;
 /// Latency loops (the ping-pongs, the bursts) read the clock on one round trip or burst in this
 /// many (a power of two) and record only those: the others run without clock reads or
 /// histogram, so that the loop costs little more than a bare one (the A/B segments of
-/// [`super::ab`] measure how much more). It was 16: the A/B segments put the cost of `burst/1`
-/// at 2-3 % with 16 and under 1 % with 64 (the two clock reads of a sampled burst, ~27 ns each
-/// on the 2-vCPU VM, against bursts of 100-500 ns); a 400 ms window still samples 10^4 and more.
+/// [`super::ab`] measure how much more). It was 16: the A/B segments showed that the two clock
+/// reads of a sampled burst are a measurable part of a short burst's time with 16, and well
+/// under the limit with 64 (figures in harness/BENCHMARKS.md, "What the A/B segments found"); a
+/// 400 ms window still samples 10^4 and more.
 pub const LATENCY_SAMPLE_EVERY: u64 = 64;
 
 /// Whether iteration `i` of a latency loop is one of the sampled ones (one in
@@ -599,6 +600,31 @@ pub fn vm_kib(key: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The slot of sender `i` in an N-to-1 scenario: the cores other than the receiver's (slot 0),
+/// round robin; on a single core, slot 0 as well.
+pub fn sender_slot(ctx: &RunCtx, i: usize) -> usize {
+    let others = ctx.map.cores.len().saturating_sub(1);
+    if others == 0 {
+        0
+    } else {
+        1 + i % others
+    }
+}
+
+/// Per-sender published counts, each on its own cache line.
+pub fn sender_counters(n: usize) -> Arc<Vec<CachePadded<AtomicU64>>> {
+    Arc::new(
+        (0..n)
+            .map(|_| CachePadded::new(AtomicU64::new(0)))
+            .collect(),
+    )
+}
+
+/// Samples the per-sender counters (for the fairness figure of a window).
+pub fn sample(counters: &[CachePadded<AtomicU64>]) -> Vec<u64> {
+    counters.iter().map(|c| c.load(Ordering::Acquire)).collect()
 }
 
 #[cfg(test)]

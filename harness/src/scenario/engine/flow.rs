@@ -5,11 +5,11 @@ use super::{busy_work, spin_or_park, wait_name, Cx, EngineRun, Seen};
 use crate::clock::now_ns;
 use crate::pin::Probe;
 use crate::record::Better;
-use crate::scenario::baseline::{sample, sender_counters, sender_slot};
 use crate::scenario::{
-    put, sends, slot, stream_ev, stream_figures, take, timed_window, timed_window_with, wait_for,
-    Ev, Family, FifoCheck, Outcome, RunCtx, Scenario, Shared, Slot, Spin, BOOKED, FLOOD_CAPACITY,
-    PUBLISH_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_BATCH, STREAM_CAPACITY,
+    put, sample, sender_counters, sender_slot, sends, slot, stream_ev, stream_figures, take,
+    timed_window, timed_window_with, wait_for, Ev, Family, FifoCheck, Outcome, RunCtx, Scenario,
+    Shared, Slot, Spin, BOOKED, FLOOD_CAPACITY, PUBLISH_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY,
+    STREAM_BATCH, STREAM_CAPACITY,
 };
 use crate::stats::{merge, new_hist};
 use correlator::{Channel, ContextRef, DieReason, Monitor, Pattern};

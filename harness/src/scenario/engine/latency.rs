@@ -5,10 +5,10 @@ use super::{kick_off, spin_or_park, wait_name, Cx, EngineRun, Seen};
 use crate::clock::{now_ns, thread_cpu_ns, wait_until_ns};
 use crate::pin::Probe;
 use crate::record::Better;
-use crate::scenario::baseline::sender_slot;
 use crate::scenario::{
-    put, sample_clock, slot, take, timed_window, wait_for, Ev, Family, Outcome, RunCtx, Scenario,
-    Shared, Slot, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY, STREAM_CAPACITY,
+    put, sample_clock, sender_slot, slot, take, timed_window, wait_for, Ev, Family, Outcome,
+    RunCtx, Scenario, Shared, Slot, LATENCY_SAMPLE_EVERY, STALL_TIMEOUT, STOP_CHECK_EVERY,
+    STREAM_CAPACITY,
 };
 use crate::stats::new_hist;
 use correlator::{ContextRef, DieReason, Monitor, Pattern, WaitStrategy};
@@ -297,7 +297,7 @@ fn openloop(ctx: &RunCtx) -> Outcome {
     out.param("capacity", STREAM_CAPACITY as u64);
     let seen = Arc::new(Seen::default());
     // One counter per load level, and one for the flood (drain detection).
-    let level_counts = crate::scenario::baseline::sender_counters(LOADS.len() + 1);
+    let level_counts = crate::scenario::sender_counters(LOADS.len() + 1);
     let res = slot();
     let warm_ns = (ctx.mode.window().as_nanos() / 10) as u64;
     let started = EngineRun::new(ctx, STREAM_CAPACITY, wait).start(&mut out, |c, _, sh| {

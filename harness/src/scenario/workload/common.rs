@@ -17,6 +17,7 @@
 
 use crate::pin::{Placement, Probe};
 use crate::record::Better;
+use crate::scenario::peers::rtrb;
 use crate::scenario::{Outcome, RunCtx, Spin, STREAM_CAPACITY};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -196,7 +197,7 @@ where
     E: Copy + Send + Sync + 'static,
     T: Twin<E>,
 {
-    let (mut tx, mut rx) = rtrb::RingBuffer::<E>::new(STREAM_CAPACITY);
+    let (mut tx, mut rx) = rtrb::ring::<E>(STREAM_CAPACITY);
     let shared = ctx.share_core(0, 1);
     let (mut spin_c, mut spin_p) = (Spin::new(ctx, shared), Spin::new(ctx, shared));
     let (core_c, core_p) = (ctx.map.core_for(1), ctx.map.core_for(0));
@@ -204,14 +205,7 @@ where
     let consumer = std::thread::spawn(move || {
         let probe = Probe::start("twin consumer", core_c);
         let mut alerts = Vec::new();
-        loop {
-            match rx.pop() {
-                Ok(e) => twin.step(&e, &mut alerts),
-                // Abandoned and empty: the producer is gone and everything it pushed is taken.
-                Err(_) if rx.is_abandoned() && rx.is_empty() => break,
-                Err(_) => spin_c.step(),
-            }
-        }
+        rtrb::pop_until_abandoned(&mut rx, &mut spin_c, |e| twin.step(&e, &mut alerts));
         twin.end(end_ms, &mut alerts);
         (alerts, probe.finish())
     });
@@ -220,16 +214,7 @@ where
     let producer = std::thread::spawn(move || {
         let probe = Probe::start("producer", core_p);
         for &e in events.iter() {
-            let mut e = e;
-            loop {
-                match tx.push(e) {
-                    Ok(()) => break,
-                    Err(rtrb::PushError::Full(back)) => {
-                        e = back;
-                        spin_p.step();
-                    }
-                }
-            }
+            rtrb::push_spinning(&mut tx, e, &mut spin_p);
         }
         probe.finish()
     });

@@ -1,5 +1,13 @@
 //! Peers: the crates a Rust user would pick instead of the engine, each driven the way its own
-//! documentation shows, measured in the same run, on the same cores, with the same event.
+//! documentation shows, measured in the same run, on the same cores, with the same event. This
+//! module runs the stream peers (`stream/{N}to1/*`) and the ping-pong peers (`pingpong/*`).
+//!
+//! # One adapter file per peer crate
+//! How a crate is built and driven lives in one file named after it, and every scenario that
+//! runs the crate (these streams and ping-pongs, [`super::burst`], [`super::baseline`],
+//! [`super::async_tokio`], the workload twins) goes through that file: [`crossbeam_channel`],
+//! [`std_mpsc`], [`kanal`], [`flume`], [`tokio`], [`disruptor`], [`rtrb`], [`array_queue`]. The
+//! two shapes most of them share, a blocking channel and a spinning ring, are in [`shape`].
 //!
 //! # How each peer is driven (see `harness/BENCHMARKS.md`, "Peers")
 //! - **Channels** (crossbeam-channel, std `mpsc::sync_channel`, kanal, flume): `bounded(4096)`,
@@ -35,131 +43,39 @@
 //! clock reads, histogram records, stop checks and publishing) with bare ones. `bookkeeping_cost`
 //! is the median of the pairs' `1 - t_bare / t_booked`.
 
+pub mod array_queue;
+pub mod crossbeam_channel;
+pub mod disruptor;
+pub mod flume;
+pub mod kanal;
+pub mod rtrb;
+pub mod shape;
+pub mod std_mpsc;
+pub mod tokio;
+
+use self::array_queue::Array;
+use self::crossbeam_channel::Crossbeam;
+use self::disruptor::{DProducer, Processor};
+use self::flume::Flume;
+use self::kanal::Kanal;
+use self::rtrb::Rtrb;
+use self::shape::{BlockingChannel, SpinRing};
+use self::std_mpsc::StdMpsc;
+use self::tokio::{TokioMpsc, TOKIO_BATCH};
 use super::ab::{self, Figure, Plan};
-use super::baseline::{sample, sender_counters, sender_slot};
 use super::{
-    put, sample_clock, sends, slot, stream_figures, take, timed_window, timed_window_with, Ev,
-    Family, FifoCheck, Mode, Outcome, RunCtx, Scenario, Shared, Slot, Spin, BARE, BOOKED,
-    LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STREAM_CAPACITY,
+    sample, sample_clock, sender_counters, sender_slot, sends, slot, stream_figures, take,
+    timed_window, timed_window_with, Ev, Family, FifoCheck, Mode, Outcome, RunCtx, Scenario,
+    Shared, Slot, Spin, BARE, BOOKED, LATENCY_SAMPLE_EVERY, PUBLISH_EVERY, STREAM_CAPACITY,
 };
-use crate::clock::now_ns;
 use crate::pin::{Placement, Probe};
 use crate::record::Better;
 use crate::stats::new_hist;
-use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Events a tokio receiver takes per `blocking_recv_many` call at most.
-pub const TOKIO_BATCH: usize = 256;
-
-/// A channel with a blocking send and a blocking receive, driven as its documentation shows.
-pub trait BlockingChannel: 'static {
-    /// Sending half (cloned per sender).
-    type Tx: Send + 'static;
-    /// Receiving half.
-    type Rx: Send + 'static;
-    /// A bounded channel of `capacity` events.
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx);
-    /// Another sender.
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx;
-    /// Blocking send; `false` when the receiver is gone.
-    fn send(tx: &Self::Tx, e: Ev) -> bool;
-    /// Receives with the blocking receive until every sender is gone, handing each event to `f`.
-    fn drain(rx: Self::Rx, f: impl FnMut(Ev));
-    /// Blocking receive of one event (`None` when every sender is gone).
-    fn recv(rx: &mut Self::Rx) -> Option<Ev>;
-}
-
-/// Implements [`BlockingChannel`] for a channel whose halves have the usual `send` / `recv`
-/// returning `Result` (crossbeam-channel, std mpsc, kanal, flume).
-macro_rules! blocking_channel {
-    ($(#[$doc:meta])* $name:ident, $tx:ty, $rx:ty, $make:path) => {
-        $(#[$doc])*
-        pub struct $name;
-        impl BlockingChannel for $name {
-            type Tx = $tx;
-            type Rx = $rx;
-            fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-                $make(capacity)
-            }
-            fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-                tx.clone()
-            }
-            fn send(tx: &Self::Tx, e: Ev) -> bool {
-                tx.send(e).is_ok()
-            }
-            fn drain(rx: Self::Rx, mut f: impl FnMut(Ev)) {
-                while let Ok(e) = rx.recv() {
-                    f(e);
-                }
-            }
-            fn recv(rx: &mut Self::Rx) -> Option<Ev> {
-                rx.recv().ok()
-            }
-        }
-    };
-}
-
-blocking_channel!(
-    /// `crossbeam_channel::bounded`.
-    Crossbeam,
-    crossbeam_channel::Sender<Ev>,
-    crossbeam_channel::Receiver<Ev>,
-    crossbeam_channel::bounded
-);
-blocking_channel!(
-    /// `std::sync::mpsc::sync_channel`.
-    StdMpsc,
-    std::sync::mpsc::SyncSender<Ev>,
-    std::sync::mpsc::Receiver<Ev>,
-    std::sync::mpsc::sync_channel
-);
-blocking_channel!(
-    /// `kanal::bounded`.
-    Kanal,
-    kanal::Sender<Ev>,
-    kanal::Receiver<Ev>,
-    kanal::bounded
-);
-blocking_channel!(
-    /// `flume::bounded`.
-    Flume,
-    flume::Sender<Ev>,
-    flume::Receiver<Ev>,
-    flume::bounded
-);
-
-/// `tokio::sync::mpsc::channel`, used from plain threads: `blocking_send`, and the batch receive
-/// `blocking_recv_many`.
-pub struct TokioMpsc;
-impl BlockingChannel for TokioMpsc {
-    type Tx = tokio::sync::mpsc::Sender<Ev>;
-    type Rx = tokio::sync::mpsc::Receiver<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        tokio::sync::mpsc::channel(capacity)
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, e: Ev) -> bool {
-        tx.blocking_send(e).is_ok()
-    }
-    fn drain(mut rx: Self::Rx, mut f: impl FnMut(Ev)) {
-        let mut buf = Vec::with_capacity(TOKIO_BATCH);
-        while rx.blocking_recv_many(&mut buf, TOKIO_BATCH) > 0 {
-            for e in buf.drain(..) {
-                f(e);
-            }
-        }
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.blocking_recv()
-    }
-}
 
 /// The multi-producer-capable peers of `stream/{N}to1` (and the target's "fastest peer").
 pub const MP_PEERS: [&str; 6] = [
@@ -610,39 +526,8 @@ fn channel_stream<C: BlockingChannel>(ctx: &RunCtx, n: usize) -> Outcome {
     })
 }
 
-/// The disruptor processor's state: the same [`Book`] as every receiver, and its placement;
-/// handed over when the processor thread ends (the disruptor drops the state there).
-struct DisruptorSink {
-    probe: Option<Probe>,
-    book: Option<Book>,
-    out: Slot<(Placement, Book)>,
-}
-
-impl Drop for DisruptorSink {
-    fn drop(&mut self) {
-        if let (Some(p), Some(b)) = (self.probe.take(), self.book.take()) {
-            put(&self.out, (p.finish(), b));
-        }
-    }
-}
-
-/// A disruptor producer as the stream uses it.
-trait DProducer: Send + 'static {
-    fn send(&mut self, e: Ev);
-}
-impl DProducer for disruptor::SingleProducer<Ev, disruptor::SingleConsumerBarrier> {
-    #[inline]
-    fn send(&mut self, e: Ev) {
-        disruptor::Producer::publish(self, |slot| *slot = e);
-    }
-}
-impl DProducer for disruptor::MultiProducer<Ev, disruptor::SingleConsumerBarrier> {
-    #[inline]
-    fn send(&mut self, e: Ev) {
-        disruptor::Producer::publish(self, |slot| *slot = e);
-    }
-}
-
+/// A stream through a disruptor: one managed processor (its state the same [`Book`] as every
+/// receiver), `n` producers (`multi`) or one.
 fn disruptor_stream(ctx: &RunCtx, n: usize, multi: bool) -> Outcome {
     let mut out = stream_peer(ctx, n, |phase, wait| {
         let res: Slot<(Placement, Book)> = slot();
@@ -650,14 +535,10 @@ fn disruptor_stream(ctx: &RunCtx, n: usize, multi: bool) -> Outcome {
             let res = res.clone();
             let book = Book::new(n, phase);
             let core = ctx.map.core_for(0);
-            move || DisruptorSink {
-                probe: Some(Probe::start("processor", core)),
-                book: Some(book),
-                out: res,
-            }
+            move || Processor::start("processor", core, Some(book), Option::take, res)
         };
-        let handler = |s: &mut DisruptorSink, e: &Ev, _seq: i64, _end: bool| {
-            if let Some(b) = s.book.as_mut() {
+        let handler = |s: &mut Processor<Option<Book>, Book>, e: &Ev, _seq: i64, _end: bool| {
+            if let Some(b) = s.state.as_mut() {
                 b.on_event(e);
             }
         };
@@ -676,19 +557,13 @@ fn disruptor_stream(ctx: &RunCtx, n: usize, multi: bool) -> Outcome {
         };
         let mut senders = Vec::new();
         if multi {
-            let p =
-                disruptor::build_multi_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
-                    .handle_events_and_state_with(handler, init)
-                    .build();
+            let p = disruptor::multi(STREAM_CAPACITY, handler, init);
             for s in 0..n {
                 senders.push(spawn(s, Box::new(p.clone())));
             }
             drop(p);
         } else {
-            let p =
-                disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
-                    .handle_events_and_state_with(handler, init)
-                    .build();
+            let p = disruptor::single(STREAM_CAPACITY, handler, init);
             senders.push(spawn(0, Box::new(p)));
         }
         wait();
@@ -705,62 +580,6 @@ fn disruptor_stream(ctx: &RunCtx, n: usize, multi: bool) -> Outcome {
         out.note("the disruptor's BusySpin processor shares a core with a sender");
     }
     out
-}
-
-/// A ring whose two sides spin while it is full or empty (no blocking operations): rtrb's SPSC
-/// `RingBuffer`, crossbeam-queue's `ArrayQueue`.
-trait SpinRing: 'static {
-    type Tx: Send + 'static;
-    type Rx: Send + 'static;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx);
-    /// Pushes `e`, or hands it back when the ring is full.
-    fn push(tx: &mut Self::Tx, e: Ev) -> Result<(), Ev>;
-    fn pop(rx: &mut Self::Rx) -> Option<Ev>;
-    /// Whether the sender is gone (everything it pushed is then in the ring).
-    fn abandoned(rx: &Self::Rx) -> bool;
-}
-
-/// rtrb's `RingBuffer`: `push` and `pop`.
-struct Rtrb;
-impl SpinRing for Rtrb {
-    type Tx = rtrb::Producer<Ev>;
-    type Rx = rtrb::Consumer<Ev>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        rtrb::RingBuffer::new(capacity)
-    }
-    #[inline]
-    fn push(tx: &mut Self::Tx, e: Ev) -> Result<(), Ev> {
-        tx.push(e).map_err(|rtrb::PushError::Full(back)| back)
-    }
-    #[inline]
-    fn pop(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.pop().ok()
-    }
-    fn abandoned(rx: &Self::Rx) -> bool {
-        rx.is_abandoned()
-    }
-}
-
-/// crossbeam-queue's `ArrayQueue`: `push` and `pop` on a shared `Arc`.
-struct Array;
-impl SpinRing for Array {
-    type Tx = Arc<ArrayQueue<Ev>>;
-    type Rx = Arc<ArrayQueue<Ev>>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        let q = Arc::new(ArrayQueue::new(capacity));
-        (q.clone(), q)
-    }
-    #[inline]
-    fn push(tx: &mut Self::Tx, e: Ev) -> Result<(), Ev> {
-        tx.push(e)
-    }
-    #[inline]
-    fn pop(rx: &mut Self::Rx) -> Option<Ev> {
-        rx.pop()
-    }
-    fn abandoned(rx: &Self::Rx) -> bool {
-        Arc::strong_count(rx) == 1
-    }
 }
 
 /// Why rtrb's and ArrayQueue's `bookkeeping_cost` may not be the bookkeeping's cost
@@ -888,51 +707,18 @@ fn drive_pingpong(mode: Mode, core: Option<usize>, shared: &Shared, a: &mut impl
     let probe = Probe::start("bouncer-a", core);
     let mut hist = new_hist();
     let mut i = 0u64;
-    let mut bad = None;
-    let t_begin = now_ns();
-    while !shared.stopped() {
-        if let Err(e) = booked_trip(a, &mut i, shared, &mut hist) {
-            bad = Some(e);
-            break;
-        }
-    }
-    let mut ab = None;
-    if bad.is_none() {
-        let rate = i as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
-        let phase = ab::latency_phase(mode);
-        let plan = Plan::sized(
-            phase,
-            rate,
-            ab::LATENCY_SEGMENT_MIN,
-            ab::LATENCY_SEGMENT_MIN,
-        );
-        // The booked segments' own stop flag (never raised), counter and histogram.
-        let book = Shared::new();
-        book.measuring.store(true, Ordering::Relaxed);
-        let mut scratch = new_hist();
-        let times = ab::run_segments(&plan, ab::deadline_ns(phase), |seg, n| {
-            match seg {
-                ab::Seg::Booked => {
-                    for _ in 0..n {
-                        if book.stopped() {
-                            break;
-                        }
-                        booked_trip(a, &mut i, &book, &mut scratch)?;
-                    }
-                }
-                ab::Seg::Bare => {
-                    for _ in 0..n {
-                        bare_trip(a, &mut i)?;
-                    }
-                }
-            }
-            Ok(())
-        });
-        match times {
-            Ok(t) => ab = Some((plan, t)),
-            Err(e) => bad = Some(e),
-        }
-    }
+    let (bad, ab) = match ab::latency_loop(
+        mode,
+        shared,
+        &mut hist,
+        &mut (a, &mut i),
+        |(_, i)| **i,
+        |(a, i), book, h| booked_trip(*a, i, book, h),
+        |(a, i)| bare_trip(*a, i),
+    ) {
+        Ok(t) => (None, Some(t)),
+        Err(e) => (Some(e.into_message()), None),
+    };
     PingA {
         placement: probe.finish(),
         hist,
@@ -1053,44 +839,35 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
         out.note("both threads share one core");
     }
     let shared = Shared::new();
-    let (poller, back) =
-        disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
-            .new_event_poller();
-    let back = back.build();
+    let (poller, back) = disruptor::polled(STREAM_CAPACITY);
     let b_res: Slot<(Placement, u64)> = slot();
-    struct Echo<P> {
-        back: P,
+    /// B's state: the way back, and how many it answered.
+    struct Echo {
+        back: disruptor::Single,
         answered: u64,
-        probe: Option<Probe>,
-        out: Slot<(Placement, u64)>,
-    }
-    impl<P> Drop for Echo<P> {
-        fn drop(&mut self) {
-            if let Some(p) = self.probe.take() {
-                put(&self.out, (p.finish(), self.answered));
-            }
-        }
     }
     let init = {
         let res = b_res.clone();
         let core = ctx.map.core_for(1);
-        move || Echo {
-            back,
-            answered: 0,
-            probe: Some(Probe::start("bouncer-b", core)),
-            out: res,
+        move || {
+            let echo = Echo { back, answered: 0 };
+            Processor::start(
+                "bouncer-b",
+                core,
+                echo,
+                |s: &mut Echo| Some(s.answered),
+                res,
+            )
         }
     };
-    let forth = disruptor::build_single_producer(STREAM_CAPACITY, Ev::default, disruptor::BusySpin)
-        .handle_events_and_state_with(
-            |s: &mut Echo<_>, e: &Ev, _seq: i64, _end: bool| {
-                s.answered += 1;
-                let e = *e;
-                disruptor::Producer::publish(&mut s.back, |slot| *slot = e);
-            },
-            init,
-        )
-        .build();
+    let forth = disruptor::single(
+        STREAM_CAPACITY,
+        |s: &mut Processor<Echo, u64>, e: &Ev, _seq: i64, _end: bool| {
+            s.state.answered += 1;
+            disruptor::publish(&mut s.state.back, *e);
+        },
+        init,
+    );
     let (ca, mode) = (ctx.map.core_for(0), ctx.mode);
     let a = {
         let shared = shared.clone();
@@ -1098,14 +875,8 @@ fn disruptor_pingpong(ctx: &RunCtx) -> Outcome {
         std::thread::spawn(move || {
             let (mut forth, mut poller) = (forth, poller);
             let mut a = move |e: Ev| {
-                disruptor::Producer::publish(&mut forth, |slot| *slot = e);
-                loop {
-                    match poller.poll() {
-                        Ok(mut events) => return (&mut events).next().copied(),
-                        Err(disruptor::Polling::NoEvents) => spin.step(),
-                        Err(disruptor::Polling::Shutdown) => return None,
-                    }
-                }
+                disruptor::publish(&mut forth, e);
+                disruptor::poll_one(&mut poller, &mut spin)
             };
             let r = drive_pingpong(mode, ca, &shared, &mut a);
             // Shuts the first disruptor down and joins B, which drops the second producer.
@@ -1129,6 +900,17 @@ mod tests {
     use crate::scenario::seq_of;
     use crate::scenario::stream_ev;
 
+    /// An A/B phase of one ABBA quad of `size`-event segments, no deadline.
+    fn quad(size: u64, shared: Arc<Shared>, counters: Arc<Vec<CachePadded<AtomicU64>>>) -> Phase {
+        Phase::Ab {
+            plan: Plan { size, measured: 4 },
+            deadline_ns: u64::MAX,
+            word: ab::segment_word(),
+            shared,
+            counters,
+        }
+    }
+
     #[test]
     fn timed_and_ab_books_differ_only_at_their_every_256_points() {
         let shared = Shared::new();
@@ -1137,17 +919,7 @@ mod tests {
             counters: sender_counters(2),
         };
         let ab_shared = Shared::new();
-        let plan = Plan {
-            size: 512,
-            measured: 4,
-        };
-        let ab = Phase::Ab {
-            plan,
-            deadline_ns: u64::MAX,
-            word: ab::segment_word(),
-            shared: ab_shared.clone(),
-            counters: sender_counters(2),
-        };
+        let ab = quad(512, ab_shared.clone(), sender_counters(2));
         let mut t = Book::new(2, &timed);
         let mut b = Book::new(2, &ab);
         let mut published = Vec::new();
@@ -1184,17 +956,7 @@ mod tests {
     #[test]
     fn ab_senders_follow_the_receiver_and_publish_in_booked_segments_only() {
         let counters = sender_counters(1);
-        let plan = Plan {
-            size: 2048,
-            measured: 4,
-        };
-        let ab = Phase::Ab {
-            plan,
-            deadline_ns: u64::MAX,
-            word: ab::segment_word(),
-            shared: Shared::new(),
-            counters: counters.clone(),
-        };
+        let ab = quad(2048, Shared::new(), counters.clone());
         // The receiver takes each event as it is sent, so the sender, which looks at the
         // segment word every 1024 events, switches exactly at the receiver's boundaries.
         let mut book = Book::new(1, &ab);
