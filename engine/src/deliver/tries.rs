@@ -1,0 +1,190 @@
+//! Single tries of sends that wait outside their [`Links`] (an async send's future, a
+//! [`SharedInput`](crate::SharedInput)'s send): the links are borrowed only for the try, and a full
+//! target comes back with the event, to wait for room there (registered, holding no place). On a
+//! context's own thread such a send waits as that context instead ([`send_as_context`]).
+//!
+//! Owns the tries and their outcomes. May import the leaves, `send`, `inbox`, `channel`, `error`,
+//! `entry`, `output` and `registry`.
+
+use super::{GiveBack, Links, Wait};
+use crate::channel::Channel;
+use crate::entry::Entry;
+use crate::error::{SendError, SendErrorKind};
+use crate::event::Event;
+use crate::id::ContextRef;
+use crate::inbox::{Refusal, Sender};
+use crate::output::OutputQueue;
+use crate::registry::{ContextShared, Shared};
+use crate::send::{self, refusal_kind, AsContext};
+use crate::sync::{Arc, Ordering, StdArc};
+
+/// How a send that waits outside its [`Links`] (an async send, a [`SharedInput`](crate::SharedInput)
+/// send) went at one try: the links are borrowed only for the try, never while it waits.
+pub(crate) enum TrySend<E: Event> {
+    /// Committed.
+    Sent,
+    /// Refused for good (the error carries the event).
+    Refused(SendError<E>),
+    /// The target's inbox is full: wait for room in it, then try again.
+    Full(Arc<ContextShared<E>>, E),
+}
+
+/// How a channel try went (see [`TrySend`]): each try is all-or-nothing
+/// ([`Links::try_send_channel`]).
+pub(crate) enum ChannelTry<E: Event> {
+    /// Delivered to this many receivers (0: dropped and counted, R4.5).
+    Sent(usize),
+    /// Refused for good.
+    Refused(SendError<E>),
+    /// A subscriber's inbox is full: wait for room there, then try again.
+    FullInbox(Arc<ContextShared<E>>, E),
+    /// A `Block` output of the channel is full: wait for room there, then try again.
+    FullOutput(StdArc<OutputQueue<E>>, E),
+    /// The full output found room before it could be named: try again at once.
+    Retry(E),
+}
+
+/// How a batch try went (see [`TrySend`]); the events not sent are still in the vector.
+#[cfg_attr(not(feature = "async"), allow(dead_code))]
+pub(crate) enum TrySendBatch<E: Event> {
+    /// Every event was sent.
+    Sent,
+    /// Refused for good.
+    Refused(SendErrorKind),
+    /// The target's inbox has no room at all.
+    Full(Arc<ContextShared<E>>),
+}
+
+impl<E: Event, H: GiveBack> Links<E, H> {
+    /// One try of a send to `to` that waits elsewhere: commits if there is room now, otherwise
+    /// hands the full target back with the event (no place held). Before `start()` a full inbox
+    /// is refused with `FullBeforeStart`, as a blocking send is.
+    pub(crate) fn try_send_or_full(&mut self, to: ContextRef, event: E) -> TrySend<E> {
+        let Some(id) = self.index_of(to) else {
+            return TrySend::Refused(SendError::new(
+                SendErrorKind::UnknownContext,
+                Some(to),
+                event,
+            ));
+        };
+        let sender = self.sender();
+        let target = &self.contexts[id as usize];
+        match target.inbox.try_reserve(sender) {
+            Ok(r) => {
+                r.commit(Entry::Event(event));
+                TrySend::Sent
+            }
+            Err(Refusal::Closed) => TrySend::Refused(SendError::new(
+                refusal_kind(&target.inbox, sender),
+                Some(to),
+                event,
+            )),
+            Err(Refusal::Full) if !self.shared.started.load(Ordering::Acquire) => TrySend::Refused(
+                SendError::new(SendErrorKind::FullBeforeStart, Some(to), event),
+            ),
+            Err(Refusal::Full) => TrySend::Full(target.clone(), event),
+        }
+    }
+
+    /// One try of a batch send to `to` that waits elsewhere: sends as many events from the front
+    /// of `events` as there is room for, in as few reservations as the room allows, until they are
+    /// all sent or the inbox has no room at all.
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
+    pub(crate) fn try_send_batch_or_full(
+        &mut self,
+        to: ContextRef,
+        events: &mut Vec<E>,
+    ) -> TrySendBatch<E> {
+        let Some(id) = self.index_of(to) else {
+            return TrySendBatch::Refused(SendErrorKind::UnknownContext);
+        };
+        let sender = self.sender();
+        let target = &self.contexts[id as usize];
+        while !events.is_empty() {
+            match target.inbox.try_reserve_batch(sender, 1, events.len()) {
+                Ok(mut places) => {
+                    // Moves only: no user code runs while the places are held.
+                    for e in events.drain(..places.len()) {
+                        places.push(Entry::Event(e));
+                    }
+                }
+                Err(Refusal::Closed) => {
+                    return TrySendBatch::Refused(refusal_kind(&target.inbox, sender))
+                }
+                Err(Refusal::Full) if !self.shared.started.load(Ordering::Acquire) => {
+                    return TrySendBatch::Refused(SendErrorKind::FullBeforeStart)
+                }
+                Err(Refusal::Full) => return TrySendBatch::Full(target.clone()),
+            }
+        }
+        TrySendBatch::Sent
+    }
+
+    /// One try of a channel send that waits elsewhere (an input handle's): all-or-nothing, like
+    /// [`try_send_channel`](Self::try_send_channel); a full subscriber's inbox or a full `Block`
+    /// output comes back with the event, to wait for room there. Before `start()` a full inbox is
+    /// refused with `FullBeforeStart`, as a blocking send is; a full output is waited for (its
+    /// reader is the service's, started or not).
+    pub(crate) fn try_send_channel_or_full(&mut self, channel: Channel, event: E) -> ChannelTry<E> {
+        if self.shared.input_closed() {
+            return ChannelTry::Refused(SendError::new(SendErrorKind::Closed, None, event));
+        }
+        let e = match self.try_send_channel(channel, event, None) {
+            Ok(d) => return ChannelTry::Sent(d.total()),
+            Err(e) if e.kind() == SendErrorKind::Full => e,
+            Err(e) => return ChannelTry::Refused(e),
+        };
+        match e.target() {
+            Some(_) if !self.shared.started.load(Ordering::Acquire) => {
+                let target = e.target();
+                ChannelTry::Refused(SendError::new(
+                    SendErrorKind::FullBeforeStart,
+                    target,
+                    e.into_inner(),
+                ))
+            }
+            Some(ctx) => match self.index_of(ctx) {
+                Some(id) => {
+                    ChannelTry::FullInbox(self.contexts[id as usize].clone(), e.into_inner())
+                }
+                None => ChannelTry::Refused(e),
+            },
+            None => match self.full_block_output(channel) {
+                Some(q) => ChannelTry::FullOutput(q, e.into_inner()),
+                // Room appeared since: the caller tries again at once.
+                None => ChannelTry::Retry(e.into_inner()),
+            },
+        }
+    }
+}
+
+/// A blocking send of `event` to the full `target`, waiting as context `me` waits (recording its
+/// wait edge, and beyond capacity where waiting would close a cycle, R5.2): what a send that waits
+/// outside its links does on a context's own thread, where a future or a lock must not hold the
+/// thread's turn. Parks at each round (a rare path: a handler sending through a handle).
+pub(crate) fn send_as_context<E: Event>(
+    shared: &Shared<E>,
+    me: ContextRef,
+    target: &ContextShared<E>,
+    event: E,
+) -> Result<(), SendError<E>> {
+    let side = AsContext {
+        graph: &shared.waits,
+        me: me.id(),
+    };
+    let inbox = &target.inbox;
+    match send::reserve_refused(
+        inbox,
+        target.id,
+        Sender::External,
+        Wait::Block,
+        side,
+        Refusal::Full,
+    ) {
+        Ok((r, _)) => {
+            r.commit(Entry::Event(event));
+            Ok(())
+        }
+        Err(kind) => Err(SendError::new(kind, Some(target.reference()), event)),
+    }
+}
