@@ -200,14 +200,40 @@ impl<E: Event, H: GiveBack> Links<E, H> {
     }
 
     /// Reserves a place in the inbox of context `id` (known: in `contexts`), waiting as `wait`
-    /// allows: the send core's [`send::reserve`], with this sender's side ([`Waiter`]). A context
-    /// gives back its held places before it waits (and retries at once if it gave any: the full
-    /// inbox may be its own). Adds the time spent waiting to `blocked_ns`.
+    /// allows: the send core's step ([`send::reserve`]) with this sender's side ([`Waiter`]). A
+    /// context gives back its held places before it waits (and retries at once if it gave any: the
+    /// full inbox may be its own). Adds the time spent waiting to `blocked_ns`.
+    ///
+    /// Written out rather than calling [`send::reserve`]: the [`Waiter`] is made only once the
+    /// try was refused, so that the common case (one [`Inbox::try_reserve`]) computes nothing for
+    /// the cold slow path ([`send::reserve_refused`]) and saves no registers for it.
     #[inline(always)]
     fn reserve(&mut self, id: u32, wait: Wait) -> Result<Reservation<'_, Entry<E>>, SendErrorKind> {
         let sender = self.sender();
-        let (inbox, waiter) = self.target_and_waiter(id);
-        send::reserve(inbox, id, sender, wait, waiter).map(|(r, _)| r)
+        // Split borrows: the reservation borrows `contexts`, the slow path the other fields.
+        let Self {
+            contexts,
+            shared,
+            me,
+            strategy,
+            held,
+            blocked_ns,
+            ..
+        } = self;
+        let inbox = &contexts[id as usize].inbox;
+        match inbox.try_reserve(sender) {
+            Ok(r) => Ok(r),
+            Err(refusal) => {
+                let waiter = Waiter {
+                    shared,
+                    me,
+                    strategy,
+                    held,
+                    blocked_ns,
+                };
+                send::reserve_refused(inbox, id, sender, wait, waiter, refusal).map(|(r, _)| r)
+            }
+        }
     }
 
     /// The inbox of context `id` and what the core's slow path needs of the rest of the links
@@ -225,8 +251,8 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         } = self;
         let waiter = Waiter {
             shared,
-            me: *me,
-            strategy: *strategy,
+            me,
+            strategy,
             held,
             blocked_ns,
         };
@@ -238,8 +264,8 @@ impl<E: Event, H: GiveBack> Links<E, H> {
 /// the send core ([`SendSide`]).
 struct Waiter<'l, E: Event, H> {
     shared: &'l Shared<E>,
-    me: Option<ContextRef>,
-    strategy: WaitStrategy,
+    me: &'l Option<ContextRef>,
+    strategy: &'l WaitStrategy,
     held: &'l mut H,
     blocked_ns: &'l mut u64,
 }
@@ -263,7 +289,7 @@ impl<E: Event, H: GiveBack> SendSide for Waiter<'_, E, H> {
     }
 
     fn strategy(&self) -> WaitStrategy {
-        self.strategy
+        *self.strategy
     }
 
     fn waited(&mut self, ns: u64) {
