@@ -78,11 +78,10 @@ impl<E: Event> InputHandle<E> {
     /// the inbox is full and the correlator was never started. The event comes back in the error.
     //
     // Always inlined (with `Links::send_to`): called out of line, the event reached the slot
-    // through memory and the compiler copied it with vector stores, which on the 2-core EPYC VM
-    // cost a send a second cross-core transfer (harness/BENCHMARKS.md, "The first store into a
-    // slot": `stream/1to1/engine` 7.0 -> 13.2 M events/s in the slow regime). The inbox now
-    // writes entries word by word itself, and out of line still halves the harness's stream
-    // (measured after that: 22-23 against 43 M events/s fast regime, 6.1 against 11-12 slow).
+    // through memory and the compiler copied it with vector stores, which cost a send a second
+    // cross-core transfer. The inbox now writes entries word by word itself, and out of line
+    // still halves the harness's stream. Figures: harness/BENCHMARKS.md, "The first store into a
+    // slot" and "Why `InputHandle::send_to` stays inlined after the word-by-word write".
     #[inline(always)]
     pub fn send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
         self.links.borrow_mut().send_to(ctx, event, Wait::Block)
