@@ -43,7 +43,9 @@ use output::CachedOutputs;
 pub use output::{push_blocking, push_waiting, OutputDelivery};
 #[cfg_attr(not(feature = "async"), allow(unused_imports))]
 pub(crate) use tries::TrySendBatch;
+#[cfg_attr(not(feature = "async"), allow(unused_imports))]
 pub(crate) use tries::{send_as_context, ChannelTry, TrySend};
+pub(crate) use tries::{shared_send_channel, shared_send_to};
 
 /// Turns a refused spawn or load into the operation error.
 pub(crate) fn kind_to_error(kind: SendErrorKind, ctx: ContextRef) -> Error {

@@ -1,7 +1,9 @@
 //! Single tries of sends that wait outside their [`Links`] (an async send's future, a
 //! [`SharedInput`](crate::SharedInput)'s send): the links are borrowed only for the try, and a full
 //! target comes back with the event, to wait for room there (registered, holding no place). On a
-//! context's own thread such a send waits as that context instead ([`send_as_context`]).
+//! context's own thread such a send waits as that context instead ([`send_as_context`]). The
+//! shared input's blocking sends ([`shared_send_to`], [`shared_send_channel`]) are here too: a try
+//! under its lock, the wait without it.
 //!
 //! Owns the tries and their outcomes. May import the leaves, `send`, `inbox`, `channel`, `error`,
 //! `entry`, `output` and `registry`.
@@ -12,11 +14,11 @@ use crate::entry::Entry;
 use crate::error::{SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
-use crate::inbox::{Refusal, Sender};
+use crate::inbox::{Refusal, RoomWait, Sender};
 use crate::output::OutputQueue;
 use crate::registry::{ContextShared, Shared};
 use crate::send::{self, refusal_kind, AsContext};
-use crate::sync::{Arc, Ordering, StdArc};
+use crate::sync::{self, Arc, Ordering, StdArc, StdMutex};
 
 /// How a send that waits outside its [`Links`] (an async send, a [`SharedInput`](crate::SharedInput)
 /// send) went at one try: the links are borrowed only for the try, never while it waits.
@@ -186,5 +188,70 @@ pub(crate) fn send_as_context<E: Event>(
             Ok(())
         }
         Err(kind) => Err(SendError::new(kind, Some(target.reference()), event)),
+    }
+}
+
+/// [`SharedInput::send_to`](crate::SharedInput::send_to): each try under the lock; a full target is
+/// waited for without it (the inbox's room wait, parking at once), or, on a context's own thread,
+/// as that context ([`send_as_context`], R5.2).
+pub(crate) fn shared_send_to<E: Event>(
+    links: &StdMutex<Links<E>>,
+    ctx: ContextRef,
+    event: E,
+) -> Result<(), SendError<E>> {
+    let mut event = event;
+    loop {
+        let step = sync::lock_std(links).try_send_or_full(ctx, event);
+        let (target, e) = match step {
+            TrySend::Sent => return Ok(()),
+            TrySend::Refused(e) => return Err(e),
+            TrySend::Full(target, e) => (target, e),
+        };
+        let context = {
+            let links = sync::lock_std(links);
+            let shared = links.shared();
+            shared
+                .context_of_current_thread()
+                .map(|me| (me, shared.clone()))
+        };
+        if let Some((me, shared)) = context {
+            return send_as_context(&shared, me, &target, e);
+        }
+        // Closed: the next try says why.
+        let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);
+        event = e;
+    }
+}
+
+/// [`SharedInput::send`](crate::SharedInput::send): each try all-or-nothing under the lock; a full
+/// subscriber's inbox or `Block` output is waited for without it, or, on a context's own thread, the
+/// blocking fan-out waits as that context while it holds the lock (the type's docs say so).
+pub(crate) fn shared_send_channel<E: Event>(
+    links: &StdMutex<Links<E>>,
+    channel: Channel,
+    event: E,
+) -> Result<usize, SendError<E>> {
+    let mut event = event;
+    loop {
+        let step = sync::lock_std(links).try_send_channel_or_full(channel, event);
+        match step {
+            ChannelTry::Sent(n) => return Ok(n),
+            ChannelTry::Refused(e) => return Err(e),
+            ChannelTry::Retry(e) => event = e,
+            ChannelTry::FullOutput(q, e) => {
+                q.wait_for_room(None);
+                event = e;
+            }
+            ChannelTry::FullInbox(target, e) => {
+                let mut links = sync::lock_std(links);
+                if links.shared().context_of_current_thread().is_some() {
+                    // See the type's docs: waits as the context, holding the lock.
+                    return Ok(links.send_channel(channel, e, Wait::Block, true).total());
+                }
+                drop(links);
+                let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);
+                event = e;
+            }
+        }
     }
 }
