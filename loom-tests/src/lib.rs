@@ -14,12 +14,12 @@
 //! The send helpers are thin calls into the engine's own send core (`correlator::internals`, the
 //! `send` module that `deliver::Links`, the input handles and the send futures call): [`send_blocking`]
 //! and [`send_from_context`] are `send::send` (try, give back, wait or overrun, commit),
-//! [`send_batch_blocking`] and [`send_batch_whole`] are `send::send_batch` and
+//! [`send_batch_blocking`] and [`send_batch_whole_blocking`] are `send::send_batch` and
 //! `send::send_batch_whole`, [`SendAsync`] polls `send::poll_send` (the loop of the engine's send
 //! futures) and [`output_push`] is `deliver::push_blocking`. Under `cfg(loom)` the engine's back-off
-//! parks at once (its spin and yield steps only delay the park step). Only the sender's side is the
-//! models' own: an input handle outside any context ([`Outside`]) or a context of a model's wait
-//! graph ([`AsContext`]). [`context_loop_batched`] runs the engine's own context loop
+//! parks at once (its spin and yield steps only delay the park step). The sender's side is the
+//! engine's too: an input handle outside any context ([`Outside`]) or a context of a model's wait
+//! graph ([`AsContext`], as a handler's send through a handle waits). [`context_loop_batched`] runs the engine's own context loop
 //! (`correlator::internals::run_loop`, the skeleton that the context's thread runs with the whole
 //! context as its body), with a body that records what it takes and a back-off that parks at once.
 
@@ -557,8 +557,8 @@ pub mod scenarios {
 
     /// R5.2: two contexts, each a thread owning its inbox's consumer, each inbox of capacity 1 and
     /// full. Processing its `Start`, context 0 sends two entries to context 1 and context 1 sends one
-    /// to context 0, through the wait graph exactly as `deliver::Links::reserve` does. Without the cycle
-    /// check both would wait forever (loom: deadlock). Checks: both finish; everything arrives, in
+    /// to context 0, through the engine's send core (`send::send`, waiting as a context of the
+    /// wait graph). Without the cycle check both would wait forever (loom: deadlock). Checks: both finish; everything arrives, in
     /// order per sender, including entries that went through the overflow and the transition back to
     /// the ring; at least one overrun was counted, at most one per send that found a full inbox.
     pub fn two_contexts_full_inboxes_finish() {
