@@ -465,13 +465,23 @@ impl<T> RoomRegistration<T> {
     }
 
     /// Registers `waker` with `inbox` until room for `need` places may be there (see
-    /// [`Inbox::poll_room`]); a registration with another inbox is taken back first.
-    pub fn poll(&mut self, inbox: &Arc<Inbox<T>>, need: usize, waker: &Waker) -> Poll<RoomWait> {
-        if !self.target.as_ref().is_some_and(|t| Arc::ptr_eq(t, inbox)) {
+    /// [`Inbox::poll_room`]); a registration with another inbox is taken back first. Takes the
+    /// caller's handle of the inbox (kept while registered there, dropped if it already is).
+    pub fn poll(&mut self, inbox: Arc<Inbox<T>>, need: usize, waker: &Waker) -> Poll<RoomWait> {
+        let same = self.target.as_ref().is_some_and(|t| Arc::ptr_eq(t, &inbox));
+        if !same {
             self.cancel();
-            self.target = Some(inbox.clone());
+            self.target = Some(inbox);
         }
-        inbox.poll_room(Sender::External, need, &mut self.ticket, waker)
+        let Some(target) = &self.target else {
+            unreachable!("set above")
+        };
+        target.poll_room(Sender::External, need, &mut self.ticket, waker)
+    }
+
+    /// The inbox this registration is with, if any.
+    pub fn inbox(&self) -> Option<&Inbox<T>> {
+        self.target.as_deref()
     }
 
     /// Takes the entry out of the list, if a wake-up has not taken it already.
@@ -530,11 +540,15 @@ pub fn poll_send<T, V, R>(
             }
             Attempt::Full(target, v) => (target, v),
         };
-        match room.poll(&target, 1, waker) {
+        match room.poll(target, 1, waker) {
             Poll::Ready(RoomWait::Retry) => *value = Some(v),
             Poll::Ready(RoomWait::Closed | RoomWait::TimedOut) => {
+                let Some(inbox) = room.inbox() else {
+                    unreachable!("registered above")
+                };
+                let result = closed(inbox, v);
                 room.cancel();
-                return Poll::Ready(closed(&target, v));
+                return Poll::Ready(result);
             }
             Poll::Pending => {
                 *value = Some(v);

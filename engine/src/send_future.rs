@@ -170,7 +170,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
                     }
                 }
             }
-            match this.room.poll(&target.inbox, 1, cx.waker()) {
+            match this.room.poll(target.inbox.clone(), 1, cx.waker()) {
                 Poll::Ready(RoomWait::Retry) => {}
                 Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
                     this.room.cancel();
@@ -244,7 +244,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendChannel<L, E> {
                             .with_links(|l| l.send_channel(channel, event, Wait::Block, true));
                         return Poll::Ready(Ok(d.total()));
                     }
-                    match this.room.poll(&target.inbox, 1, cx.waker()) {
+                    match this.room.poll(target.inbox.clone(), 1, cx.waker()) {
                         Poll::Ready(RoomWait::Retry) => this.event = Some(event),
                         Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
                             // Refused for this sender now: the next try says why.
