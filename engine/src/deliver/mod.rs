@@ -222,8 +222,8 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             blocked_ns,
             ..
         } = self;
-        let inbox = &contexts[id as usize].inbox;
-        match inbox.try_reserve(sender) {
+        let target = &contexts[id as usize];
+        match target.inbox.try_reserve(sender) {
             Ok(r) => Ok(r),
             Err(refusal) => {
                 let waiter = Waiter {
@@ -233,6 +233,9 @@ impl<E: Event, H: GiveBack> Links<E, H> {
                     held,
                     blocked_ns,
                 };
+                // The target's id is read here, from the target: the common case keeps one
+                // pointer live across the try, not the id too.
+                let (inbox, id) = (&target.inbox, target.id);
                 send::reserve_refused(inbox, id, sender, wait, waiter, refusal).map(|(r, _)| r)
             }
         }
