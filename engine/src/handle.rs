@@ -1,7 +1,9 @@
 //! External input handles (SPEC R2.1, R4.2, R5.3); output receivers are the `output` module's.
 //!
-//! Owns the user's side of input. May import the leaves, `channel`, `error`, `entry`, `deliver`
-//! and (feature `async`) `send_future`, whose futures it returns.
+//! Owns the user's side of input: the API only. Every send goes through `deliver`'s links (and so
+//! through the send core); the shared input's waits are `deliver`'s too. May import the leaves,
+//! `channel`, `error`, `entry`, `deliver`, `monitor` (the instance that `load_in` sends) and
+//! (feature `async`) `send_future`, whose futures it returns.
 
 use std::cell::RefCell;
 #[cfg(feature = "async")]
@@ -9,12 +11,11 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::channel::Channel;
-use crate::deliver::{kind_to_error, send_as_context, ChannelTry, Links, NoPlaces, TrySend, Wait};
+use crate::deliver::{kind_to_error, shared_send_channel, shared_send_to, Links, NoPlaces, Wait};
 use crate::entry::Entry;
 use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
-use crate::inbox::{RoomWait, Sender};
 use crate::monitor::{load_instance, Monitor};
 #[cfg(feature = "async")]
 use crate::send_future::{LinksAccess, SendBatchTo, SendChannel, SendTo};
@@ -78,11 +79,10 @@ impl<E: Event> InputHandle<E> {
     /// the inbox is full and the correlator was never started. The event comes back in the error.
     //
     // Always inlined (with `Links::send_to`): called out of line, the event reached the slot
-    // through memory and the compiler copied it with vector stores, which on the 2-core EPYC VM
-    // cost a send a second cross-core transfer (harness/BENCHMARKS.md, "The first store into a
-    // slot": `stream/1to1/engine` 7.0 -> 13.2 M events/s in the slow regime). The inbox now
-    // writes entries word by word itself, and out of line still halves the harness's stream
-    // (measured after that: 22-23 against 43 M events/s fast regime, 6.1 against 11-12 slow).
+    // through memory and the compiler copied it with vector stores, which cost a send a second
+    // cross-core transfer. The inbox now writes entries word by word itself, and out of line
+    // still halves the harness's stream. Figures: harness/BENCHMARKS.md, "The first store into a
+    // slot" and "Why `InputHandle::send_to` stays inlined after the word-by-word write".
     #[inline(always)]
     pub fn send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
         self.links.borrow_mut().send_to(ctx, event, Wait::Block)
@@ -610,28 +610,7 @@ impl<E: Event> SharedInput<E> {
     /// # Errors
     /// As [`InputHandle::send_to`].
     pub fn send_to(&self, ctx: ContextRef, event: E) -> Result<(), SendError<E>> {
-        let mut event = event;
-        loop {
-            let step = sync::lock_std(&self.links).try_send_or_full(ctx, event);
-            let (target, e) = match step {
-                TrySend::Sent => return Ok(()),
-                TrySend::Refused(e) => return Err(e),
-                TrySend::Full(target, e) => (target, e),
-            };
-            let context = {
-                let links = sync::lock_std(&self.links);
-                let shared = links.shared();
-                shared
-                    .context_of_current_thread()
-                    .map(|me| (me, shared.clone()))
-            };
-            if let Some((me, shared)) = context {
-                return send_as_context(&shared, me, &target, e);
-            }
-            // Closed: the next try says why.
-            let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);
-            event = e;
-        }
+        shared_send_to(&self.links, ctx, event)
     }
 
     /// Appends `event` to `ctx`'s inbox if there is room now.
@@ -650,29 +629,7 @@ impl<E: Event> SharedInput<E> {
     /// `Closed` once shutdown began; `FullBeforeStart` when a subscriber's inbox is full and the
     /// correlator was never started; `ContextStopped` when a subscriber stopped.
     pub fn send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
-        let mut event = event;
-        loop {
-            let step = sync::lock_std(&self.links).try_send_channel_or_full(channel, event);
-            match step {
-                ChannelTry::Sent(n) => return Ok(n),
-                ChannelTry::Refused(e) => return Err(e),
-                ChannelTry::Retry(e) => event = e,
-                ChannelTry::FullOutput(q, e) => {
-                    q.wait_for_room(None);
-                    event = e;
-                }
-                ChannelTry::FullInbox(target, e) => {
-                    let mut links = sync::lock_std(&self.links);
-                    if links.shared().context_of_current_thread().is_some() {
-                        // See the type's docs: waits as the context, holding the lock.
-                        return Ok(links.send_channel(channel, e, Wait::Block, true).total());
-                    }
-                    drop(links);
-                    let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);
-                    event = e;
-                }
-            }
-        }
+        shared_send_channel(&self.links, channel, event)
     }
 }
 

@@ -139,6 +139,7 @@ mod output;
 mod pattern;
 mod pool;
 mod registry;
+mod send;
 #[cfg(feature = "async")]
 mod send_future;
 mod shared;
@@ -178,9 +179,13 @@ pub mod spec {}
 #[doc(hidden)]
 pub mod internals {
     pub use crate::context::skeleton::{run_loop, Flow, LoopBody, Pause};
-    pub use crate::deliver::{reserve_after_full, NoPlace};
+    pub use crate::deliver::{push_blocking, push_waiting, OutputDelivery};
     pub use crate::output::{OutputQueue, Pushed};
-    pub use crate::registry::WaitGraph;
+    pub use crate::send::{
+        poll_send, refusal_kind, reserve, reserve_after_full, reserve_refused, send, send_batch,
+        send_batch_whole, try_send, AsContext, Attempt, NoPlace, Outside, Placed, RoomRegistration,
+        SendSide, Wait, WaitGraph,
+    };
 }
 
 pub use channel::Channel;

@@ -11,8 +11,8 @@
 //! circle of modules; instead `shared` (above both) names the instantiation the engine uses,
 //! `Shared<E>` and `ContextShared<E>`.
 //!
-//! May import the leaves, `channel`, `output`, `inbox`, `status` and `event_time` (its
-//! [`LateEvents`] setting).
+//! May import the leaves, `channel`, `output`, `inbox`, `send` (the wait graph), `status` and
+//! `event_time` (its [`LateEvents`] setting).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -26,6 +26,7 @@ use crate::event_time::LateEvents;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
 use crate::output::{OutputQueue, OutputReceiver, OutputRegistry};
+pub(crate) use crate::send::WaitGraph;
 use crate::status::{OutputWaitBoard, PublishedCounters};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
 
@@ -165,53 +166,6 @@ impl<I> ContextShared<I> {
     pub(crate) fn unpark(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
-        }
-    }
-}
-
-/// No edge: the context waits on nobody.
-const NO_EDGE: u32 = u32::MAX;
-
-/// Which context waits on which: one edge per waiting context, to the context whose full inbox it
-/// waits on; a send that would close a cycle is refused instead of waiting (R5.2, see `deliver`).
-#[derive(Debug)]
-pub struct WaitGraph {
-    edges: Mutex<Vec<u32>>,
-}
-
-impl WaitGraph {
-    /// A graph for contexts `0..max_contexts`, with no edge.
-    pub fn new(max_contexts: usize) -> Self {
-        Self {
-            edges: Mutex::new(vec![NO_EDGE; max_contexts]),
-        }
-    }
-
-    /// Records "`me` waits on `target`"; returns `true` (and removes the edge) if that closes a cycle.
-    pub fn would_deadlock(&self, me: u32, target: u32) -> bool {
-        let mut edges = sync::lock(&self.edges);
-        let Some(slot) = edges.get_mut(me as usize) else {
-            return false;
-        };
-        *slot = target;
-        let mut cur = target;
-        for _ in 0..edges.len() {
-            if cur == me {
-                edges[me as usize] = NO_EDGE;
-                return true;
-            }
-            match edges.get(cur as usize) {
-                Some(&next) if next != NO_EDGE => cur = next,
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    /// Removes `me`'s edge.
-    pub fn clear(&self, me: u32) {
-        if let Some(slot) = sync::lock(&self.edges).get_mut(me as usize) {
-            *slot = NO_EDGE;
         }
     }
 }

@@ -20,22 +20,22 @@
 //! blocking send does there: it waits as that context, beyond capacity where waiting would close
 //! a cycle (R5.2), and completes at its first poll.
 //!
-//! Owns the send futures. May import `deliver`, `inbox`, `registry`, `channel`, `error`, `event`,
-//! `id` and `sync`; `handle` imports it (the handles implement [`LinksAccess`] there).
+//! Owns the send futures. May import `deliver`, `send`, `inbox`, `shared`, `entry`, `channel`,
+//! `error`, `event`, `id` and `sync`; `handle` imports it (the handles implement [`LinksAccess`] there).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
 use crate::channel::Channel;
-use crate::deliver::{
-    send_as_context, ChannelTry, Links, RoomRegistration, TrySend, TrySendBatch, Wait,
-};
-use crate::error::{SendBatchError, SendError, SendErrorKind};
+use crate::deliver::{send_as_context, ChannelTry, Links, TrySend, TrySendBatch, Wait};
+use crate::entry::Entry;
+use crate::error::{SendBatchError, SendError};
 use crate::event::Event;
 use crate::id::ContextRef;
-use crate::inbox::RoomWait;
-use crate::shared::{ContextShared, Shared};
+use crate::inbox::{RoomWait, Sender};
+use crate::send::{poll_send, refusal_kind, Attempt, RoomRegistration};
+use crate::shared::Shared;
 use crate::sync;
 
 /// Borrowing a sender's links for one try: an input handle's (through `&mut`, no lock) or a
@@ -58,16 +58,6 @@ pub(crate) fn context_thread<E: Event>(
     })
 }
 
-/// Why a closed inbox refused a waiting sender: external input closed (shutdown) or its context
-/// stopped.
-fn refusal_kind<E: Event>(target: &ContextShared<E>) -> SendErrorKind {
-    if target.inbox.is_input_closed() {
-        SendErrorKind::Closed
-    } else {
-        SendErrorKind::ContextStopped
-    }
-}
-
 /// The future of a send to one context (`send_to_async`): tries to reserve, and when the inbox
 /// is full registers the task's waker in the inbox's room-waiter list and returns `Pending`. It
 /// holds no place while pending; dropped, it takes its entry out of the list and drops the event.
@@ -75,7 +65,7 @@ pub(crate) struct SendTo<L, E: Event> {
     links: L,
     to: ContextRef,
     event: Option<E>,
-    room: RoomRegistration<E>,
+    room: RoomRegistration<Entry<E>>,
 }
 
 impl<L, E: Event> SendTo<L, E> {
@@ -98,38 +88,21 @@ impl<L: LinksAccess<E>, E: Event> Future for SendTo<L, E> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let to = this.to;
-        loop {
-            let Some(event) = this.event.take() else {
-                panic!("a send future polled after it completed");
-            };
-            let (target, event) = match this.links.with_links(|l| l.try_send_or_full(to, event)) {
-                TrySend::Sent => {
-                    this.room.cancel();
-                    return Poll::Ready(Ok(()));
-                }
-                TrySend::Refused(e) => {
-                    this.room.cancel();
-                    return Poll::Ready(Err(e));
-                }
-                TrySend::Full(target, event) => (target, event),
-            };
-            if let Some((me, shared)) = context_thread(&mut this.links) {
+        let links = &mut this.links;
+        let attempt = |event| match links.with_links(|l| l.try_send_or_full(to, event)) {
+            TrySend::Sent => Attempt::Done(Ok(())),
+            TrySend::Refused(e) => Attempt::Done(Err(e)),
+            TrySend::Full(target, event) => match context_thread(links) {
                 // A handler's thread is its context's: wait as the context (R5.2), not as a task.
-                return Poll::Ready(send_as_context(&shared, me, &target, event));
-            }
-            match this.room.poll(target.clone(), 1, cx.waker()) {
-                Poll::Ready(RoomWait::Retry) => this.event = Some(event),
-                Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
-                    this.room.cancel();
-                    let kind = refusal_kind(&target);
-                    return Poll::Ready(Err(SendError::new(kind, Some(to), event)));
-                }
-                Poll::Pending => {
-                    this.event = Some(event);
-                    return Poll::Pending;
-                }
-            }
-        }
+                Some((me, shared)) => Attempt::Done(send_as_context(&shared, me, &target, event)),
+                None => Attempt::Full(target.inbox.clone(), event),
+            },
+        };
+        let closed = |inbox: &_, event| {
+            let kind = refusal_kind(inbox, Sender::External);
+            Err(SendError::new(kind, Some(to), event))
+        };
+        poll_send(&mut this.room, &mut this.event, cx.waker(), attempt, closed)
     }
 }
 
@@ -141,7 +114,7 @@ pub(crate) struct SendBatchTo<'v, L, E: Event> {
     to: ContextRef,
     events: &'v mut Vec<E>,
     sent: usize,
-    room: RoomRegistration<E>,
+    room: RoomRegistration<Entry<E>>,
 }
 
 impl<'v, L, E: Event> SendBatchTo<'v, L, E> {
@@ -197,11 +170,11 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
                     }
                 }
             }
-            match this.room.poll(target.clone(), 1, cx.waker()) {
+            match this.room.poll(target.inbox.clone(), 1, cx.waker()) {
                 Poll::Ready(RoomWait::Retry) => {}
                 Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
                     this.room.cancel();
-                    let kind = refusal_kind(&target);
+                    let kind = refusal_kind(&target.inbox, Sender::External);
                     return Poll::Ready(Err(SendBatchError::new(kind, Some(to), this.sent)));
                 }
                 Poll::Pending => return Poll::Pending,
@@ -217,7 +190,7 @@ pub(crate) struct SendChannel<L, E: Event> {
     links: L,
     channel: Channel,
     event: Option<E>,
-    room: RoomRegistration<E>,
+    room: RoomRegistration<Entry<E>>,
 }
 
 impl<L, E: Event> SendChannel<L, E> {
@@ -271,7 +244,7 @@ impl<L: LinksAccess<E>, E: Event> Future for SendChannel<L, E> {
                             .with_links(|l| l.send_channel(channel, event, Wait::Block, true));
                         return Poll::Ready(Ok(d.total()));
                     }
-                    match this.room.poll(target.clone(), 1, cx.waker()) {
+                    match this.room.poll(target.inbox.clone(), 1, cx.waker()) {
                         Poll::Ready(RoomWait::Retry) => this.event = Some(event),
                         Poll::Ready(RoomWait::Closed) | Poll::Ready(RoomWait::TimedOut) => {
                             // Refused for this sender now: the next try says why.

@@ -11,22 +11,27 @@
 //!   forever, which is how a lost wake-up shows.
 //! * Without it, `tests/plain.rs` runs the same scenarios many times on real threads.
 //!
-//! The send helpers run the engine's own slow path: [`send_blocking`] and [`send_from_context`] are
-//! `deliver::Links::reserve` (a `try_reserve`, then `deliver::reserve_after_full`, exposed through
-//! `correlator::internals`) followed by `Inbox::commit`; only the back-off's spin and yield steps are
-//! replaced by parking at once (they only delay the park step; the retry after it is modelled).
-//! [`context_loop_batched`] runs the engine's own context loop (`correlator::internals::run_loop`,
-//! the skeleton that the context's thread runs with the whole context as its body), with a body
-//! that records what it takes and a back-off that parks at once.
+//! The send helpers are thin calls into the engine's own send core (`correlator::internals`, the
+//! `send` module that `deliver::Links`, the input handles and the send futures call): [`send_blocking`]
+//! and [`send_from_context`] are `send::send` (try, give back, wait or overrun, commit),
+//! [`send_batch_blocking`] and [`send_batch_whole_blocking`] are `send::send_batch` and
+//! `send::send_batch_whole`, [`SendAsync`] polls `send::poll_send` (the loop of the engine's send
+//! futures) and [`output_push`] is `deliver::push_blocking`. Under `cfg(loom)` the engine's back-off
+//! parks at once (its spin and yield steps only delay the park step). The sender's side is the
+//! engine's too: an input handle outside any context ([`Outside`]) or a context of a model's wait
+//! graph ([`AsContext`], as a handler's send through a handle waits). [`context_loop_batched`] runs the engine's own context loop
+//! (`correlator::internals::run_loop`, the skeleton that the context's thread runs with the whole
+//! context as its body), with a body that records what it takes and a back-off that parks at once.
 
 #![warn(missing_docs)]
 
-use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, RoomTicket, RoomWait, Sender};
-pub use correlator::internals::Flow;
+use correlator::inbox::{Consumer, HeldPlaces, Inbox, Refusal, Sender};
 use correlator::internals::{
-    reserve_after_full, run_loop, LoopBody, NoPlace, OutputQueue, Pause, Pushed, WaitGraph,
+    poll_send, push_blocking, run_loop, send, send_batch, send_batch_whole, try_send, Attempt,
+    LoopBody, OutputDelivery, OutputQueue, Pause, Pushed, RoomRegistration, Wait, WaitGraph,
 };
-use correlator::OutputOptions;
+pub use correlator::internals::{AsContext, Flow, Outside, Placed};
+use correlator::{OutputOptions, SendErrorKind};
 
 /// The runtime the scenarios use: loom's under `cfg(loom)`, `std`'s otherwise (the same items the
 /// engine's `sync` shim switches).
@@ -66,81 +71,46 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
-/// An async send from an input handle: what the engine's send future (`send_future::SendTo`)
-/// does at each poll, on the inbox alone (a `try_reserve`; on a full inbox the engine's own
-/// [`Inbox::poll_room`] registers the task's waker, announces and re-checks; `Pending` once
-/// registered), and what it does when dropped (its registration leaves the list through
-/// [`Inbox::cancel_room_wait`]). The value lives in the future until it is committed.
-pub struct SendAsync<'a, T> {
-    inbox: &'a Inbox<T>,
-    sender: Sender,
+/// An async send from an input handle into `inbox`: the engine's own send-future loop
+/// ([`poll_send`]: try; on a full inbox register the task's waker through the inbox's
+/// `poll_room`, which announces and re-checks; `Pending` once registered; its registration leaves
+/// the list when the future completes or is dropped). The value lives in the future until it is
+/// committed.
+pub struct SendAsync<T> {
+    inbox: rt::Arc<Inbox<T>>,
     value: Option<T>,
-    ticket: Option<RoomTicket>,
+    room: RoomRegistration<T>,
 }
 
-impl<'a, T> SendAsync<'a, T> {
-    /// A send of `value` into `inbox` as `sender`.
-    pub fn new(inbox: &'a Inbox<T>, sender: Sender, value: T) -> Self {
+impl<T> SendAsync<T> {
+    /// A send of `value` into `inbox` as an input handle.
+    pub fn new(inbox: &rt::Arc<Inbox<T>>, value: T) -> Self {
         Self {
-            inbox,
-            sender,
+            inbox: inbox.clone(),
             value: Some(value),
-            ticket: None,
-        }
-    }
-
-    fn end(&mut self) {
-        if let Some(t) = self.ticket.take() {
-            self.inbox.cancel_room_wait(t);
+            room: RoomRegistration::new(),
         }
     }
 }
 
-impl<T> Unpin for SendAsync<'_, T> {}
+impl<T> Unpin for SendAsync<T> {}
 
-impl<T> std::future::Future for SendAsync<'_, T> {
+impl<T> std::future::Future for SendAsync<T> {
     type Output = Result<(), (Refusal, T)>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        use std::task::Poll;
         let this = &mut *self;
-        loop {
-            let value = this.value.take().expect("polled after completion");
-            match this.inbox.try_reserve(this.sender) {
-                Ok(r) => {
-                    r.commit(value);
-                    this.end();
-                    return Poll::Ready(Ok(()));
-                }
-                Err(Refusal::Closed) => {
-                    this.end();
-                    return Poll::Ready(Err((Refusal::Closed, value)));
-                }
-                Err(Refusal::Full) => {}
-            }
-            this.value = Some(value);
-            match this
-                .inbox
-                .poll_room(this.sender, 1, &mut this.ticket, cx.waker())
-            {
-                Poll::Ready(RoomWait::Retry) => {}
-                Poll::Ready(_) => {
-                    this.end();
-                    let value = this.value.take().expect("kept above");
-                    return Poll::Ready(Err((Refusal::Closed, value)));
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-}
-
-impl<T> Drop for SendAsync<'_, T> {
-    fn drop(&mut self) {
-        self.end();
+        let inbox = &this.inbox;
+        let attempt = |v| match try_send(inbox, Sender::External, v) {
+            Ok(()) => Attempt::Done(Ok(())),
+            Err((Refusal::Full, v)) => Attempt::Full(inbox.clone(), v),
+            Err((refusal, v)) => Attempt::Done(Err((refusal, v))),
+        };
+        let closed = |_: &Inbox<T>, v| Err((Refusal::Closed, v));
+        poll_send(&mut this.room, &mut this.value, cx.waker(), attempt, closed)
     }
 }
 
@@ -193,150 +163,78 @@ pub fn poll_until_ready<F: std::future::Future + Unpin>(
     }
 }
 
-/// How a [`send_from_context`] went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
-    /// There was room at once.
-    Direct,
-    /// The sender waited for room (R5.1).
-    AfterWait,
-    /// Waiting would have closed a cycle: taken beyond capacity (R5.2).
-    Overrun,
-}
+/// How a [`send_from_context`] went: the engine's [`Placed`].
+pub type Delivery = Placed;
 
-/// Parks at once: the spin and yield steps of the engine's back-off (`config::Backoff`) only
-/// delay the park step, and under loom every one of them would be a yield, which multiplies the
-/// schedules without adding any (the retry after a wake-up is modelled).
+/// Parks at once: the back-off of the models' context loop (the spin and yield steps of the
+/// engine's back-off only delay the park step, and under loom every one of them would be a yield,
+/// which multiplies the schedules without adding any).
 fn park_at_once() -> bool {
     true
 }
 
-/// A blocking send from an input handle (or any sender outside the wait graph): what
-/// `deliver::Links::reserve` does with `me = None` and `Wait::Block` (a `try_reserve`, then on a full inbox
-/// the engine's own [`reserve_after_full`]), then commit. Returns the value with the refusal if the
-/// inbox closed for `sender`.
+/// A blocking send from an input handle outside any context: the engine's [`send`] with
+/// `Wait::Block` (a `try_reserve`, then on a full inbox its wait for room, then commit).
 ///
 /// # Errors
-/// `(Refusal::Closed, value)` when the inbox refuses `sender`.
-pub fn send_blocking<T>(inbox: &Inbox<T>, sender: Sender, value: T) -> Result<(), (Refusal, T)> {
-    let reservation = match inbox.try_reserve(sender) {
-        Ok(r) => Ok(r),
-        Err(Refusal::Closed) => Err(Refusal::Closed),
-        Err(Refusal::Full) => match reserve_after_full(inbox, sender, None, None, park_at_once) {
-            Ok((r, _)) => Ok(r),
-            Err(NoPlace::Closed) => Err(Refusal::Closed),
-            Err(NoPlace::TimedOut) => unreachable!("no deadline was given"),
-        },
-    };
-    match reservation {
-        Ok(r) => {
-            r.commit(value);
-            Ok(())
-        }
-        Err(refusal) => Err((refusal, value)),
-    }
+/// `(kind, value)` when the inbox refuses `sender` (`Closed` once external input closed).
+pub fn send_blocking<T>(
+    inbox: &Inbox<T>,
+    sender: Sender,
+    value: T,
+) -> Result<(), (SendErrorKind, T)> {
+    send(inbox, 0, sender, value, Wait::Block, Outside).map(drop)
 }
 
-/// A blocking send from context `me` to the inbox of context `target_id`, as `deliver::Links::reserve`
-/// does it: a `try_reserve`, then on a full inbox the engine's own [`reserve_after_full`] with the
-/// wait graph (record the wait edge; if it closes a cycle, reserve beyond capacity (R5.2); otherwise
-/// wait for room (R5.1) and remove the edge when the wait ends), then commit.
+/// A blocking send from context `me` of `graph` to the inbox of context `target_id`: the engine's
+/// [`send`] with `Wait::Block` as that context (record the wait edge; if it closes a cycle,
+/// reserve beyond capacity (R5.2); otherwise wait for room (R5.1) and remove the edge when the
+/// wait ends), then commit.
 ///
 /// # Errors
-/// `(Refusal::Closed, value)` when the target inbox has closed.
+/// `(ContextStopped, value)` when the target inbox has closed.
 pub fn send_from_context<T>(
     graph: &WaitGraph,
     me: u32,
     target: &Inbox<T>,
     target_id: u32,
     value: T,
-) -> Result<Delivery, (Refusal, T)> {
-    let cycle = Some((graph, me, target_id));
-    let reserved = match target.try_reserve(Sender::Context) {
-        Ok(r) => Ok((r, Delivery::Direct)),
-        Err(Refusal::Closed) => Err(Refusal::Closed),
-        Err(Refusal::Full) => {
-            match reserve_after_full(target, Sender::Context, cycle, None, park_at_once) {
-                Ok((r, true)) => Ok((r, Delivery::Overrun)),
-                Ok((r, false)) => Ok((r, Delivery::AfterWait)),
-                Err(NoPlace::Closed) => Err(Refusal::Closed),
-                Err(NoPlace::TimedOut) => unreachable!("no deadline was given"),
-            }
-        }
-    };
-    match reserved {
-        Ok((r, delivery)) => {
-            r.commit(value);
-            Ok(delivery)
-        }
-        Err(refusal) => Err((refusal, value)),
-    }
+) -> Result<Delivery, (SendErrorKind, T)> {
+    let side = AsContext { graph, me };
+    send(target, target_id, Sender::Context, value, Wait::Block, side)
 }
 
-/// A blocking batch send from an input handle, as `deliver::Links::send_batch_to` does it with
-/// `Wait::Block`: reserve as many places as there is room for, up to the rest of the batch, with one
-/// [`Inbox::try_reserve_batch`], and fill them in order; when there is no room at all, send the
-/// next value through the single send's slow path ([`send_blocking`]: wait for room), and go on.
-/// Returns the values not sent, in order, with the refusal if the inbox closed for `sender`.
+/// A blocking batch send from an input handle: the engine's [`send_batch`] with `Wait::Block` (as
+/// many places per reservation as there is room for; with no room at all, one value through the
+/// single send's wait). Returns the values not sent, in order, with the refusal.
 ///
 /// # Errors
-/// `(Refusal::Closed, rest)` when the inbox refuses `sender`.
+/// `(kind, rest)` when the inbox refuses `sender`.
 pub fn send_batch_blocking<T>(
     inbox: &Inbox<T>,
     sender: Sender,
     mut values: Vec<T>,
-) -> Result<(), (Refusal, Vec<T>)> {
-    while !values.is_empty() {
-        match inbox.try_reserve_batch(sender, 1, values.len()) {
-            Ok(mut places) => {
-                for v in values.drain(..places.len()) {
-                    places.push(v);
-                }
-            }
-            Err(Refusal::Closed) => return Err((Refusal::Closed, values)),
-            Err(Refusal::Full) => {
-                let reserved = match reserve_after_full(inbox, sender, None, None, park_at_once) {
-                    Ok((r, _)) => r,
-                    Err(NoPlace::Closed) => return Err((Refusal::Closed, values)),
-                    Err(NoPlace::TimedOut) => unreachable!("no deadline was given"),
-                };
-                reserved.commit(values.remove(0));
-            }
-        }
+) -> Result<(), (SendErrorKind, Vec<T>)> {
+    match send_batch(inbox, 0, sender, &mut values, |v| v, Wait::Block, Outside) {
+        Ok(()) => Ok(()),
+        Err(kind) => Err((kind, values)),
     }
-    Ok(())
 }
 
-/// An all-or-nothing batch send that waits, as `deliver::Links::send_batch_to` does it with
-/// `Wait::Until` (here without a deadline): reserve every place at once with one
-/// [`Inbox::try_reserve_batch`] or none; while the inbox has too little room, wait through the
-/// room-waiter protocol for room for the whole batch ([`Inbox::wait_for_room_for`]) holding no
-/// place, and try again.
+/// An all-or-nothing batch send that waits: the engine's [`send_batch_whole`] with `Wait::Block`
+/// (one reservation for every value or none; while the inbox has too little room, wait through the
+/// room-waiter protocol for room for the whole batch, holding no place).
 ///
 /// # Errors
-/// `(Refusal::Closed, values)` when the inbox refuses `sender` (nothing was sent).
-pub fn send_batch_whole<T>(
+/// `(kind, values)` when the inbox refuses `sender` (nothing was sent).
+pub fn send_batch_whole_blocking<T>(
     inbox: &Inbox<T>,
     sender: Sender,
-    values: Vec<T>,
-) -> Result<(), (Refusal, Vec<T>)> {
-    let n = values.len();
-    loop {
-        match inbox.try_reserve_batch(sender, n, n) {
-            Ok(mut places) => {
-                for v in values {
-                    places.push(v);
-                }
-                return Ok(());
-            }
-            Err(Refusal::Closed) => return Err((Refusal::Closed, values)),
-            Err(Refusal::Full) => {}
-        }
-        match inbox.wait_for_room_for(sender, n, None) {
-            RoomWait::Retry => {}
-            RoomWait::Closed => return Err((Refusal::Closed, values)),
-            RoomWait::TimedOut => unreachable!("no deadline was given"),
-        }
+    mut values: Vec<T>,
+) -> Result<(), (SendErrorKind, Vec<T>)> {
+    match send_batch_whole(inbox, sender, &mut values, |v| v, Wait::Block, Outside) {
+        Ok(()) => Ok(()),
+        Err(kind) => Err((kind, values)),
     }
 }
 
@@ -659,8 +557,8 @@ pub mod scenarios {
 
     /// R5.2: two contexts, each a thread owning its inbox's consumer, each inbox of capacity 1 and
     /// full. Processing its `Start`, context 0 sends two entries to context 1 and context 1 sends one
-    /// to context 0, through the wait graph exactly as `deliver::Links::reserve` does. Without the cycle
-    /// check both would wait forever (loom: deadlock). Checks: both finish; everything arrives, in
+    /// to context 0, through the engine's send core (`send::send`, waiting as a context of the
+    /// wait graph). Without the cycle check both would wait forever (loom: deadlock). Checks: both finish; everything arrives, in
     /// order per sender, including entries that went through the overflow and the transition back to
     /// the ring; at least one overrun was counted, at most one per send that found a full inbox.
     pub fn two_contexts_full_inboxes_finish() {
@@ -889,7 +787,7 @@ pub mod scenarios {
                     match send_blocking(&inbox, Sender::External, Msg::From(9, seq)) {
                         Ok(()) => accepted.push(seq),
                         Err((refusal, _)) => {
-                            assert_eq!(refusal, Refusal::Closed, "R8.2: wrong refusal");
+                            assert_eq!(refusal, SendErrorKind::Closed, "R8.2: wrong refusal");
                             // External input stays closed: a later send is refused too.
                             break;
                         }
@@ -1018,7 +916,8 @@ pub mod scenarios {
         let producer = {
             let inbox = inbox.clone();
             spawn(move || {
-                send_batch_whole(&inbox, Sender::External, vec![1, 2]).expect("open inbox");
+                send_batch_whole_blocking(&inbox, Sender::External, vec![1, 2])
+                    .expect("open inbox");
             })
         };
         let mut places = consumer.held_places(2);
@@ -1042,19 +941,25 @@ pub mod scenarios {
         let exit = Arc::new(AtomicBool::new(false));
         let producer = {
             let inbox = inbox.clone();
-            spawn(
-                move || match inbox.try_reserve_batch(Sender::External, 2, 2) {
-                    Ok(mut places) => {
-                        places.push(1);
-                        places.push(2);
-                        vec![1, 2]
-                    }
-                    Err(refusal) => {
-                        assert_eq!(refusal, Refusal::Closed, "R8.2: wrong refusal");
+            spawn(move || {
+                // `InputHandle::try_send_batch_to`: the engine's all-or-nothing batch, no wait.
+                let mut batch = vec![1, 2];
+                match send_batch_whole(
+                    &inbox,
+                    Sender::External,
+                    &mut batch,
+                    |v| v,
+                    Wait::Never,
+                    Outside,
+                ) {
+                    Ok(()) => vec![1, 2],
+                    Err(kind) => {
+                        assert_eq!(kind, SendErrorKind::Closed, "R8.2: wrong refusal");
+                        assert_eq!(batch, [1, 2], "R8.1: a refused batch lost events");
                         Vec::new()
                     }
-                },
-            )
+                }
+            })
         };
         let context = {
             let exit = exit.clone();
@@ -1092,22 +997,11 @@ pub mod scenarios {
     }
 }
 
-/// A blocking push into an output, as `deliver::Links::push_output` does for a `Block` output
-/// (a push, then on `Full` the output's own `wait_for_room`, then a retry; the back-off's spin and
-/// yield steps are left out, as in [`send_blocking`]). Returns whether the value was queued
-/// (`false`: the receiver is gone or the output closed).
+/// A blocking push into an output: the engine's [`push_blocking`] (a push, then on a full `Block`
+/// output the engine's own wait for room, `deliver::push_waiting`, which a context's push runs
+/// too). Returns whether the value was queued (`false`: the receiver is gone or the output closed).
 pub fn output_push<A>(queue: &OutputQueue<A>, value: A) -> bool {
-    let mut value = value;
-    loop {
-        match queue.push(value) {
-            Pushed::Full(back) => {
-                value = back;
-                queue.wait_for_room(None);
-            }
-            Pushed::Queued | Pushed::Displaced => return true,
-            Pushed::Dropped | Pushed::Disconnected => return false,
-        }
-    }
+    push_blocking(queue, value) == OutputDelivery::Queued
 }
 
 /// A blocking receive, as `OutputReceiver::recv` does (read the close flag, take, else the
@@ -1321,7 +1215,7 @@ pub mod async_scenarios {
             let pending = pending.clone();
             spawn(move || {
                 let (count, waker) = CountingWaker::for_current();
-                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let mut send = SendAsync::new(&inbox, 1);
                 let first = std::pin::Pin::new(&mut send).poll(&mut Context::from_waker(&waker));
                 assert!(
                     first.is_pending(),
@@ -1375,7 +1269,7 @@ pub mod async_scenarios {
             let inbox = inbox.clone();
             spawn(move || {
                 let (count, waker) = CountingWaker::for_current();
-                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let mut send = SendAsync::new(&inbox, 1);
                 poll_until_ready(&mut send, &count, &waker).expect("open inbox");
             })
         };
@@ -1401,7 +1295,7 @@ pub mod async_scenarios {
             let pending = pending.clone();
             spawn(move || {
                 let (_count, waker) = CountingWaker::for_current();
-                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let mut send = SendAsync::new(&inbox, 1);
                 let first = std::pin::Pin::new(&mut send).poll(&mut Context::from_waker(&waker));
                 assert!(
                     first.is_pending(),
@@ -1448,7 +1342,7 @@ pub mod async_scenarios {
             let inbox = inbox.clone();
             spawn(move || {
                 let (count, waker) = CountingWaker::for_current();
-                let mut send = SendAsync::new(&inbox, Sender::External, 1);
+                let mut send = SendAsync::new(&inbox, 1);
                 let r = poll_until_ready(&mut send, &count, &waker);
                 drop(send);
                 assert!(
