@@ -53,10 +53,10 @@ impl<T> Inbox<T> {
     /// Registers an async sender waiting for room (the task's side of the room-waiter protocol,
     /// the mirror of [`wait_for_room_for`](Self::wait_for_room_for)): until room for `need`
     /// places at once (`1..=capacity`) may be available, or the inbox closes for `sender`. Call it
-    /// after a reservation failed with [`Refusal::Full`], with the future's `ticket` (`None` the
-    /// first time): the first call registers `waker` and stores the registration there, later ones
-    /// update the waker of that same entry if it is still listed (a new one if a wake-up took it),
-    /// so a future never has more than one entry.
+    /// after a reservation failed with [`Refusal::Full`](super::Refusal::Full), with the future's
+    /// `ticket` (`None` the first time): the first call registers `waker` and stores the
+    /// registration there, later ones update the waker of that same entry if it is still listed (a
+    /// new one if a wake-up took it), so a future never has more than one entry.
     ///
     /// Returns `Ready(Retry)` when room may be there now (retry the reservation; the entry may
     /// still be listed and costs a spurious wake-up), `Ready(Closed)`, or `Pending` once
@@ -116,8 +116,8 @@ impl<T> Inbox<T> {
     }
 
     /// Parks the calling sender until room may be available, the inbox closes for `sender`, or
-    /// `deadline` passes. Call it after a reservation failed with [`Refusal::Full`]; a `Retry` may be
-    /// spurious.
+    /// `deadline` passes. Call it after a reservation failed with
+    /// [`Refusal::Full`](super::Refusal::Full); a `Retry` may be spurious.
     pub fn wait_for_room(&self, sender: Sender, deadline: Option<Instant>) -> RoomWait {
         self.wait_for_room_with(sender, deadline, |cur| self.has_room(cur))
     }

@@ -23,7 +23,7 @@
 //! list is in use, and the three ends (receiver dropped, shutdown began, shutdown ended).
 //!
 //! # Sleep and wake-up (no lost wake-up)
-//! Both waits follow the inbox's protocol: register in the waiter list (under `waiters`' lock),
+//! Both waits follow the inbox's protocol: register in the wait list (under `sleepers`' lock),
 //! announce with a `SeqCst` read-modify-write of `state`, re-check, then park.
 //! - The receiver with nothing to take stores its waiter (its thread, or an async task's waker),
 //!   sets `RECEIVER_SLEEPS`, re-checks the ring and sleeps. A producer pushes, then reads `state`

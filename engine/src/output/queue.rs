@@ -17,9 +17,9 @@ use crate::config::{Backoff, Step, WaitStrategy};
 use crate::inbox::{Parked, WaitList};
 use crate::sync::{self, AtomicU64, AtomicUsize, Mutex, Ordering};
 
-/// The receiver sleeps (its waiter is in the list).
+/// The receiver sleeps (its entry is in `sleepers.receiver`).
 const RECEIVER_SLEEPS: usize = 1;
-/// Producers wait for room (their threads are in the list).
+/// Producers wait for room (their entries are in `sleepers.room`).
 const ROOM_WAITERS: usize = 1 << 1;
 /// The overflow list holds events (set and cleared under its lock).
 const OVERFLOW: usize = 1 << 2;
@@ -47,7 +47,7 @@ pub enum Pushed<A> {
 
 /// Who waits on this output: touched only by a side that is about to sleep or that saw a flag
 /// saying someone sleeps.
-struct Waiters {
+struct Sleepers {
     /// The receiver, asleep on an empty output (a thread, or an async task: [`Parked::ALONE`]).
     receiver: Option<Parked>,
     /// Producers waiting for room: threads, and tasks (async channel sends) each listed at most
@@ -60,7 +60,7 @@ struct Waiters {
 /// does not allocate in the steady state (`alloc/output` in the harness saw that one).
 const ROOM_WAITERS_RESERVED: usize = 8;
 
-impl Waiters {
+impl Sleepers {
     fn new() -> Self {
         Self {
             receiver: None,
@@ -69,7 +69,7 @@ impl Waiters {
     }
 }
 
-/// One output: a bounded ring, its policy, its waiters and its drop count (see the `output` module
+/// One output: a bounded ring, its policy, its sleepers and its drop count (see the `output` module
 /// docs).
 pub struct OutputQueue<A> {
     ring: ArrayQueue<A>,
@@ -84,7 +84,7 @@ pub struct OutputQueue<A> {
     /// What the output is, for the status and the log: `channel "alerts"`, or the type of a
     /// typed output.
     name: Box<str>,
-    waiters: Mutex<Waiters>,
+    sleepers: Mutex<Sleepers>,
     /// Events taken beyond the bound once shutdown began (`Block` only; see the `output` module
     /// docs).
     overflow: Mutex<VecDeque<A>>,
@@ -113,7 +113,7 @@ impl<A> OutputQueue<A> {
             dropped: AtomicU64::new(0),
             id: 0,
             name: "output".into(),
-            waiters: Mutex::new(Waiters::new()),
+            sleepers: Mutex::new(Sleepers::new()),
             overflow: Mutex::new(VecDeque::new()),
         }
     }
@@ -198,7 +198,7 @@ impl<A> OutputQueue<A> {
     fn wake_receiver_slow(&self) {
         // Only the producer that clears the flag wakes: one wake-up per sleep.
         if self.state.fetch_and(!RECEIVER_SLEEPS, Ordering::SeqCst) & RECEIVER_SLEEPS != 0 {
-            let waiter = sync::lock(&self.waiters).receiver.take();
+            let waiter = sync::lock(&self.sleepers).receiver.take();
             if let Some(w) = waiter {
                 w.wake();
             }
@@ -255,7 +255,7 @@ impl<A> OutputQueue<A> {
         // Register before announcing: the receiver that sees ROOM_WAITERS takes the list after it
         // cleared the flag, so it finds us. Once (`sync::list_current`): an entry an earlier wait
         // of this thread left behind is reused.
-        sync::lock(&self.waiters).room.list_current_thread();
+        sync::lock(&self.sleepers).room.list_current_thread();
         let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
         sync::seq_cst_order();
         // Re-check after announcing: room made before the receiver read the flag is visible now
@@ -274,7 +274,7 @@ impl<A> OutputQueue<A> {
                 if Instant::now() >= d {
                     // The caller gives up now: leave nothing listed (a producer that times out
                     // again and again on an output nobody reads must not grow the list).
-                    let removed = sync::lock(&self.waiters).room.unlist_current_thread();
+                    let removed = sync::lock(&self.sleepers).room.unlist_current_thread();
                     drop(removed);
                 }
             }
@@ -287,7 +287,7 @@ impl<A> OutputQueue<A> {
     /// `Ready` when the caller should push again, `Pending` once registered.
     #[cfg_attr(not(any(feature = "async", feature = "internals")), allow(dead_code))]
     pub fn poll_room(&self, waker: &Waker) -> std::task::Poll<()> {
-        sync::lock(&self.waiters).room.register_waker_once(waker);
+        sync::lock(&self.sleepers).room.register_waker_once(waker);
         let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
         sync::seq_cst_order();
         if state & (GONE | CLOSED | DRAINING) != 0 || !self.ring.is_full() {
@@ -301,7 +301,7 @@ impl<A> OutputQueue<A> {
         if self.state.fetch_and(!ROOM_WAITERS, Ordering::SeqCst) & ROOM_WAITERS != 0 {
             // Wakes outside the lock (a task's waker runs the executor's code, which may poll a
             // send on this output again) and keeps the list's memory (`WaitList::wake_all`).
-            WaitList::wake_all(&self.waiters, |w| &mut w.room);
+            WaitList::wake_all(&self.sleepers, |s| &mut s.room);
         }
     }
 
@@ -346,7 +346,7 @@ impl<A> OutputQueue<A> {
     /// Announces that the receiver is about to sleep on `waiter`; returns `false` (and withdraws
     /// the announcement) when the re-check finds an event or the end, so that it must not sleep.
     fn announce_sleep(&self, waiter: Parked) -> bool {
-        sync::lock(&self.waiters).receiver = Some(waiter);
+        sync::lock(&self.sleepers).receiver = Some(waiter);
         let state = self.state.fetch_or(RECEIVER_SLEEPS, Ordering::SeqCst);
         sync::seq_cst_order();
         // Re-check after announcing: an event pushed before a producer could see the flag is
@@ -437,7 +437,7 @@ impl<A> OutputQueue<A> {
         self.wake_room_waiters();
         // Unconditionally: the receiver must see the end even if it announced nothing yet.
         self.state.fetch_and(!RECEIVER_SLEEPS, Ordering::SeqCst);
-        let waiter = sync::lock(&self.waiters).receiver.take();
+        let waiter = sync::lock(&self.sleepers).receiver.take();
         if let Some(w) = waiter {
             w.wake();
         }
@@ -490,7 +490,7 @@ mod tests {
 
     /// Entries in the room list (threads and tasks).
     fn room_listed<A>(q: &OutputQueue<A>) -> usize {
-        sync::lock(&q.waiters).room.len()
+        sync::lock(&q.sleepers).room.len()
     }
 
     // R4.3 (a `Block` output): a producer that waits for room with a deadline on an output nobody

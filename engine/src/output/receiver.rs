@@ -69,7 +69,7 @@ impl<A> Output<A> {
 /// releases producers waiting for room; what they emit to it after that is discarded.
 pub struct OutputReceiver<A> {
     queue: StdArc<OutputQueue<A>>,
-    /// Not `Sync`: one waiter slot, one consumer.
+    /// Not `Sync`: one receiver slot (`sleepers.receiver`), one consumer.
     _one_consumer: PhantomData<std::cell::Cell<()>>,
 }
 
