@@ -86,8 +86,8 @@
 //! route stack (`route`), dispatched to the listeners its `listener` index finds, whose handlers
 //! (built by `monitor`) act on the context's `entry::Effects`: routing (back onto the route stack),
 //! sending (back into `deliver`), emitting on channels (`channel`) and outputs (`output`). The modules, bottom up; each
-//! imports only modules listed before it (checked by `scripts/module-cycles.py`: no import
-//! circle). The one circle of types (an entry can carry a handler's initialiser, whose effects
+//! imports only modules listed before it and only those its module doc names (both checked by
+//! `scripts/module-cycles.py`). The one circle of types (an entry can carry a handler's initialiser, whose effects
 //! send through links that hold the registry of inboxes of entries) is no import circle: `entry`'s
 //! module doc says how.
 //!
@@ -96,15 +96,16 @@
 //! | `sync`, `config`, `time`, `event`, `state`, `id` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`] |
 //! | `error`, `status` | the typed errors; the status snapshot and its one list of counters |
 //! | `metrics` | (feature `metrics`) the status counters published to the `metrics` facade |
-//! | `inbox` | the lock-free MPSC queue per context: reservations, back-pressure, sleep/wake (model-checked with loom) |
+//! | `inbox` | the lock-free MPSC queue per context: the ring, reservations, overflow policy, the parker, the wait list that `output` shares (model-checked with loom) |
 //! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
 //! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
 //! | `output` | bounded outputs: the queue, its overflow policy and sleep/wake protocol, typed [`Output`]s, [`OutputReceiver`]s |
 //! | `channel` | channel names, subscriptions and the output lists of channels |
 //! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
+//! | `send` | the one send core: try, give back, wait by the sender's strategy or overrun (R5.1, R5.2), and the wait graph |
 //! | `registry` | what every thread knows: the correlator's contexts, channels, wait graph, published counters (generic over the inbox item) |
 //! | `shared` | the registry as the engine instantiates it: contexts whose inboxes hold entries |
-//! | `deliver` | the single push path every send uses (reserve, wait, commit) |
+//! | `deliver` | a sender's links: single and batch sends, channel fan-out, output delivery, a context's held places; each calls `send` |
 //! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |

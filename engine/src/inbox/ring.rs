@@ -34,7 +34,7 @@
 //! Per-sender FIFO (SPEC R2.3) follows from tickets: one sender's tickets increase in program order,
 //! and the consumer takes tickets in order. A reserved ticket must be committed or cancelled; a
 //! cancelled one leaves a tombstone that the consumer steps over. A reservation is never held while
-//! user code runs or while its sender waits (see `deliver.rs`), since the consumer waits for it.
+//! user code runs or while its sender waits (see `send.rs`), since the consumer waits for it.
 //!
 //! Owns the inbox's shared state, its construction, its count and its closing. May import `sync`
 //! only.

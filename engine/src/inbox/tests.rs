@@ -366,7 +366,7 @@ fn r2_3_a_dropped_reservation_cancels_its_place() {
     assert_eq!(inbox.len(), 0, "a dropped reservation kept its place");
 }
 
-// R2.2, R5.1: a detached reservation (an all-or-nothing channel send's, `deliver.rs`) that is
+// R2.2, R5.1: a detached reservation (an all-or-nothing channel send's, `deliver/fanout.rs`) that is
 // resumed gives its place back as any reservation does; one dropped without being resumed would
 // hold its place for good (the consumer waits for it) and is reported by a debug assertion.
 #[test]
