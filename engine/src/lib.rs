@@ -109,7 +109,7 @@
 //! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
 //! | `listener` | the listener index by event kind, read through a cursor |
 //! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
-//! | `monitor`, `handle` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
+//! | `monitor`, `input` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
 //! | `correlator` | the facade: [`Correlator`], its builder (`builder`), helper threads (`background`), shutdown (`shutdown`); imported by nothing but this file and `pool` |
 //! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |
 //!
@@ -130,8 +130,8 @@ mod error;
 mod event;
 mod event_time;
 pub mod expr;
-mod handle;
 mod id;
+mod input;
 mod listener;
 #[cfg(feature = "metrics")]
 pub mod metrics;
@@ -200,10 +200,10 @@ pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 pub use expr::{at, not, wait, Expr, Match};
-pub use handle::{InputHandle, SharedInput};
 pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
+pub use input::{InputHandle, SharedInput};
 pub use monitor::{ListenerHandle, Monitor, Scope};
 #[cfg(feature = "async")]
 pub use output::RecvFuture;

@@ -1,4 +1,4 @@
-//! The registry: what every thread knows about a correlator ([`Shared`]: its configuration, its
+//! The registry: what every thread knows about a correlator ([`Registry`]: its configuration, its
 //! contexts, channels and wait graph) and about each context ([`ContextShared`]: its inbox and its
 //! published counters).
 //!
@@ -31,7 +31,7 @@ use crate::status::{OutputWaitBoard, PublishedCounters};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
 
 #[derive(Clone, Debug)]
-pub(crate) struct Config {
+pub(crate) struct Settings {
     pub(crate) capacity: usize,
     pub(crate) wait: WaitStrategy,
     pub(crate) pinning: PinningPlan,
@@ -56,7 +56,7 @@ pub(crate) struct Config {
     pub(crate) late_warning_interval: Duration,
 }
 
-impl Config {
+impl Settings {
     /// The batch a context really uses: never more than an eighth of its inbox. A larger share
     /// starves small inboxes: senders parked on a full inbox get room only a whole batch at a
     /// time and leave the context idle while they wake (`backpressure/flood`, capacity 64; the
@@ -68,8 +68,8 @@ impl Config {
 
 /// State shared by the facade, every context thread and every handle, for events `E` and inboxes
 /// of `I` (the engine's `I` is `Entry<E>`: see `shared::Shared`).
-pub(crate) struct Shared<E: Event, I> {
-    pub(crate) config: Config,
+pub(crate) struct Registry<E: Event, I> {
+    pub(crate) settings: Settings,
     /// This correlator's tag, unique in the process: every [`ContextRef`] of it carries it.
     pub(crate) tag: u32,
     /// Every context, indexed by id; append-only.
@@ -104,7 +104,7 @@ pub(crate) struct Shared<E: Event, I> {
     pub(crate) work: std::sync::atomic::AtomicU64,
 }
 
-impl<E: Event, I> Shared<E, I> {
+impl<E: Event, I> Registry<E, I> {
     pub(crate) fn input_closed(&self) -> bool {
         self.input_closed.load(Ordering::Acquire)
     }
@@ -116,7 +116,7 @@ impl<E: Event, I> Shared<E, I> {
     /// The context of this correlator whose thread is the calling thread, if any (a handler or
     /// hook is running). One thread-local read: no lock.
     pub(crate) fn context_of_current_thread(&self) -> Option<ContextRef> {
-        // A context thread's mark is the address of its correlator's `Shared`, which cannot be
+        // A context thread's mark is the address of its correlator's `Registry`, which cannot be
         // reused while the thread lives: the thread holds an `Arc` of it.
         let owner = self as *const Self as usize;
         sync::context_mark()

@@ -21,7 +21,7 @@
 //! a cycle (R5.2), and completes at its first poll.
 //!
 //! Owns the send futures. May import `deliver`, `send`, `inbox`, `shared`, `entry`, `channel`,
-//! `error`, `event`, `id` and `sync`; `handle` imports it (the handles implement [`LinksAccess`] there).
+//! `error`, `event`, `id` and `sync`; `input` imports it (the handles implement [`LinksAccess`] there).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,7 +39,7 @@ use crate::shared::Shared;
 use crate::sync;
 
 /// Borrowing a sender's links for one try: an input handle's (through `&mut`, no lock) or a
-/// shared input's (under its lock, held for that try only). The handles implement it (in `handle`,
+/// shared input's (under its lock, held for that try only). The handles implement it (in `input`,
 /// which imports this module, not the other way round).
 pub(crate) trait LinksAccess<E: Event> {
     fn with_links<R>(&mut self, f: impl FnOnce(&mut Links<E>) -> R) -> R;

@@ -11,8 +11,8 @@
 use crate::entry::Entry;
 use crate::registry;
 
-/// What every thread knows about a correlator whose events are `E` (see [`registry::Shared`]).
-pub(crate) type Shared<E> = registry::Shared<E, Entry<E>>;
+/// What every thread knows about a correlator whose events are `E` (see [`registry::Registry`]).
+pub(crate) type Shared<E> = registry::Registry<E, Entry<E>>;
 
 /// What other threads know about a context of a correlator whose events are `E` (see
 /// [`registry::ContextShared`]).

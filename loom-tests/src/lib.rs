@@ -1004,19 +1004,10 @@ pub fn output_push<A>(queue: &OutputQueue<A>, value: A) -> bool {
     push_blocking(queue, value) == OutputDelivery::Queued
 }
 
-/// A blocking receive, as `OutputReceiver::recv` does (read the close flag, take, else the
-/// output's own `park_receiver`; spin and yield steps left out). `None` once the stream ended.
+/// A blocking receive: the engine's own `OutputQueue::take_until`, which `OutputReceiver::recv`
+/// runs (under loom it parks at once). `None` once the stream ended.
 pub fn output_recv<A>(queue: &OutputQueue<A>) -> Option<A> {
-    loop {
-        let closed = queue.is_closed();
-        if let Some(a) = queue.take() {
-            return Some(a);
-        }
-        if closed {
-            return None;
-        }
-        queue.park_receiver(None);
-    }
+    queue.take_until(None).ok()
 }
 
 /// An async receive, as `OutputReceiver::recv_async` does (the output's own `poll_take`).

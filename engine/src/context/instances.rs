@@ -521,7 +521,7 @@ impl<E: Event> Context<E> {
 #[cfg(test)]
 mod tests {
     //! Per-instance bookkeeping is linear in the instances: counted in steps of work
-    //! ([`Shared::work`](crate::registry::Shared::work)), not timed.
+    //! ([`Shared::work`](crate::registry::Registry::work)), not timed.
 
     use crate::{Correlator, DieReason, Event, Monitor, Pattern, Scope};
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -51,7 +51,7 @@
 //! deferred operations) and `timers` (the logical clock) are the other jobs of the same
 //! [`Context`]. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
 //! `inbox`, `listener`, `route`, `shared` and `status`: every module below the facade except
-//! `monitor` and `handle`, which sit on top of it.
+//! `monitor` and `input`, which sit on top of it.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -196,14 +196,14 @@ impl<E: Event> Context<E> {
         correlator: sync::Arc<Shared<E>>,
     ) -> Self {
         let me = shared.reference();
-        let places = consumer.held_places(correlator.config.effective_release_batch());
+        let places = consumer.held_places(correlator.settings.effective_release_batch());
         let own = OwnInbox::new(shared.clone(), places);
-        let config = &correlator.config;
+        let settings = &correlator.settings;
         let event_clock = EventClock::new(
-            config.event_time,
-            config.tick_rate,
-            config.late_events,
-            config.late_warning_interval,
+            settings.event_time,
+            settings.tick_rate,
+            settings.late_events,
+            settings.late_warning_interval,
         );
         let links = Links::new(correlator, Some(me), own);
         Self {
@@ -522,14 +522,14 @@ pub(crate) fn create_context<E: Event>(
         return Err(Error::ShutDown);
     }
     let id = sync::read_lock(&shared.contexts).len();
-    if id >= shared.config.max_contexts {
+    if id >= shared.settings.max_contexts {
         return Err(Error::TooManyContexts {
-            max: shared.config.max_contexts,
+            max: shared.settings.max_contexts,
         });
     }
     let core = match options.core {
         Some(c) => Some(c),
-        None => shared.config.pinning.core_for(id),
+        None => shared.settings.pinning.core_for(id),
     };
     if let Some(c) = core {
         if !shared.available_cores.contains(&c) {
@@ -539,17 +539,18 @@ pub(crate) fn create_context<E: Event>(
             });
         }
     }
-    let (inbox, consumer) =
-        Inbox::try_with_capacity(shared.config.capacity).map_err(|_| Error::AllocationFailed {
+    let (inbox, consumer) = Inbox::try_with_capacity(shared.settings.capacity).map_err(|_| {
+        Error::AllocationFailed {
             setting: "inbox_capacity",
-            requested: shared.config.capacity,
-        })?;
+            requested: shared.settings.capacity,
+        }
+    })?;
     let ctx = Arc::new(ContextShared {
         id: id as u32,
         correlator: shared.tag,
         name: options.name,
         public: options.public,
-        wait: options.wait.unwrap_or(shared.config.wait),
+        wait: options.wait.unwrap_or(shared.settings.wait),
         core,
         pinned: AtomicBool::new(false),
         inbox,

@@ -63,7 +63,7 @@ impl Lifecycle {
         for ctx in shared.snapshot() {
             ctx.unpark();
         }
-        if let Some(interval) = shared.config.status_interval {
+        if let Some(interval) = shared.settings.status_interval {
             let shared = shared.clone();
             let logger = Periodic::start("correlator-status", interval, move || {
                 let status = status_of(&shared);
@@ -72,7 +72,7 @@ impl Lifecycle {
             *sync::lock(&self.status_logger) = logger;
         }
         #[cfg(feature = "metrics")]
-        if let Some(interval) = shared.config.metrics_interval {
+        if let Some(interval) = shared.settings.metrics_interval {
             crate::metrics::describe();
             let shared = shared.clone();
             let exporter = Periodic::start("correlator-metrics", interval, move || {
@@ -80,7 +80,7 @@ impl Lifecycle {
             });
             *sync::lock(&self.metrics_exporter) = exporter;
         }
-        if let Some(rate) = shared.config.tick_rate {
+        if let Some(rate) = shared.settings.tick_rate {
             self.start_clock(shared, rate);
         }
     }

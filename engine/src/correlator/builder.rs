@@ -15,7 +15,7 @@ use crate::event::Event;
 use crate::event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 use crate::inbox::MAX_CAPACITY;
 use crate::output::{OutputReceiver, OutputRegistry};
-use crate::registry::{Config, WaitGraph};
+use crate::registry::{Settings, WaitGraph};
 use crate::shared::Shared;
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, Mutex, RwLock};
 
@@ -54,7 +54,7 @@ pub const DEFAULT_RELEASE_BATCH: usize = 128;
 #[derive(Clone, Debug)]
 #[must_use = "call build() to create the correlator"]
 pub struct CorrelatorBuilder<E> {
-    config: Config,
+    settings: Settings,
     max_channels: usize,
     _event: std::marker::PhantomData<fn() -> E>,
 }
@@ -62,7 +62,7 @@ pub struct CorrelatorBuilder<E> {
 impl<E: Event> Default for CorrelatorBuilder<E> {
     fn default() -> Self {
         Self {
-            config: Config {
+            settings: Settings {
                 capacity: DEFAULT_INBOX_CAPACITY,
                 wait: WaitStrategy::default(),
                 pinning: PinningPlan::none(),
@@ -95,7 +95,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// when the memory cannot be allocated; an allocation the operating system grants but cannot
     /// back when it is written is beyond what the engine can see, so size inboxes for the machine.
     pub fn inbox_capacity(mut self, capacity: usize) -> Self {
-        self.config.capacity = capacity;
+        self.settings.capacity = capacity;
         self
     }
 
@@ -111,27 +111,27 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// shutdown (R8.1). `1` gives each place back as soon as its entry is processed. The status
     /// counters (R9.1) are published at the same moments.
     pub fn release_batch(mut self, entries: usize) -> Self {
-        self.config.release_batch = entries;
+        self.settings.release_batch = entries;
         self
     }
 
     /// How idle contexts wait (default [`WaitStrategy::SpinYieldPark`]); a context's options can
     /// override it.
     pub fn wait_strategy(mut self, wait: WaitStrategy) -> Self {
-        self.config.wait = wait;
+        self.settings.wait = wait;
         self
     }
 
     /// Which core each context is pinned to (default: none).
     pub fn pinning(mut self, plan: PinningPlan) -> Self {
-        self.config.pinning = plan;
+        self.settings.pinning = plan;
         self
     }
 
     /// The most contexts the correlator can hold (default [`DEFAULT_MAX_CONTEXTS`] = 256; at most
     /// [`MAX_CONTEXTS`], else [`build`](Self::build) returns [`Error::LimitTooLarge`]).
     pub fn max_contexts(mut self, max: usize) -> Self {
-        self.config.max_contexts = max;
+        self.settings.max_contexts = max;
         self
     }
 
@@ -163,14 +163,14 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// # Ok::<(), correlator::Error>(())
     /// ```
     pub fn output_block_warning(mut self, after: Option<Duration>) -> Self {
-        self.config.output_block_warning = after;
+        self.settings.output_block_warning = after;
         self
     }
 
     /// Logs a status line through `tracing` (target `correlator::status`, level INFO) every
     /// `interval` while the correlator runs (default: off).
     pub fn status_interval(mut self, interval: Duration) -> Self {
-        self.config.status_interval = Some(interval);
+        self.settings.status_interval = Some(interval);
         self
     }
 
@@ -194,7 +194,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// ```
     #[cfg(feature = "metrics")]
     pub fn export_metrics(mut self, interval: Duration) -> Self {
-        self.config.metrics_interval = Some(interval);
+        self.settings.metrics_interval = Some(interval);
         self
     }
 
@@ -220,8 +220,8 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// Of `tick_rate`, [`external_time`](Self::external_time) and
     /// [`event_time`](Self::event_time), the last one called wins (R7.1).
     pub fn tick_rate(mut self, per_second: u32) -> Self {
-        self.config.tick_rate = Some(per_second);
-        self.config.event_time = false;
+        self.settings.tick_rate = Some(per_second);
+        self.settings.event_time = false;
         self
     }
 
@@ -233,8 +233,8 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// Of [`tick_rate`](Self::tick_rate), `external_time` and [`event_time`](Self::event_time),
     /// the last one called wins (R7.1).
     pub fn external_time(mut self) -> Self {
-        self.config.tick_rate = None;
-        self.config.event_time = false;
+        self.settings.tick_rate = None;
+        self.settings.event_time = false;
         self
     }
 
@@ -264,8 +264,8 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// # Ok::<(), correlator::Error>(())
     /// ```
     pub fn event_time(mut self) -> Self {
-        self.config.tick_rate = None;
-        self.config.event_time = true;
+        self.settings.tick_rate = None;
+        self.settings.event_time = true;
         self
     }
 
@@ -292,7 +292,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// # Ok::<(), correlator::Error>(())
     /// ```
     pub fn late_events(mut self, policy: LateEvents) -> Self {
-        self.config.late_events = policy;
+        self.settings.late_events = policy;
         self
     }
 
@@ -304,7 +304,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// events). Measured on the wall clock: warnings are for people. `Duration::MAX` logs only
     /// the first.
     pub fn late_event_warning_interval(mut self, interval: Duration) -> Self {
-        self.config.late_warning_interval = interval;
+        self.settings.late_warning_interval = interval;
         self
     }
 
@@ -320,28 +320,28 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// `1..=`[`MAX_OUTPUT_CAPACITY`](crate::MAX_OUTPUT_CAPACITY),
     /// [`Error::ThreadSpawn`]. Never a panic or an abort, whatever the values.
     pub fn build(self) -> Result<Correlator<E>, Error> {
-        let config = self.config;
-        let late_options = match config.late_events {
+        let settings = self.settings;
+        let late_options = match settings.late_events {
             LateEvents::ToOutput(options) => Some(options.checked()?),
             LateEvents::Process | LateEvents::Drop => None,
         };
-        if config.capacity == 0 || config.capacity > MAX_CAPACITY {
+        if settings.capacity == 0 || settings.capacity > MAX_CAPACITY {
             return Err(Error::InvalidCapacity {
-                requested: config.capacity,
+                requested: settings.capacity,
                 max: MAX_CAPACITY,
             });
         }
-        if config.max_contexts == 0 {
+        if settings.max_contexts == 0 {
             return Err(Error::InvalidLimit {
                 setting: "max_contexts",
             });
         }
-        if config.release_batch == 0 {
+        if settings.release_batch == 0 {
             return Err(Error::InvalidLimit {
                 setting: "release_batch",
             });
         }
-        if config.tick_rate == Some(0) {
+        if settings.tick_rate == Some(0) {
             return Err(Error::InvalidLimit {
                 setting: "tick_rate",
             });
@@ -353,7 +353,7 @@ impl<E: Event> CorrelatorBuilder<E> {
         }
         // The tables sized by these two are allocated below, before any context exists.
         for (setting, requested, max) in [
-            ("max_contexts", config.max_contexts, MAX_CONTEXTS),
+            ("max_contexts", settings.max_contexts, MAX_CONTEXTS),
             ("max_channels", self.max_channels, MAX_CHANNELS),
         ] {
             if requested > max {
@@ -370,7 +370,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             .into_iter()
             .map(|c| c.id)
             .collect();
-        for &core in config.pinning.core_list() {
+        for &core in settings.pinning.core_list() {
             if !available_cores.contains(&core) {
                 return Err(Error::NoSuchCore {
                     core,
@@ -383,12 +383,12 @@ impl<E: Event> CorrelatorBuilder<E> {
             late_options.map(|options| outputs.make::<E>(options, "late events".to_string()));
         let late_receiver = late_output.clone().map(OutputReceiver::new);
         let shared = Arc::new(Shared {
-            channels: Channels::new(self.max_channels, config.max_contexts),
+            channels: Channels::new(self.max_channels, settings.max_contexts),
             outputs,
             late_output,
             late_receiver: Mutex::new(late_receiver),
             warned_ignored_times: AtomicBool::new(false),
-            waits: WaitGraph::new(config.max_contexts),
+            waits: WaitGraph::new(settings.max_contexts),
             contexts: RwLock::new(Vec::new()),
             started: AtomicBool::new(false),
             input_closed: AtomicBool::new(false),
@@ -401,7 +401,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             #[cfg(test)]
             work: std::sync::atomic::AtomicU64::new(0),
             tag: sync::next_correlator_tag(),
-            config,
+            settings,
         });
         let main = create_context(&shared, ContextOptions::new("main").public(true), false)?;
         Ok(Correlator {
@@ -432,11 +432,11 @@ mod tests {
     }
 
     fn clock(b: &CorrelatorBuilder<Ev>) -> Clock {
-        match (b.config.tick_rate, b.config.event_time) {
+        match (b.settings.tick_rate, b.settings.event_time) {
             (Some(rate), false) => Clock::Ticks(rate),
             (None, false) => Clock::External,
             (None, true) => Clock::EventTime,
-            (Some(_), true) => panic!("a clock thread and event time at once: {:?}", b.config),
+            (Some(_), true) => panic!("a clock thread and event time at once: {:?}", b.settings),
         }
     }
 

@@ -10,7 +10,7 @@
 //!   of the registry (its assembly is `status`'s).
 //!
 //! Imported by nothing but `lib.rs` and `pool` (built on the public facade). May import the
-//! leaves, `channel`, `context`, `deliver`, `handle`, `monitor`, `output`, `shared` and `status`.
+//! leaves, `channel`, `context`, `deliver`, `input`, `monitor`, `output`, `shared` and `status`.
 
 mod background;
 mod builder;
@@ -22,8 +22,8 @@ use crate::context::create_context;
 use crate::deliver::{Links, NoPlaces};
 use crate::error::Error;
 use crate::event::Event;
-use crate::handle::InputHandle;
 use crate::id::ContextRef;
+use crate::input::InputHandle;
 use crate::monitor::Monitor;
 use crate::output::{Output, OutputOptions, OutputReceiver};
 use crate::shared::Shared;
@@ -114,7 +114,7 @@ impl<E: Event> Correlator<E> {
     /// How many more contexts `max_contexts` allows now (for `create_pool`'s check).
     pub(crate) fn context_room(&self) -> usize {
         let existing = sync::read_lock(&self.shared.contexts).len();
-        self.shared.config.max_contexts.saturating_sub(existing)
+        self.shared.settings.max_contexts.saturating_sub(existing)
     }
 
     /// The name a context was created with.

@@ -119,7 +119,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
                 .cloned()
         });
         let strategy = own.as_ref().map(|ctx| ctx.wait).unwrap_or_default();
-        let output_block_warning = shared.config.output_block_warning;
+        let output_block_warning = shared.settings.output_block_warning;
         Self {
             tag: shared.tag,
             base: u64::from(shared.tag) << 32,

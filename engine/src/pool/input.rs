@@ -2,7 +2,7 @@
 //! (R2.3), blocking, trying, with a timeout, or (feature `async`) as futures, batches split into
 //! runs of one member.
 //!
-//! Owns the sender. May import the leaves, `handle` and `error`.
+//! Owns the sender. May import the leaves, `input` and `error`.
 
 use std::time::{Duration, Instant};
 
@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use crate::error::SendBatchError;
 use crate::error::{SendError, SendErrorKind};
 use crate::event::Event;
-use crate::handle::InputHandle;
 use crate::id::ContextRef;
+use crate::input::InputHandle;
 use std::sync::Arc;
 
 use super::keys::member_in;

@@ -29,7 +29,7 @@
 //! `keys` which member owns a key ([`partition_of`]) and the hasher of a member's key set;
 //! `input` the sender, [`PoolInput`]; `dispatcher` the monitor in each member that creates and
 //! forgets the per-key instances. Built on the public facade: imported by nothing but `lib.rs`.
-//! May import the leaves, `correlator`, `deliver`, `handle`, `monitor`, `shared` and `status`
+//! May import the leaves, `correlator`, `deliver`, `input`, `monitor`, `shared` and `status`
 //! (every module below it).
 
 mod dispatcher;
@@ -41,8 +41,8 @@ use crate::correlator::{status_of, Correlator};
 use crate::deliver::{Links, NoPlaces};
 use crate::error::Error;
 use crate::event::Event;
-use crate::handle::InputHandle;
 use crate::id::ContextRef;
+use crate::input::InputHandle;
 use crate::monitor::Monitor;
 use crate::shared::Shared;
 use crate::status::ContextStatus;
