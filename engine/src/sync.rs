@@ -167,6 +167,21 @@ pub(crate) fn unlist_current<W: ThreadWaiter>(list: &mut Vec<W>) -> Option<W> {
     Some(list.swap_remove(i))
 }
 
+/// Parks the calling thread until it is unparked or `deadline` passes (forever if `None`);
+/// returns whether the deadline has passed, in which case the caller gives up its wait. A wait
+/// for room (the inbox's, an output's) parks through this, after listing itself and re-checking.
+pub(crate) fn park_until(deadline: Option<std::time::Instant>) -> bool {
+    let Some(d) = deadline else {
+        park();
+        return false;
+    };
+    let now = std::time::Instant::now();
+    if now < d {
+        park_timeout(d - now);
+    }
+    std::time::Instant::now() >= d
+}
+
 /// Locks `m`, recovering the data if a panicking thread poisoned it: every structure guarded by a
 /// mutex in the engine stays consistent at every await point, so poison carries no information.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -35,54 +35,8 @@ fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Every scenario id of BENCHMARKS.md (N = 2 and K = 1 stand for their families).
-const IDS: &[&str] = &[
-    "calibration/cacheline-pingpong",
-    "calibration/timer",
-    "route/dispatch",
-    "route/floor",
-    "route/crossbeam-channel",
-    "route/tree",
-    "listeners/indexed",
-    "pingpong/engine",
-    "pingpong/engine-park",
-    "pingpong/crossbeam-channel",
-    "pingpong/kanal",
-    "pingpong/disruptor",
-    "stream/1to1/engine",
-    "stream/1to1/crossbeam-channel",
-    "stream/1to1/std-mpsc",
-    "stream/1to1/kanal",
-    "stream/1to1/flume",
-    "stream/1to1/tokio-mpsc",
-    "stream/1to1/disruptor",
-    "stream/1to1/disruptor-mp",
-    "stream/1to1/rtrb",
-    "stream/1to1/arrayqueue",
-    "stream/2to1/engine",
-    "stream/2to1/crossbeam-channel",
-    "stream/2to1/kanal",
-    "stream/2to1/flume",
-    "stream/2to1/tokio-mpsc",
-    "stream/2to1/disruptor-mp",
-    "burst/1/engine",
-    "burst/10/engine",
-    "burst/100/engine",
-    "burst/1/crossbeam-channel",
-    "burst/10/disruptor",
-    "burst/100/rtrb",
-    "fanout/channel",
-    "pipeline/1",
-    "openloop/rate",
-    "idle/wakeup",
-    "backpressure/flood",
-    "alloc/route",
-    "alloc/send",
-    "alloc/channel",
-    "alloc/output",
-    "async/tokio/engine",
-    "async/tokio/tokio-mpsc",
-];
+/// Every scenario id of BENCHMARKS.md: the one list the catalogue's own test checks too.
+use harness::catalogue::DOCUMENTED_IDS as IDS;
 
 #[test]
 fn smoke_run_writes_a_complete_result_folder_with_every_check_ok() {

@@ -155,20 +155,11 @@ impl<T> Inbox<T> {
             // Our list entry only costs a spurious unpark later (or serves our next wait).
             return RoomWait::Retry;
         }
-        match deadline {
-            None => sync::park(),
-            Some(d) => {
-                let now = Instant::now();
-                if now < d {
-                    sync::park_timeout(d - now);
-                }
-                if Instant::now() >= d {
-                    // Giving up: leave nothing listed (a sender that times out again and again on
-                    // an inbox that never drains must not grow the list, R5.1).
-                    self.unlist_current();
-                    return RoomWait::TimedOut;
-                }
-            }
+        if sync::park_until(deadline) {
+            // Giving up: leave nothing listed (a sender that times out again and again on an
+            // inbox that never drains must not grow the list, R5.1).
+            self.unlist_current();
+            return RoomWait::TimedOut;
         }
         RoomWait::Retry
     }

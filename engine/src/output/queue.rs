@@ -264,20 +264,11 @@ impl<A> OutputQueue<A> {
         if state & (GONE | CLOSED | DRAINING) != 0 || !self.ring.is_full() {
             return;
         }
-        match deadline {
-            None => sync::park(),
-            Some(d) => {
-                let now = Instant::now();
-                if now < d {
-                    sync::park_timeout(d - now);
-                }
-                if Instant::now() >= d {
-                    // The caller gives up now: leave nothing listed (a producer that times out
-                    // again and again on an output nobody reads must not grow the list).
-                    let removed = sync::lock(&self.sleepers).room.unlist_current_thread();
-                    drop(removed);
-                }
-            }
+        if sync::park_until(deadline) {
+            // The caller gives up now: leave nothing listed (a producer that times out again and
+            // again on an output nobody reads must not grow the list).
+            let removed = sync::lock(&self.sleepers).room.unlist_current_thread();
+            drop(removed);
         }
     }
 
