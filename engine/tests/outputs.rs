@@ -69,18 +69,7 @@ fn r4_3_block_output_holds_its_bound_and_counts_blocked_time() {
 // in the receiver, the emitting context's status and the totals.
 #[test]
 fn r4_3_drop_oldest_keeps_the_newest_and_counts_drops_exactly() {
-    let c = correlator(64);
-    let out = c.channel("out").unwrap();
-    let rx = c
-        .output_with(out, OutputOptions::bounded(4).policy(Overflow::DropOldest))
-        .unwrap();
-    emitter(&c, out);
-    let input = c.input();
-    for i in 0..10 {
-        input.send_to(c.main(), ev(1, i)).unwrap();
-    }
-    c.start();
-    let status = c.shutdown().unwrap();
+    let (c, rx, status) = ten_events_into_four_places(Overflow::DropOldest);
     assert_eq!(vals(rx.try_iter()), [6, 7, 8, 9]);
     assert_eq!(rx.dropped(), 6);
     assert_eq!(status.context(c.main()).unwrap().output_drops, 6);
@@ -91,10 +80,27 @@ fn r4_3_drop_oldest_keeps_the_newest_and_counts_drops_exactly() {
 // R4.3, R9.1: `DropNewest` keeps the oldest events and counts every new one it dropped, exactly.
 #[test]
 fn r4_3_drop_newest_keeps_the_oldest_and_counts_drops_exactly() {
+    let (c, rx, status) = ten_events_into_four_places(Overflow::DropNewest);
+    assert_eq!(vals(rx.iter()), [0, 1, 2, 3]);
+    assert_eq!(rx.dropped(), 6);
+    assert_eq!(status.context(c.main()).unwrap().output_drops, 6);
+    assert_eq!(status.totals.output_drops, 6);
+}
+
+/// Ten events emitted by the main context into an output of four places with `policy`, with
+/// nobody receiving until the correlator has shut down: the correlator, the receiver and the
+/// final status.
+fn ten_events_into_four_places(
+    policy: Overflow,
+) -> (
+    Correlator<Ev>,
+    correlator::OutputReceiver<Ev>,
+    correlator::Status,
+) {
     let c = correlator(64);
     let out = c.channel("out").unwrap();
     let rx = c
-        .output_with(out, OutputOptions::bounded(4).policy(Overflow::DropNewest))
+        .output_with(out, OutputOptions::bounded(4).policy(policy))
         .unwrap();
     emitter(&c, out);
     let input = c.input();
@@ -103,9 +109,7 @@ fn r4_3_drop_newest_keeps_the_oldest_and_counts_drops_exactly() {
     }
     c.start();
     let status = c.shutdown().unwrap();
-    assert_eq!(vals(rx.iter()), [0, 1, 2, 3]);
-    assert_eq!(rx.dropped(), 6);
-    assert_eq!(status.totals.output_drops, 6);
+    (c, rx, status)
 }
 
 // R4.2, R9.1: an input handle's channel send into a full `DropNewest` output counts the drop in
