@@ -32,43 +32,50 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Registers `alloc/route`, `alloc/send`, `alloc/send-batch`, `alloc/channel`.
+/// Registers `alloc/route`, `alloc/send`, `alloc/send-batch`, `alloc/channel`, `alloc/output`.
 pub fn register_alloc(v: &mut Vec<Scenario>) {
-    v.push(Scenario::new(
-        "alloc/route",
-        "allocations per routed event in a steady-state chain (counting global allocator)",
-        1,
-        Family::Engine,
-        |ctx| run(ctx, Path::Route),
-    ));
-    v.push(Scenario::new(
-        "alloc/send",
-        "allocations per send_to in a steady-state ping-pong between two contexts",
-        2,
-        Family::Engine,
-        |ctx| run(ctx, Path::Send),
-    ));
-    v.push(Scenario::new(
-        "alloc/send-batch",
-        format!("allocations per event sent with send_batch_to (batches of {STREAM_BATCH}) in a steady-state ping-pong of batches between two contexts"),
-        2,
-        Family::Engine,
-        |ctx| run(ctx, Path::SendBatch),
-    ));
-    v.push(Scenario::new(
-        "alloc/channel",
-        "allocations per channel send in a steady-state ping-pong over two channels",
-        2,
-        Family::Engine,
-        |ctx| run(ctx, Path::Channel),
-    ));
-    v.push(Scenario::new(
-        "alloc/output",
-        "allocations per emitted event in a steady-state routed chain emitting to an output read by another thread",
-        2,
-        Family::Engine,
-        |ctx| run(ctx, Path::Output),
-    ));
+    // (id, what it counts, threads, the path)
+    let paths = [
+        (
+            "alloc/route",
+            "allocations per routed event in a steady-state chain (counting global allocator)".to_string(),
+            1,
+            Path::Route,
+        ),
+        (
+            "alloc/send",
+            "allocations per send_to in a steady-state ping-pong between two contexts".to_string(),
+            2,
+            Path::Send,
+        ),
+        (
+            "alloc/send-batch",
+            format!("allocations per event sent with send_batch_to (batches of {STREAM_BATCH}) in a steady-state ping-pong of batches between two contexts"),
+            2,
+            Path::SendBatch,
+        ),
+        (
+            "alloc/channel",
+            "allocations per channel send in a steady-state ping-pong over two channels".to_string(),
+            2,
+            Path::Channel,
+        ),
+        (
+            "alloc/output",
+            "allocations per emitted event in a steady-state routed chain emitting to an output read by another thread".to_string(),
+            2,
+            Path::Output,
+        ),
+    ];
+    for (id, about, threads, path) in paths {
+        v.push(Scenario::new(
+            id,
+            about,
+            threads,
+            Family::Engine,
+            move |ctx| run(ctx, path),
+        ));
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
