@@ -206,19 +206,9 @@ pub fn run(a: &RunArgs) -> i32 {
     let runs = a.runs.unwrap_or_else(|| mode.default_runs()).max(1);
     // Read the core list ONCE, before anything is pinned (see pin.rs).
     let available = pin::available_cores();
-    let plan = match PinPlan::parse(&a.pin) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_USAGE;
-        }
-    };
-    let map = match CoreMap::resolve(&plan, &available) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_USAGE;
-        }
+    let (plan, map) = match pin_plan_and_map(&a.pin, &available) {
+        Ok(pm) => pm,
+        Err(code) => return code,
     };
     let filter = match a.filter.as_deref().map(regex::Regex::new).transpose() {
         Ok(f) => f,
@@ -551,22 +541,26 @@ pub fn list(filter: Option<&str>) -> i32 {
     EXIT_OK
 }
 
+/// `--pin`'s plan and its resolution on `available`; on a bad plan, the message is printed and
+/// the usage exit code returned.
+fn pin_plan_and_map(pin: &str, available: &[usize]) -> Result<(PinPlan, CoreMap), i32> {
+    let plan = PinPlan::parse(pin).map_err(|e| {
+        eprintln!("{e}");
+        EXIT_USAGE
+    })?;
+    let map = CoreMap::resolve(&plan, available).map_err(|e| {
+        eprintln!("{e}");
+        EXIT_USAGE
+    })?;
+    Ok((plan, map))
+}
+
 /// `harness env`.
 pub fn env_cmd(pin_plan: &str) -> i32 {
     let available = pin::available_cores();
-    let plan = match PinPlan::parse(pin_plan) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_USAGE;
-        }
-    };
-    let map = match CoreMap::resolve(&plan, &available) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("{e}");
-            return EXIT_USAGE;
-        }
+    let (plan, map) = match pin_plan_and_map(pin_plan, &available) {
+        Ok(pm) => pm,
+        Err(code) => return code,
     };
     let e = env::capture(&available, &map, &plan.to_string(), "env", 0, None, None);
     println!(
