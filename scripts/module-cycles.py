@@ -14,6 +14,10 @@
    reported, one line per file, naming the file, its module, the imports and the sentence.
 3. The leaves (LEAVES) import only leaves, so that "the leaves" stays a set of modules below
    everything else.
+4. No circle between the files of one folder: a file that names a sibling file's module
+   (`super::b::..`, `use super::{b, ..}`, or `crate::a::b::..` from inside `a/`) imports it, and
+   no such imports may loop. (A name taken through the folder's `mod.rs` re-exports,
+   `super::Thing`, is not seen, as the crate root's re-exports are not.)
 
 Rules:
 - A file's module: `a.rs` and `a/mod.rs` are `a`; `a/b.rs` and `a/b/mod.rs` are `a::b`. `lib.rs`
@@ -31,8 +35,8 @@ Rules:
 
 `--self-test` runs the checks on small fixture trees (written to a temporary folder) and fails
 unless a clean tree passes and a tree with a forbidden import (plain or in a `use crate::{..}`
-group), one that imports without the sentence, one with a leaf importing a non-leaf, and one with
-a circle each fail with the message that names the file and module.
+group), one that imports without the sentence, one with a leaf importing a non-leaf, one with
+a circle and one with a circle between the files of a folder each fail with the message that names the file and module.
 `--root DIR` checks another source tree."""
 import os
 import re
@@ -111,6 +115,21 @@ def imports_of(text):
     return deps
 
 
+def sibling_imports(text, folder, siblings):
+    """The sibling files of `folder` (a `::` path) that a file's code names."""
+    text = re.split(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod tests\b", text)[0]
+    code = "\n".join(l for l in text.split("\n") if not l.lstrip().startswith("//"))
+    names = set(re.findall(r"(?<![\w$])super::(\w+)", code))
+    names |= set(re.findall(r"(?<![\w$])crate::" + re.escape(folder) + r"::(\w+)", code))
+    for start in [m.end() for m in re.finditer(r"(?<![\w$])super::\{", code)]:
+        depth, i = 1, start
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        names |= group_items(code[start:i - 1])
+    return names & siblings
+
+
 def check(root, out=print):
     """Runs the checks on the tree at `root`; returns the number of failures."""
     files = {}
@@ -146,6 +165,16 @@ def check(root, out=print):
         out(f"{m:11} -> {' '.join(sorted(graph[m]))}")
     for c in circles(graph):
         failures.append("IMPORT CIRCLE: " + " ".join(sorted(c)))
+    folders = {}
+    for rel in files:
+        parts = module_of(rel).split("::")
+        if len(parts) > 1 and not rel.endswith("mod.rs"):
+            folders.setdefault("::".join(parts[:-1]), {})[parts[-1]] = rel
+    for folder, members in sorted(folders.items()):
+        inner = {name: sibling_imports(files[rel], folder, set(members) - {name})
+                 for name, rel in members.items()}
+        for c in circles(inner):
+            failures.append(f"IMPORT CIRCLE IN {folder.replace('::', '/')}/: " + " ".join(sorted(c)))
     for f in failures:
         out(f)
     out(f"{len(failures)} failure(s)" if failures else
@@ -211,6 +240,10 @@ def self_test():
          "LEAF IMPORTS A NON-LEAF: sync.rs (module sync)"),
         ("a circle", {"b/c.rs": "//! In the folder.\n//!\n//! May import `a`.\nuse crate::a::Z;\n"},
          "IMPORT CIRCLE: a b"),
+        ("a circle inside a folder",
+         {"b/c.rs": "//! In the folder.\n//!\n//! May import `sync`.\nuse super::d::D;\n",
+          "b/d.rs": "//! In the folder.\n//!\n//! May import `sync`.\nuse super::{c::C, Y};\n"},
+         "IMPORT CIRCLE IN b/: c d"),
     ]
     bad = 0
     for name, change, expect in cases:

@@ -13,7 +13,7 @@
 //! delivery: the lock is taken only when a receiver was added or dropped since, never on the
 //! steady-state path. A generation of 0 means the channel never had an output.
 //!
-//! Owns channel names, subscription bits and the output lists. May import `sync` and `output`.
+//! Owns channel names, subscription bits and the output lists. May import `sync`, `error` and `output`.
 
 use std::collections::HashMap;
 
@@ -78,7 +78,7 @@ impl<E: Clone> Channels<E> {
     }
 
     /// The channel called `name`, created on first use.
-    pub(crate) fn intern(&self, name: &str) -> Result<Channel, crate::Error> {
+    pub(crate) fn intern(&self, name: &str) -> Result<Channel, crate::error::Error> {
         if let Some(&id) = read(&self.names).get(name) {
             return Ok(Channel(id));
         }
@@ -88,7 +88,7 @@ impl<E: Clone> Channels<E> {
         }
         let id = names.len();
         if id >= self.max_channels {
-            return Err(crate::Error::TooManyChannels {
+            return Err(crate::error::Error::TooManyChannels {
                 max: self.max_channels,
             });
         }

@@ -219,7 +219,11 @@ impl<E: Event> InputHandle<E> {
         let mut links = self.links.borrow_mut();
         let shared = links.shared();
         if shared.input_closed() {
-            return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+            return Err(SendError::new(
+                crate::error::SendErrorKind::Closed,
+                None,
+                event,
+            ));
         }
         let mut event = event;
         if !shared.started.load(Ordering::Acquire) {
@@ -309,7 +313,11 @@ impl<E: Event> InputHandle<E> {
     pub fn try_send(&self, channel: Channel, event: E) -> Result<usize, SendError<E>> {
         let mut links = self.links.borrow_mut();
         if links.shared().input_closed() {
-            return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+            return Err(SendError::new(
+                crate::error::SendErrorKind::Closed,
+                None,
+                event,
+            ));
         }
         links
             .try_send_channel(channel, event, None)
@@ -329,7 +337,11 @@ impl<E: Event> InputHandle<E> {
     ) -> Result<usize, SendError<E>> {
         let mut links = self.links.borrow_mut();
         if links.shared().input_closed() {
-            return Err(SendError::new(crate::SendErrorKind::Closed, None, event));
+            return Err(SendError::new(
+                crate::error::SendErrorKind::Closed,
+                None,
+                event,
+            ));
         }
         let deadline = Instant::now() + timeout;
         links
@@ -408,7 +420,7 @@ impl<E: Event> InputHandle<E> {
     pub fn send_time(&self, t: Time) -> Result<usize, SendError<Time>> {
         let mut links = self.links.borrow_mut();
         if links.shared().input_closed() {
-            return Err(SendError::new(crate::SendErrorKind::Closed, None, t));
+            return Err(SendError::new(crate::error::SendErrorKind::Closed, None, t));
         }
         Ok(links.send_time_all(t, Wait::Block))
     }

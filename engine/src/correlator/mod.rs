@@ -294,7 +294,7 @@ impl<E: Event> Correlator<E> {
 
     /// A new [`SharedInput`](crate::SharedInput): one sender for the FIFO rule (R2.3), that is
     /// `Send + Sync + Clone` (its clones are the same sender).
-    pub fn shared_input(&self) -> crate::SharedInput<E> {
+    pub fn shared_input(&self) -> crate::input::SharedInput<E> {
         self.input().into_shared()
     }
 

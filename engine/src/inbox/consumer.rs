@@ -11,13 +11,42 @@
 //! tried and gave nothing but more instructions per entry (harness/BENCHMARKS.md, "The inbox's
 //! prefetch distance").
 //!
-//! Owns the consumer end, its take and the give-back of places. May import `sync` only.
+//! Owns the consumer end, the constructors that hand it out with a new inbox, its take and the
+//! give-back of places. May import `sync` only.
 
 use std::fmt;
 
 use super::ring::{Inbox, TICKET, TOMB};
 use super::room::ROOM_WAITERS;
 use crate::sync::{self, Ordering};
+
+/// Creating an inbox hands out its one consumer end: the constructors live on this side, so that
+/// the ring (`ring`) knows nothing of who takes from it.
+impl<T> Inbox<T> {
+    /// Creates an inbox of nominal `capacity` (clamped to `1..=MAX_CAPACITY`) and its consumer end.
+    ///
+    /// # Panics
+    /// If the slots cannot be allocated (a test helper: the engine uses
+    /// [`try_with_capacity`](Self::try_with_capacity)).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn with_capacity(capacity: usize) -> (sync::Arc<Self>, Consumer<T>) {
+        match Self::try_with_capacity(capacity) {
+            Ok(pair) => pair,
+            Err(e) => panic!("inbox of {capacity} entries: {e}"),
+        }
+    }
+
+    /// [`with_capacity`](Self::with_capacity), or an error instead of an abort when the memory for
+    /// the slots cannot be allocated (a capacity within [`MAX_CAPACITY`](super::MAX_CAPACITY) may
+    /// still need more memory than the machine has: `capacity` slots of an entry and a stamp each).
+    pub fn try_with_capacity(
+        capacity: usize,
+    ) -> Result<(sync::Arc<Self>, Consumer<T>), std::collections::TryReserveError> {
+        let inbox = Self::try_new(capacity)?;
+        let consumer = Consumer::new(inbox.clone());
+        Ok((inbox, consumer))
+    }
+}
 
 /// The places of entries the consumer took and processed but has not freed yet: giving them back
 /// for a whole batch at once (one read-modify-write of the consumer's `room` word, whose line then

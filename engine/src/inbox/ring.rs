@@ -36,15 +36,14 @@
 //! cancelled one leaves a tombstone that the consumer steps over. A reservation is never held while
 //! user code runs or while its sender waits (see `send.rs`), since the consumer waits for it.
 //!
-//! Owns the inbox's shared state, its construction, its count and its closing. May import `sync`
-//! only.
+//! Owns the inbox's shared state, its construction (the public constructors, which hand out the
+//! consumer end too, are in `consumer`), its count and its closing. May import `sync` only.
 
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 
 use crossbeam_utils::CachePadded;
 
-use super::consumer::Consumer;
 use super::slot::{self, LineSlot, Slot, PREFETCH_AHEAD_BYTES};
 use super::wait_list::WaitList;
 use super::Sender;
@@ -188,25 +187,11 @@ impl<T> Inbox<T> {
         std::mem::size_of::<Slot<T>>()
     };
 
-    /// Creates an inbox of nominal `capacity` (clamped to `1..=MAX_CAPACITY`) and its consumer end.
-    ///
-    /// # Panics
-    /// If the slots cannot be allocated (a test helper: the engine uses
-    /// [`try_with_capacity`](Self::try_with_capacity)).
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub fn with_capacity(capacity: usize) -> (sync::Arc<Self>, Consumer<T>) {
-        match Self::try_with_capacity(capacity) {
-            Ok(pair) => pair,
-            Err(e) => panic!("inbox of {capacity} entries: {e}"),
-        }
-    }
-
-    /// [`with_capacity`](Self::with_capacity), or an error instead of an abort when the memory for
-    /// the slots cannot be allocated (a capacity within [`MAX_CAPACITY`] may still need more
-    /// memory than the machine has: `capacity` slots of an entry and a stamp each).
-    pub fn try_with_capacity(
+    /// A new inbox of nominal `capacity` (clamped to `1..=MAX_CAPACITY`), without its consumer end:
+    /// [`try_with_capacity`](Self::try_with_capacity) (in `consumer`) hands out both.
+    pub(super) fn try_new(
         capacity: usize,
-    ) -> Result<(sync::Arc<Self>, Consumer<T>), std::collections::TryReserveError> {
+    ) -> Result<sync::Arc<Self>, std::collections::TryReserveError> {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         let one_lap = (capacity as u64 + 1).next_power_of_two();
         let slot = |i: usize| Slot {
@@ -248,8 +233,7 @@ impl<T> Inbox<T> {
             consumer_thread: UnsafeCell::new(None),
             room_waiters: Mutex::new(WaitList::new()),
         });
-        let consumer = Consumer::new(inbox.clone());
-        Ok((inbox, consumer))
+        Ok(inbox)
     }
 
     /// The nominal capacity.
