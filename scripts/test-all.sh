@@ -33,6 +33,11 @@ stage "docs (warnings are errors)" env RUSTDOCFLAGS="-D warnings" cargo doc --wo
 # document the engine once with every feature on.
 stage "clippy (engine, all features)" cargo clippy -p correlator --all-targets --all-features -- -D warnings
 stage "docs (engine, all features)" env RUSTDOCFLAGS="-D warnings" cargo doc -p correlator --no-deps --all-features
+# The engine alone with its default features (a user's `cargo doc`), and with its private items
+# (the links in the module docs that describe the design).
+stage "docs (engine, default features; private items)" bash -c '
+  RUSTDOCFLAGS="-D warnings" cargo doc -p correlator --no-deps &&
+  RUSTDOCFLAGS="-D warnings" cargo doc -p correlator --no-deps --all-features --document-private-items'
 # The NATS connector's tests and the harness's nats/loopback run against a real nats-server
 # (Debian package), installed here if absent; each test starts and stops its own server.
 stage "nats-server (install if absent)" scripts/nats-server.sh install

@@ -12,7 +12,7 @@
 //!   thread; the clock moves only with [`InputHandle::send_time`](crate::InputHandle::send_time).
 //! * **event time** ([`event_time`](crate::CorrelatorBuilder::event_time)): no clock thread; a
 //!   context advances its clock to the timestamp of every event it takes from its inbox
-//!   ([`Event::time`](crate::Event::time)) before dispatching it.
+//!   ([`Event::time`]) before dispatching it.
 //!
 //! # Event time, decided
 //! * Before an inbox event stamped `t` is dispatched, a context whose clock is before `t` fires

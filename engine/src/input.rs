@@ -45,8 +45,8 @@ impl<E: Event> LinksAccess<E> for &SharedInput<E> {
 /// stream is replayed deterministically.
 ///
 /// Three ways to send (R5.3): blocking (`send_to`, `send`) waits for room; `try_*` returns
-/// [`SendErrorKind::Full`](crate::SendErrorKind::Full) with the event at once; `*_timeout` waits up to
-/// a bound and then returns [`SendErrorKind::Timeout`](crate::SendErrorKind::Timeout) with the event.
+/// [`SendErrorKind::Full`] with the event at once; `*_timeout` waits up to
+/// a bound and then returns [`SendErrorKind::Timeout`] with the event.
 /// A refused send keeps nothing of the event: it all comes back in the error. With the `async`
 /// feature, `send_to_async`, `send_batch_to_async` and `send_async` wait for room as futures,
 /// without blocking the executor's thread. For one handle shared by many threads or tasks, see

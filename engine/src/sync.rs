@@ -21,7 +21,7 @@ mod imp {
             const { std::cell::Cell::new(None) };
     }
 
-    /// Marks the calling thread as a context's (see [`context_mark`](super::context_mark)).
+    /// Marks the calling thread as a context's (see [`context_mark`]).
     pub(crate) fn set_context_mark(mark: (usize, u32)) {
         CONTEXT_MARK.with(|m| m.set(Some(mark)));
     }

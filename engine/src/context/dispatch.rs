@@ -290,7 +290,7 @@ impl<E: Event> Context<E> {
     }
 
     /// Runs the handler of a bucket's [`Solo`] listener: the listener through the table's
-    /// unchecked [`solo_handler`](ListenerTable::solo_handler), its instance (named by the `Solo`,
+    /// unchecked [`solo_handler`](crate::listener::ListenerTable::solo_handler), its instance (named by the `Solo`,
     /// so loaded beside the listener rather than after it) with the usual check. Returns whether
     /// the handler ran and left nothing to do afterwards (see [`run_chain`](Self::run_chain)).
     #[inline(always)]

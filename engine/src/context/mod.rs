@@ -13,7 +13,7 @@
 //! with a read-modify-write (a locked instruction, which waits for every earlier store of this
 //! thread); doing it once per entry would pay that on every event. The context therefore holds the
 //! places of up to
-//! `release_batch` processed entries ([`HeldPlaces`](crate::deliver::HeldPlaces)) and frees them
+//! `release_batch` processed entries ([`HeldPlaces`](crate::inbox::HeldPlaces)) and frees them
 //! together, after publishing its status counters and its `done` count. It frees everything it
 //! holds when a batch is full, whenever its inbox has nothing ready (so a context that waits,
 //! sleeps or exits holds nothing, and the shutdown scan sees a zero count only once everything is
@@ -30,7 +30,7 @@
 //! `catch_unwind`: a panic ends that handler's instance only (R6.8), never the context.
 //!
 //! # User code outside handlers
-//! No user code ends a context (R6.8). A listener's filter (a [`Pattern::filter`] closure, or the
+//! No user code ends a context (R6.8). A listener's filter (a [`Pattern::filter`](crate::Pattern::filter) closure, or the
 //! templates of an expression) runs under `catch_unwind` too, on the listener path that has
 //! filters at all: a panic there ends the listener's instance with `Panicked`, and the event goes
 //! on to the other listeners. An event's `Drop` is caught where the route loop drops it (nothing

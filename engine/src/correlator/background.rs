@@ -55,7 +55,7 @@ impl Periodic {
 }
 
 impl Lifecycle {
-    /// [`Correlator::start`] over the shared state.
+    /// [`Correlator::start`](super::Correlator::start) over the shared state.
     pub(super) fn start<E: Event>(&self, shared: &Arc<Shared<E>>) {
         if shared.started.swap(true, Ordering::AcqRel) {
             return;

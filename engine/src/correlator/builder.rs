@@ -297,7 +297,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     }
 
     /// The least time between two late-event warnings of one context (default
-    /// [`DEFAULT_LATE_WARNING_INTERVAL`](crate::DEFAULT_LATE_WARNING_INTERVAL) = 10 s). Under
+    /// [`DEFAULT_LATE_WARNING_INTERVAL`] = 10 s). Under
     /// event time a context logs a `tracing` warning at its first late event, then at most one per
     /// interval, saying how many late events came since the last one, how far behind the clock
     /// they were, and the likely cause (several feeders sending one context's or one key's

@@ -429,7 +429,7 @@ impl<E: Event> Drop for Correlator<E> {
     /// reference released inside a handler), it cannot wait for that context
     /// ([`Error::ShutdownFromContext`]) and leaves the contexts running: keep a reference outside
     /// the handlers and shut down from a thread of your own. Dropped while a
-    /// [`shutdown_async`](Correlator::shutdown_async) is under way, it does not wait: that
+    /// `shutdown_async` (feature `async`) is under way, it does not wait: that
     /// shutdown goes on to the end on its own thread and completes its future.
     fn drop(&mut self) {
         if self.shared.shut_down.load(Ordering::Acquire)

@@ -42,7 +42,7 @@ use crate::sync::{self, Arc, Ordering};
 use super::{status_of, Lifecycle};
 
 impl Lifecycle {
-    /// [`Correlator::shutdown`] over the shared state: every caller, blocking or async, goes
+    /// [`Correlator::shutdown`](super::Correlator::shutdown) over the shared state: every caller, blocking or async, goes
     /// through the one result mutex, so one shutdown runs and all get its result.
     pub(super) fn shutdown<E: Event>(&self, shared: &Arc<Shared<E>>) -> Result<Status, Error> {
         if let Some(ctx) = shared.context_of_current_thread() {
@@ -137,7 +137,7 @@ fn wait_quiescent<E: Event>(shared: &Shared<E>) {
     }
 }
 
-/// The one-shot the shutdown thread of [`Correlator::shutdown_async`] completes: its result, and
+/// The one-shot the shutdown thread of [`Correlator::shutdown_async`](super::Correlator::shutdown_async) completes: its result, and
 /// the waker of the task that waits for it.
 #[cfg(feature = "async")]
 #[derive(Default)]
@@ -146,7 +146,7 @@ pub(super) struct ShutdownSlot {
     waker: Option<std::task::Waker>,
 }
 
-/// The future of [`Correlator::shutdown_async`]. It holds the correlator's shared state, not
+/// The future of [`Correlator::shutdown_async`](super::Correlator::shutdown_async). It holds the correlator's shared state, not
 /// the correlator, so it borrows nothing and outlives a dropped correlator.
 #[cfg(feature = "async")]
 pub(super) enum ShutdownFuture<E: Event> {

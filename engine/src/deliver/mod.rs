@@ -1,6 +1,6 @@
 //! Delivery: a sender's view of the correlator ([`Links`]) and every send it makes — to one
 //! context, to a batch, through a channel's fan-out, to outputs — each through the send core
-//! ([`send`](crate::send): try, give back, wait by strategy or overrun where waiting would close a
+//! ([`send`]: try, give back, wait by strategy or overrun where waiting would close a
 //! cycle, SPEC §5) and [`Inbox`]'s commit.
 //!
 //! An input handle used on a context's own thread (inside a handler) is that context for the

@@ -70,7 +70,7 @@ impl Cursor {
     }
 }
 
-/// What dispatching an event of a kind needs to know first, copied out of the kind's [`Bucket`].
+/// What dispatching an event of a kind needs to know first, copied out of the kind's [`Bucket`](super::lists::Bucket).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KindView {
     pub(crate) bucket: u32,

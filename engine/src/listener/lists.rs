@@ -16,7 +16,7 @@ use crate::entry::Mode;
 pub(super) const SHORT_LIST: usize = 8;
 
 /// The slots of the listeners listed under one `(kind, mode, key)`, in registration order, live
-/// and dead ones: dead ones stay until [`ListenerTable::compact`] takes them out.
+/// and dead ones: dead ones stay until [`ListenerTable::compact`](super::ListenerTable::compact) takes them out.
 #[derive(Default)]
 pub(crate) struct List {
     /// Inline up to four: a key's list usually names one listener, and dispatch then reads it
@@ -86,7 +86,7 @@ pub(crate) struct Bucket {
     /// dispatched event, where the two-part emptiness test would cost more.
     pub(crate) has_completed: bool,
     /// The one ordinary listener of the kind, when there is exactly one, unkeyed and
-    /// [`simple`](ListenerSlot::simple): then dispatching an event fires it and nothing else, and
+    /// [`simple`](super::ListenerSlot::simple): then dispatching an event fires it and nothing else, and
     /// the dispatch loop skips the lists. Kept up to date by `insert`, `kill` and `compact`.
     pub(crate) solo: Option<Solo>,
 }

@@ -8,7 +8,7 @@
 //! Removal is lazy: a listener that ends is marked dead at once (so it cannot fire again, even later
 //! in the same dispatch) and the lists that hold it are compacted after the current event's
 //! dispatch, when no iteration is in progress. A list is compacted once its dead entries are at
-//! least half of it (or it is short, [`SHORT_LIST`]), so ending `n` listeners of one list costs
+//! least half of it (or it is short, [`SHORT_LIST`](lists::SHORT_LIST)), so ending `n` listeners of one list costs
 //! O(n) in all, not O(n) each: with one listener per monitor instance on a shared list, ending
 //! every instance one by one would otherwise be quadratic. A slot is freed once no list holds it
 //! any more (an expression's listener is listed once per template), so a list never names a
