@@ -65,8 +65,13 @@ impl Backoff {
         }
     }
 
-    /// For waits that must end by parking whatever the strategy (senders waiting for room).
+    /// For waits that must end by parking whatever the strategy (senders waiting for room, an
+    /// output's receiver). Under `cfg(loom)` it parks at once: the spin and yield steps only delay
+    /// the park, and under loom each would be one more schedule to explore.
     pub(crate) fn next_or_park(&mut self) -> Step {
+        if cfg!(loom) {
+            return Step::Park;
+        }
         let step = self.steps;
         self.steps = self.steps.saturating_add(1);
         if step < SPIN_LIMIT {

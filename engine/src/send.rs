@@ -272,12 +272,9 @@ pub fn reserve_refused<'t, T, S: SendSide>(
 }
 
 /// One round of a sender's back-off: a spin or a yield step (returns `false`), or `true` when the
-/// sender should park. Under loom it parks at once (module docs).
+/// sender should park (at once under loom: [`Backoff::next_or_park`]).
 #[inline]
 pub(crate) fn pause(backoff: &mut Backoff) -> bool {
-    if cfg!(loom) {
-        return true;
-    }
     match backoff.next_or_park() {
         Step::Spin => sync::spin_hint(),
         Step::Yield => sync::yield_now(),

@@ -363,8 +363,7 @@ impl<A> OutputQueue<A> {
     }
 
     /// Takes the next event, waiting until `deadline` (forever if `None`): spin, yield, then park
-    /// (under `cfg(loom)` it parks at once: the spin and yield steps only delay the park, and
-    /// under loom each would be one more schedule to explore). The loom models receive through it.
+    /// (at once under loom: `Backoff::next_or_park`). The loom models receive through it.
     pub fn take_until(&self, deadline: Option<Instant>) -> Result<A, RecvTimeoutError> {
         let mut backoff = Backoff::new(WaitStrategy::SpinYieldPark);
         loop {
@@ -382,12 +381,7 @@ impl<A> OutputQueue<A> {
                 },
                 None => None,
             };
-            let step = if cfg!(loom) {
-                Step::Park
-            } else {
-                backoff.next_or_park()
-            };
-            match step {
+            match backoff.next_or_park() {
                 Step::Spin => sync::spin_hint(),
                 Step::Yield => sync::yield_now(),
                 Step::Park => self.park_receiver(left),
