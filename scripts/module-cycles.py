@@ -101,32 +101,34 @@ def group_items(body):
     return {m.group(1) for m in (re.match(r"\s*(\w+)", i) for i in items) if m}
 
 
-def imports_of(text):
+def code_of(text):
+    """A file's code: up to its `#[cfg(test)] mod tests`, without comment lines."""
     text = re.split(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod tests\b", text)[0]
-    code = "\n".join(l for l in text.split("\n") if not l.lstrip().startswith("//"))
-    deps = set(re.findall(r"(?<![\w$])crate::(\w+)", code))
-    deps.discard("")
-    for start in [m.end() for m in re.finditer(r"(?<![\w$])crate::\{", code)]:
-        depth, i = 1, start
-        while i < len(code) and depth:
-            depth += {"{": 1, "}": -1}.get(code[i], 0)
-            i += 1
-        deps |= group_items(code[start:i - 1])
-    return deps
+    return "\n".join(l for l in text.split("\n") if not l.lstrip().startswith("//"))
 
 
-def sibling_imports(text, folder, siblings):
-    """The sibling files of `folder` (a `::` path) that a file's code names."""
-    text = re.split(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod tests\b", text)[0]
-    code = "\n".join(l for l in text.split("\n") if not l.lstrip().startswith("//"))
-    names = set(re.findall(r"(?<![\w$])super::(\w+)", code))
-    names |= set(re.findall(r"(?<![\w$])crate::" + re.escape(folder) + r"::(\w+)", code))
-    for start in [m.end() for m in re.finditer(r"(?<![\w$])super::\{", code)]:
+def named_after(code, prefix):
+    """The first segments of the paths that follow `prefix` (a path such as `crate::` or
+    `super::`, regex-escaped): `prefix x::..` and each item of `prefix {x::.., y}`."""
+    names = set(re.findall(r"(?<![\w$])" + prefix + r"(\w+)", code))
+    for start in [m.end() for m in re.finditer(r"(?<![\w$])" + prefix + r"\{", code)]:
         depth, i = 1, start
         while i < len(code) and depth:
             depth += {"{": 1, "}": -1}.get(code[i], 0)
             i += 1
         names |= group_items(code[start:i - 1])
+    names.discard("")
+    return names
+
+
+def imports_of(text):
+    return named_after(code_of(text), r"crate::")
+
+
+def sibling_imports(text, folder, siblings):
+    """The sibling files of `folder` (a `::` path) that a file's code names."""
+    code = code_of(text)
+    names = named_after(code, r"super::") | named_after(code, r"crate::" + re.escape(folder) + r"::")
     return names & siblings
 
 
