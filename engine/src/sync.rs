@@ -138,35 +138,6 @@ pub(crate) use imp::*;
 /// since loom's `Arc` has no `Weak`.
 pub(crate) use std::sync::{Arc as StdArc, Mutex as StdMutex, Weak as StdWeak};
 
-/// An entry of a waiter list (the inbox's room waiters, an output's waiters) that may be a parked
-/// thread.
-pub(crate) trait ThreadWaiter {
-    /// The entry for a parked `thread`.
-    fn of_thread(thread: Thread) -> Self;
-    /// The id of the thread this entry wakes, if it is a thread's.
-    fn thread_id(&self) -> Option<ThreadId>;
-}
-
-/// Lists the calling thread in `list` unless it is listed already. A thread waits in one place at
-/// a time, so one entry is all it ever needs; a wait that ends without a wake-up (a spurious
-/// return, a re-check that found room) leaves its entry behind, and the next wait reuses it
-/// instead of adding another, so a thread that waits again and again grows nothing.
-pub(crate) fn list_current<W: ThreadWaiter>(list: &mut Vec<W>) {
-    let me = current();
-    if !list.iter().any(|w| w.thread_id() == Some(me.id())) {
-        list.push(W::of_thread(me));
-    }
-}
-
-/// Takes the calling thread's entry out of `list`, if it is there (a wait that gives up: its
-/// deadline passed, or what it waited on closed). The caller drops it outside the lock.
-pub(crate) fn unlist_current<W: ThreadWaiter>(list: &mut Vec<W>) -> Option<W> {
-    let me = current().id();
-    let i = list.iter().position(|w| w.thread_id() == Some(me))?;
-    // Order does not matter: a wake-up wakes the whole list.
-    Some(list.swap_remove(i))
-}
-
 /// Parks the calling thread until it is unparked or `deadline` passes (forever if `None`);
 /// returns whether the deadline has passed, in which case the caller gives up its wait. A wait
 /// for room (the inbox's, an output's) parks through this, after listing itself and re-checking.

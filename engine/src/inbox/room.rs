@@ -142,7 +142,7 @@ impl<T> Inbox<T> {
     ) -> RoomWait {
         // Register before announcing: the consumer that sees ROOM_WAITERS takes the list after it
         // cleared the flag, so it finds us. Once: an entry left by an earlier wait of this thread
-        // that no wake-up took is reused (`sync::list_current`).
+        // that no wake-up took is reused (`WaitList::list_current_thread`).
         sync::lock(&self.room_waiters).list_current_thread();
         self.room.fetch_or(ROOM_WAITERS, Ordering::AcqRel);
         // Re-check after announcing: room freed before the consumer read the flag is visible now.

@@ -34,19 +34,12 @@ pub(crate) enum Parked {
     Task(u64, Waker),
 }
 
-impl sync::ThreadWaiter for Parked {
-    fn of_thread(thread: Thread) -> Self {
-        Parked::Thread(thread)
-    }
-    fn thread_id(&self) -> Option<sync::ThreadId> {
-        match self {
-            Parked::Thread(t) => Some(t.id()),
-            Parked::Task(..) => None,
-        }
-    }
-}
-
 impl Parked {
+    /// Whether it is the parked thread `id`.
+    fn is_thread(&self, id: sync::ThreadId) -> bool {
+        matches!(self, Parked::Thread(t) if t.id() == id)
+    }
+
     /// The id of a task that waits in no list (an output's receiver): never a registration's,
     /// which count up from 0.
     pub(crate) const ALONE: u64 = u64::MAX;
@@ -109,15 +102,25 @@ impl WaitList {
         self.spare.capacity()
     }
 
-    /// Lists the calling thread unless it is listed already (`sync::list_current`).
+    /// Lists the calling thread unless it is listed already. A thread waits in one place at a
+    /// time, so one entry is all it ever needs; a wait that ends without a wake-up (a spurious
+    /// return, a re-check that found room) leaves its entry behind, and the next wait reuses it
+    /// instead of adding another, so a thread that waits again and again grows nothing.
     pub(crate) fn list_current_thread(&mut self) {
-        sync::list_current(&mut self.list);
+        let me = sync::current();
+        if !self.list.iter().any(|w| w.is_thread(me.id())) {
+            self.list.push(Parked::Thread(me));
+        }
     }
 
-    /// Takes the calling thread's entry out, if a wake-up has not taken it already; the caller
-    /// drops it outside the lock.
+    /// Takes the calling thread's entry out, if a wake-up has not taken it already (a wait that
+    /// gives up: its deadline passed, or what it waited on closed); the caller drops it outside
+    /// the lock.
     pub(crate) fn unlist_current_thread(&mut self) -> Option<Parked> {
-        sync::unlist_current(&mut self.list)
+        let me = sync::current().id();
+        let i = self.list.iter().position(|w| w.is_thread(me))?;
+        // Order does not matter: a wake-up wakes the whole list.
+        Some(self.list.swap_remove(i))
     }
 
     /// Registers a task by its registration: with `ticket` `None` (the first poll) it lists `waker`

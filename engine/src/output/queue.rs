@@ -253,7 +253,7 @@ impl<A> OutputQueue<A> {
     /// Spurious returns are allowed: the caller pushes again.
     pub fn wait_for_room(&self, deadline: Option<Instant>) {
         // Register before announcing: the receiver that sees ROOM_WAITERS takes the list after it
-        // cleared the flag, so it finds us. Once (`sync::list_current`): an entry an earlier wait
+        // cleared the flag, so it finds us. Once (`WaitList::list_current_thread`): an entry an earlier wait
         // of this thread left behind is reused.
         sync::lock(&self.sleepers).room.list_current_thread();
         let state = self.state.fetch_or(ROOM_WAITERS, Ordering::SeqCst);
