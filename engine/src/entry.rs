@@ -13,13 +13,14 @@
 //! here and implemented once, beside `Links` in `deliver`; the registry is generic over its inbox item, and `shared` names its instantiation
 //! with `Entry`. Every other module sees the concrete types.
 //!
-//! May import the leaves, `channel`, `status`, `pattern`, `expr` and `route`.
+//! May import the leaves, `channel`, `status`, `pattern`, `expr`, `record` and `route`.
 
 use crate::channel::Channel;
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
 use crate::pattern::Pattern;
+use crate::record::{Journal, Origin};
 use crate::route::RouteStack;
 use crate::state::State;
 use crate::status::Counters;
@@ -72,11 +73,15 @@ pub(crate) struct NewInstance<E: Event> {
 }
 
 /// An inbox entry.
+///
+/// Events and spawns carry their sender's [`Origin`] (R2.3's sender, which a recording names and
+/// a replay orders by: see `record`). It sits after the enum's tag, in what would otherwise be
+/// padding before an 8-byte-aligned event, so it costs no slot size there (`tests`).
 pub(crate) enum Entry<E: Event> {
-    Event(E),
+    Event(Origin, E),
     /// Boxed, so that an entry (an inbox slot) is as small as the event allows: most entries are
     /// events, and every slot of every inbox is the size of the largest variant.
-    Spawn(Box<NewInstance<E>>),
+    Spawn(Origin, Box<NewInstance<E>>),
     /// A clock tick: the context's logical time advances to it (R7.1).
     Tick(Time),
 }
@@ -126,6 +131,19 @@ pub(crate) struct Effects<E: Event> {
     pub(crate) next_handle: u64,
     /// The context's logical time: the last tick taken (R7.1).
     pub(crate) now: Time,
+    /// Recording or replaying this context, or neither (see `record`).
+    pub(crate) journal: Journal<Entry<E>>,
+}
+
+impl<E: Event> Entry<E> {
+    /// Who sent it; `None` for a tick.
+    #[inline(always)]
+    pub(crate) fn origin(&self) -> Option<Origin> {
+        match self {
+            Entry::Event(o, _) | Entry::Spawn(o, _) => Some(*o),
+            Entry::Tick(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -90,11 +90,18 @@ pub enum Error {
     /// [`Pool::load_per_key`](crate::Pool::load_per_key) was given no event kind: its dispatchers
     /// would listen to nothing and no key would ever get an instance.
     NoKinds,
+    /// The recording's sink failed (`record_to`): the recording stopped at that point; the
+    /// run itself went on. The sink's error message.
+    Recording(String),
+    /// A replay (`replay`) differed from its recording: where first (SPEC §10).
+    Diverged(Box<Divergence>),
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::Recording(e) => write!(f, "the recording's sink failed: {e}"),
+            Error::Diverged(d) => d.fmt(f),
             Error::NoSuchCore { core, available } => write!(
                 f,
                 "core {core} does not exist for this process (available cores: {available:?}); \
@@ -351,3 +358,33 @@ impl fmt::Display for SendBatchError {
 }
 
 impl std::error::Error for SendBatchError {}
+
+/// Where a replay first differed from its recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Divergence {
+    /// The context where it differed.
+    pub context: u32,
+    /// Inbox entries the context had processed before (the one being processed when it differed
+    /// is this number plus one).
+    pub entry: u64,
+    /// The index of the record in the context's stream that the replay did not match.
+    pub position: u64,
+    /// What the recording has there.
+    pub expected: String,
+    /// What the replay did instead.
+    pub found: String,
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the replay diverged in context {} after {} entries, at record {} of its stream: the \
+             recording has {}, the replay {}",
+            self.context, self.entry, self.position, self.expected, self.found
+        )
+    }
+}
+
+impl std::error::Error for Divergence {}

@@ -67,6 +67,7 @@ impl<E: Event> InputHandle<E> {
         // `send_time`, which reaches all) then allocates nothing. Contexts created later are
         // added when first sent to.
         links.refresh();
+        links.name_input();
         Self {
             links: RefCell::new(links),
         }
@@ -396,11 +397,12 @@ impl<E: Event> InputHandle<E> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn load_in<M: Monitor<E>>(&self, ctx: ContextRef, monitor: M) -> Result<(), Error> {
-        self.links
-            .borrow_mut()
+        let mut links = self.links.borrow_mut();
+        let origin = links.origin;
+        links
             .push_entry(
                 ctx,
-                Entry::Spawn(Box::new(load_instance(monitor))),
+                Entry::Spawn(origin, Box::new(load_instance(monitor))),
                 Wait::Block,
             )
             .map_err(|kind| kind_to_error(kind, ctx))

@@ -139,6 +139,7 @@ mod monitor;
 mod output;
 mod pattern;
 mod pool;
+pub mod record;
 mod registry;
 mod send;
 #[cfg(feature = "async")]

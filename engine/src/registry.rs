@@ -11,8 +11,8 @@
 //! circle of modules; instead `shared` (above both) names the instantiation the engine uses,
 //! `Shared<E>` and `ContextShared<E>`.
 //!
-//! May import the leaves, `channel`, `output`, `inbox`, `send` (the wait graph), `status` and
-//! `event_time` (its [`LateEvents`] setting).
+//! May import the leaves, `channel`, `output`, `inbox`, `send` (the wait graph), `status`, `record` (what
+//! recording or replaying contexts share) and `event_time` (its [`LateEvents`] setting).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -26,6 +26,7 @@ use crate::event_time::LateEvents;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
 use crate::output::{OutputQueue, OutputReceiver, OutputRegistry};
+use crate::record::JournalShared;
 pub(crate) use crate::send::WaitGraph;
 use crate::status::{OutputWaitBoard, PublishedCounters};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
@@ -96,6 +97,10 @@ pub(crate) struct Registry<E: Event, I> {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     /// Serialises context creation (ids are handed out in order).
     pub(crate) creating: Mutex<()>,
+    /// Recording or replaying (see `record`), or neither.
+    pub(crate) journal: Option<Arc<JournalShared>>,
+    /// The number of the next input handle (its [`Origin`](crate::record::Origin)).
+    pub(crate) next_input: AtomicU64,
     /// Steps of per-instance and per-listener bookkeeping the contexts did (instance slots
     /// scanned at shutdown, list entries visited by compaction), added by each context when it
     /// exits: what the tests count to show that this work is linear in the instances, where a

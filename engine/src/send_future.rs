@@ -21,7 +21,7 @@
 //! a cycle (R5.2), and completes at its first poll.
 //!
 //! Owns the send futures. May import `deliver`, `send`, `inbox`, `shared`, `entry`, `channel`,
-//! `error`, `event`, `id` and `sync`; `input` imports it (the handles implement [`LinksAccess`] there).
+//! `error`, `event`, `id`, `record` and `sync`; `input` imports it (the handles implement [`LinksAccess`] there).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -34,6 +34,7 @@ use crate::error::{SendBatchError, SendError};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{RoomWait, Sender};
+use crate::record::Origin;
 use crate::send::{poll_send, refusal_kind, Attempt, RoomRegistration};
 use crate::shared::Shared;
 use crate::sync;
@@ -49,12 +50,12 @@ pub(crate) trait LinksAccess<E: Event> {
 /// to wait as it (see [`send_as_context`]). Read only when a send found its target full.
 pub(crate) fn context_thread<E: Event>(
     links: &mut impl LinksAccess<E>,
-) -> Option<(ContextRef, sync::Arc<Shared<E>>)> {
+) -> Option<(ContextRef, sync::Arc<Shared<E>>, Origin)> {
     links.with_links(|l| {
         let shared = l.shared();
         shared
             .context_of_current_thread()
-            .map(|me| (me, shared.clone()))
+            .map(|me| (me, shared.clone(), l.origin))
     })
 }
 
@@ -94,7 +95,9 @@ impl<L: LinksAccess<E>, E: Event> Future for SendTo<L, E> {
             TrySend::Refused(e) => Attempt::Done(Err(e)),
             TrySend::Full(target, event) => match context_thread(links) {
                 // A handler's thread is its context's: wait as the context (R5.2), not as a task.
-                Some((me, shared)) => Attempt::Done(send_as_context(&shared, me, &target, event)),
+                Some((me, shared, origin)) => {
+                    Attempt::Done(send_as_context(&shared, me, origin, &target, event))
+                }
                 None => Attempt::Full(target.inbox.clone(), event),
             },
         };
@@ -155,10 +158,10 @@ impl<L: LinksAccess<E>, E: Event> Future for SendBatchTo<'_, L, E> {
                 }
                 TrySendBatch::Full(target) => target,
             };
-            if let Some((me, shared)) = context_thread(&mut this.links) {
+            if let Some((me, shared, origin)) = context_thread(&mut this.links) {
                 // As a blocking batch does: the first event waits as the context (R5.2).
                 let first = this.events.remove(0);
-                match send_as_context(&shared, me, &target, first) {
+                match send_as_context(&shared, me, origin, &target, first) {
                     Ok(()) => {
                         this.sent += 1;
                         continue;

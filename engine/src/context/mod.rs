@@ -50,7 +50,7 @@
 //! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
 //! deferred operations) and `timers` (the logical clock) are the other jobs of the same
 //! [`Context`]. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
-//! `inbox`, `listener`, `route`, `shared` and `status`: every module below the facade except
+//! `inbox`, `listener`, `record`, `route`, `shared` and `status`: every module below the facade except
 //! `monitor` and `input`, which sit on top of it.
 
 use std::any::Any;
@@ -69,6 +69,7 @@ use crate::expr::Match;
 use crate::id::ContextRef;
 use crate::inbox::{Consumer, Inbox};
 use crate::listener::ListenerTable;
+use crate::record::{Journal, Step};
 use crate::route::RouteStack;
 use crate::shared::{ContextShared, Shared};
 use crate::status::Counters;
@@ -205,6 +206,7 @@ impl<E: Event> Context<E> {
             settings.late_events,
             settings.late_warning_interval,
         );
+        let journal = Journal::new(correlator.journal.as_ref(), me.id(), &shared.name);
         let links = Links::new(correlator, Some(me), own);
         Self {
             shared,
@@ -237,6 +239,7 @@ impl<E: Event> Context<E> {
                 stats: Counters::default(),
                 next_handle: 0,
                 now: Time::ZERO,
+                journal,
             },
             #[cfg(test)]
             work: 0,
@@ -250,8 +253,13 @@ impl<E: Event> Context<E> {
         while !shared.started.load(Ordering::Acquire) && !self.shared.exit.load(Ordering::Acquire) {
             sync::park();
         }
+        if matches!(self.fx.journal, Journal::Replay(_)) {
+            // The stream may begin with ticks.
+            self.replay_steps();
+        }
         self.event_loop(&mut consumer);
         self.end_all(DieReason::Shutdown);
+        self.fx.journal.end();
         #[cfg(test)]
         shared.work.fetch_add(
             self.work + self.table.work(),
@@ -322,7 +330,7 @@ impl<E: Event> Context<E> {
     /// Runs one inbox entry to completion (R2.2).
     fn run_entry(&mut self, entry: Entry<E>) {
         match entry {
-            Entry::Event(e) => {
+            Entry::Event(_, e) => {
                 if self.event_clock.looks() {
                     let fx = &mut self.fx;
                     let warned = &fx.links.shared().warned_ignored_times;
@@ -337,8 +345,37 @@ impl<E: Event> Context<E> {
                 }
                 self.run_root(e);
             }
-            Entry::Spawn(new) => self.run_then_drain(|cx| cx.create_instance(*new)),
+            Entry::Spawn(_, new) => self.run_then_drain(|cx| cx.create_instance(*new)),
             Entry::Tick(t) => self.advance_time(t),
+        }
+    }
+
+    /// Replaying: the entry goes to the replayer's buffer (its inbox place is given back as
+    /// processed), then the context processes what the recorded order allows. A tick is dropped:
+    /// the recording's ticks stand in for it.
+    #[cold]
+    #[inline(never)]
+    fn replay_arrive(&mut self, entry: Entry<E>) -> Flow {
+        if let (Some(origin), Journal::Replay(r)) = (entry.origin(), &mut self.fx.journal) {
+            r.arrive(origin, entry);
+        }
+        self.entry_processed();
+        self.replay_steps();
+        Flow::Continue
+    }
+
+    /// Replaying: processes entries and ticks in the recorded order while what comes next has
+    /// arrived.
+    fn replay_steps(&mut self) {
+        loop {
+            let Journal::Replay(r) = &mut self.fx.journal else {
+                return;
+            };
+            match r.next() {
+                Step::Entry(e) => self.run_entry(e),
+                Step::Tick(t) => self.advance_time(Time::from_nanos(t)),
+                Step::Wait | Step::Stop => return,
+            }
         }
     }
 
@@ -482,6 +519,14 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
     #[inline(always)]
     fn process(&mut self, entry: Entry<E>) -> Flow {
         self.fx.stats.received += 1;
+        match &mut self.fx.journal {
+            Journal::Off => {}
+            Journal::Record(r) => match &entry {
+                Entry::Tick(t) => r.tick(t.as_nanos()),
+                Entry::Event(o, _) | Entry::Spawn(o, _) => r.take(*o),
+            },
+            Journal::Replay(_) => return self.replay_arrive(entry),
+        }
         self.run_entry(entry);
         self.entry_processed();
         Flow::Continue

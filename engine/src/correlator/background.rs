@@ -80,7 +80,9 @@ impl Lifecycle {
             });
             *sync::lock(&self.metrics_exporter) = exporter;
         }
-        if let Some(rate) = shared.settings.tick_rate {
+        // A replay takes its ticks from the recording.
+        let replaying = shared.journal.as_ref().is_some_and(|j| j.is_replay());
+        if let (Some(rate), false) = (shared.settings.tick_rate, replaying) {
             self.start_clock(shared, rate);
         }
     }

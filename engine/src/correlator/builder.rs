@@ -2,8 +2,8 @@
 //! on them, and [`build`](CorrelatorBuilder::build), which checks the settings and creates the
 //! registry and the `main` context.
 //!
-//! May import the leaves, `channel`, `context`, `event_time`, `inbox`, `output`, `registry` and
-//! `shared`.
+//! May import the leaves, `channel`, `context`, `event_time`, `inbox`, `output`, `record`, `registry`
+//! and `shared`.
 
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use crate::event::Event;
 use crate::event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 use crate::inbox::MAX_CAPACITY;
 use crate::output::{OutputReceiver, OutputRegistry};
+use crate::record::{JournalSetting, RecordSink, Recording};
 use crate::registry::{Settings, WaitGraph};
 use crate::shared::Shared;
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, Mutex, RwLock};
@@ -56,6 +57,7 @@ pub const DEFAULT_RELEASE_BATCH: usize = 128;
 pub struct CorrelatorBuilder<E> {
     settings: Settings,
     max_channels: usize,
+    journal: Option<JournalSetting>,
     _event: std::marker::PhantomData<fn() -> E>,
 }
 
@@ -78,6 +80,7 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 late_warning_interval: DEFAULT_LATE_WARNING_INTERVAL,
             },
             max_channels: DEFAULT_MAX_CHANNELS,
+            journal: None,
             _event: std::marker::PhantomData,
         }
     }
@@ -308,6 +311,46 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
+    /// Records the run to `sink` (SPEC §10, the `record` module): per context, which sender's
+    /// inbox entries it took in which order, its clock ticks, its emits (with fingerprints where
+    /// the output has one) and the contexts its handlers created. Off by default; on, it costs a
+    /// comparison per inbox entry and a few bytes per change of sender (the harness measures it:
+    /// `record/*`). A sink error stops the recording and is reported by
+    /// [`shutdown`](Correlator::shutdown) ([`Error::Recording`]). Replaces an earlier
+    /// [`replay`](Self::replay).
+    ///
+    /// ```
+    /// use correlator::record::MemorySink;
+    /// use correlator::{Correlator, Event};
+    /// # #[derive(Clone, Debug)] struct Tick;
+    /// # impl Event for Tick { type Kind = (); fn kind(&self) {} }
+    /// let sink = MemorySink::new();
+    /// let c = Correlator::<Tick>::builder().record_to(sink.clone()).build()?;
+    /// c.start();
+    /// c.input().send_to(c.main(), Tick).unwrap();
+    /// c.shutdown()?;
+    /// let main = sink.recording().unwrap().summary().contexts[0].clone();
+    /// assert_eq!(main.entries_by_origin.values().sum::<u64>(), 1);
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn record_to(mut self, sink: impl RecordSink) -> Self {
+        self.journal = Some(JournalSetting::Record(Arc::new(sink)));
+        self
+    }
+
+    /// Replays `recording` (SPEC §10): each context processes its inbox entries in the order
+    /// the recording says, whatever order the senders' threads deliver them in, takes the
+    /// recorded clock ticks (no clock thread runs), and checks every emit and context creation
+    /// against the recording. The program must set up the same contexts and monitors, create its
+    /// input handles in the same order and feed each the same events as the recorded run. The
+    /// first difference stops the replay: [`Correlator::divergence`] names it and
+    /// [`shutdown`](Correlator::shutdown) returns [`Error::Diverged`]. Replaces an earlier
+    /// [`record_to`](Self::record_to).
+    pub fn replay(mut self, recording: Recording) -> Self {
+        self.journal = Some(JournalSetting::Replay(Arc::new(recording)));
+        self
+    }
+
     /// Checks the settings and creates the correlator with its `main` context (public). No event is
     /// taken before [`Correlator::start`].
     ///
@@ -398,6 +441,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             available_cores,
             threads: Mutex::new(Vec::new()),
             creating: Mutex::new(()),
+            journal: self.journal.as_ref().map(|j| Arc::new(j.shared())),
+            next_input: AtomicU64::new(0),
             #[cfg(test)]
             work: std::sync::atomic::AtomicU64::new(0),
             tag: sync::next_correlator_tag(),

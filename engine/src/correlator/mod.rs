@@ -10,7 +10,7 @@
 //!   of the registry (its assembly is `status`'s).
 //!
 //! Imported by nothing but `lib.rs` and `pool` (built on the public facade). May import the
-//! leaves, `channel`, `context`, `deliver`, `input`, `monitor`, `output`, `shared` and `status`.
+//! leaves, `channel`, `context`, `deliver`, `input`, `monitor`, `output`, `record`, `shared` and `status`.
 
 mod background;
 mod builder;
@@ -254,6 +254,7 @@ impl<E: Event> Correlator<E> {
         Ok((
             Output {
                 queue: queue.clone(),
+                fingerprint: None,
             },
             OutputReceiver::new(queue),
         ))
@@ -303,6 +304,12 @@ impl<E: Event> Correlator<E> {
     /// nothing.
     pub fn start(&self) {
         self.life.start(&self.shared);
+    }
+
+    /// Where a replay ([`CorrelatorBuilder::replay`]) first differed from its recording, once it
+    /// did (the replay stops there: SPEC §10); `None` while it agrees, and when not replaying.
+    pub fn divergence(&self) -> Option<crate::record::Divergence> {
+        self.shared.journal.as_ref().and_then(|j| j.divergence())
     }
 
     /// Whether [`start`](Self::start) was called.

@@ -104,9 +104,14 @@ impl Lifecycle {
             // The final figures, so that a scrape after shutdown sees everything processed.
             crate::metrics::export(&status_of(shared));
         }
-        match failed {
-            Some(ctx) => Err(Error::ContextStopped(ctx)),
-            None => Ok(status_of(shared)),
+        let journal = shared.journal.as_deref();
+        let sink_error = journal.and_then(|j| j.finish());
+        let divergence = journal.and_then(|j| j.divergence());
+        match (failed, divergence, sink_error) {
+            (Some(ctx), _, _) => Err(Error::ContextStopped(ctx)),
+            (None, Some(d), _) => Err(Error::Diverged(Box::new(d))),
+            (None, None, Some(e)) => Err(Error::Recording(e)),
+            (None, None, None) => Ok(status_of(shared)),
         }
     }
 }

@@ -56,8 +56,9 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             let Some(e) = (if last { event.take() } else { event.clone() }) else {
                 continue;
             };
+            let origin = self.origin;
             if let Ok(r) = self.reserve(id, wait) {
-                r.commit(Entry::Event(e));
+                r.commit(Entry::Event(origin, e));
                 d.contexts += 1;
             }
         }
@@ -210,7 +211,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             let r = unsafe { self.contexts[id as usize].inbox.resume(r) };
             match self.copies.pop().or_else(|| event.take()) {
                 Some(e) => {
-                    r.commit(Entry::Event(e));
+                    r.commit(Entry::Event(self.origin, e));
                     d.contexts += 1;
                 }
                 None => r.cancel(),

@@ -19,7 +19,7 @@
 //! futures, shared inputs).
 //!
 //! Owns the send paths of a sender and [`OwnInbox`]. May import the leaves, `send`, `inbox`,
-//! `channel`, `output`, `error`, `entry` and `shared` (the registry as the engine uses it).
+//! `channel`, `output`, `error`, `entry`, `record` (an entry's origin) and `shared` (the registry as the engine uses it).
 
 mod fanout;
 mod held;
@@ -32,6 +32,7 @@ use crate::error::{Error, SendBatchError, SendError, SendErrorKind};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{Detached, Inbox, Reservation, Sender};
+use crate::record::Origin;
 use crate::send::{self, SendSide, WaitGraph};
 use crate::shared::{ContextShared, Shared};
 use crate::sync::{self, Arc, Ordering};
@@ -102,6 +103,9 @@ pub(crate) struct Links<E: Event, H: GiveBack = NoPlaces> {
     own: Option<Arc<ContextShared<E>>>,
     /// The builder's `output_block_warning`.
     output_block_warning: Option<std::time::Duration>,
+    /// The origin its entries carry: the context's, or the input handle's (set by
+    /// [`name_input`](Self::name_input); until then that of no sender).
+    pub(crate) origin: Origin,
 }
 
 /// A handler sends through the links of its context, which give back its own inbox's places.
@@ -136,7 +140,16 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             output_drops: 0,
             own,
             output_block_warning,
+            origin: me.map_or(Origin(u32::MAX), |c| Origin::context(c.id())),
         }
+    }
+
+    /// Makes these links an input handle's: the next input number is its origin. Only handles
+    /// take numbers (not the clock thread's links), so the numbers follow the program's order of
+    /// creating handles, which is what a replay relies on (`record`).
+    pub(crate) fn name_input(&mut self) {
+        let n = self.shared.next_input.fetch_add(1, Ordering::Relaxed);
+        self.origin = Origin::input(n as u32);
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared<E>> {
@@ -328,9 +341,10 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         event: E,
         wait: Wait,
     ) -> Result<(), SendError<E>> {
+        let origin = self.origin;
         match self.reserve_to(to, wait) {
             Ok(r) => {
-                r.commit(Entry::Event(event));
+                r.commit(Entry::Event(origin, event));
                 Ok(())
             }
             Err(kind) => Err(SendError::new(kind, Some(to), event)),
@@ -388,8 +402,10 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         wait: Wait,
     ) -> Result<(), SendErrorKind> {
         let sender = self.sender();
+        let origin = self.origin;
         let (inbox, waiter) = self.target_and_waiter(id);
-        send::send_batch(inbox, id, sender, events, Entry::Event, wait, waiter)
+        let item = move |e| Entry::Event(origin, e);
+        send::send_batch(inbox, id, sender, events, item, wait, waiter)
     }
 
     /// The reference of this correlator's context `id`.

@@ -6,7 +6,7 @@
 //! under its lock, the wait without it.
 //!
 //! Owns the tries and their outcomes. May import the leaves, `send`, `inbox`, `channel`, `error`,
-//! `entry`, `output` and `shared`.
+//! `entry`, `output`, `record` and `shared`.
 
 use super::{GiveBack, Links, Wait};
 use crate::channel::Channel;
@@ -16,6 +16,7 @@ use crate::event::Event;
 use crate::id::ContextRef;
 use crate::inbox::{Refusal, RoomWait, Sender};
 use crate::output::OutputQueue;
+use crate::record::Origin;
 use crate::send::{self, refusal_kind, AsContext};
 use crate::shared::{ContextShared, Shared};
 use crate::sync::{self, Arc, Ordering, StdArc, StdMutex};
@@ -73,7 +74,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
         let target = &self.contexts[id as usize];
         match target.inbox.try_reserve(sender) {
             Ok(r) => {
-                r.commit(Entry::Event(event));
+                r.commit(Entry::Event(self.origin, event));
                 TrySend::Sent
             }
             Err(Refusal::Closed) => TrySend::Refused(SendError::new(
@@ -101,13 +102,14 @@ impl<E: Event, H: GiveBack> Links<E, H> {
             return TrySendBatch::Refused(SendErrorKind::UnknownContext);
         };
         let sender = self.sender();
+        let origin = self.origin;
         let target = &self.contexts[id as usize];
         while !events.is_empty() {
             match target.inbox.try_reserve_batch(sender, 1, events.len()) {
                 Ok(mut places) => {
                     // Moves only: no user code runs while the places are held.
                     for e in events.drain(..places.len()) {
-                        places.push(Entry::Event(e));
+                        places.push(Entry::Event(origin, e));
                     }
                 }
                 Err(Refusal::Closed) => {
@@ -167,6 +169,7 @@ impl<E: Event, H: GiveBack> Links<E, H> {
 pub(crate) fn send_as_context<E: Event>(
     shared: &Shared<E>,
     me: ContextRef,
+    origin: Origin,
     target: &ContextShared<E>,
     event: E,
 ) -> Result<(), SendError<E>> {
@@ -184,7 +187,7 @@ pub(crate) fn send_as_context<E: Event>(
         Refusal::Full,
     ) {
         Ok((r, _)) => {
-            r.commit(Entry::Event(event));
+            r.commit(Entry::Event(origin, event));
             Ok(())
         }
         Err(kind) => Err(SendError::new(kind, Some(target.reference()), event)),
@@ -212,10 +215,10 @@ pub(crate) fn shared_send_to<E: Event>(
             let shared = links.shared();
             shared
                 .context_of_current_thread()
-                .map(|me| (me, shared.clone()))
+                .map(|me| (me, shared.clone(), links.origin))
         };
-        if let Some((me, shared)) = context {
-            return send_as_context(&shared, me, &target, e);
+        if let Some((me, shared, origin)) = context {
+            return send_as_context(&shared, me, origin, &target, e);
         }
         // Closed: the next try says why.
         let _: RoomWait = target.inbox.wait_for_room(Sender::External, None);

@@ -116,7 +116,10 @@ impl<'a, E: Event, M: Monitor<E>> Scope<'a, E, M> {
     where
         M: Clone,
     {
-        let entry = Entry::Spawn(Box::new(spawned_instance(state.clone(), init)));
+        let entry = Entry::Spawn(
+            self.fx.links.origin,
+            Box::new(spawned_instance(state.clone(), init)),
+        );
         let r = self.fx.links.push_entry(ctx, entry, Wait::Block);
         self.fx.stats.blocked_ns += self.fx.links.take_blocked_ns();
         match r {

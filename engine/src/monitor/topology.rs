@@ -139,6 +139,8 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// ```
     pub fn create_context(&mut self, options: ContextOptions) -> Result<ContextRef, Error> {
         let shared = self.fx.links.shared().clone();
-        crate::context::create_context(&shared, options, true)
+        let created = crate::context::create_context(&shared, options, true)?;
+        self.fx.journal.created(created.id());
+        Ok(created)
     }
 }

@@ -1,7 +1,7 @@
 //! The typed [`Output`] handle that monitors emit to and the [`OutputReceiver`] that reads an
 //! output: blocking, non-blocking and (feature `async`) async takes, and its iterators.
 //!
-//! Owns the output's public handles. May import `sync` only.
+//! Owns the output's public handles. May import `sync` and `record` (the fingerprint).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -17,12 +17,15 @@ use crate::sync::StdArc;
 /// clone is the same output.
 pub struct Output<A> {
     pub(crate) queue: StdArc<OutputQueue<A>>,
+    /// What a recording writes for each value emitted to it ([`fingerprinted`](Self::fingerprinted)).
+    pub(crate) fingerprint: Option<fn(&A) -> u64>,
 }
 
 impl<A> Clone for Output<A> {
     fn clone(&self) -> Self {
         Self {
             queue: self.queue.clone(),
+            fingerprint: self.fingerprint,
         }
     }
 }
@@ -34,6 +37,20 @@ impl<A> fmt::Debug for Output<A> {
 }
 
 impl<A> Output<A> {
+    /// The same output, with every value emitted through it (or its clones made after this)
+    /// fingerprinted in a recording (`record_to`): a replay then checks each value, not only
+    /// that an emit happened there (SPEC §10). The fingerprint is FNV-1a over what the value's
+    /// `Hash` writes ([`record::fingerprint`](crate::record::fingerprint)), so it is the same in
+    /// every run of a build; it costs one hash per emit while recording or replaying, nothing
+    /// otherwise.
+    pub fn fingerprinted(mut self) -> Self
+    where
+        A: std::hash::Hash,
+    {
+        self.fingerprint = Some(|a: &A| crate::record::fingerprint(a));
+        self
+    }
+
     /// Events this output lost so far: dropped by its overflow policy, or discarded because
     /// they were emitted after its receiver was dropped or the correlator shut down (nothing is
     /// discarded without a count).
