@@ -170,7 +170,7 @@ internal_modules! {
     route;
 }
 
-/// The processing-order contract (rules R1.1 ... R9.1), from `engine/SPEC.md`.
+/// The processing-order contract (rules R1.1 ... R10.4), from `engine/SPEC.md`.
 ///
 /// Tests and the rest of this documentation cite its rule numbers.
 #[doc = include_str!("../SPEC.md")]

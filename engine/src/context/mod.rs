@@ -327,7 +327,10 @@ impl<E: Event> Context<E> {
         self.shared.stats.counters.store(c);
     }
 
-    /// Runs one inbox entry to completion (R2.2).
+    /// Runs one inbox entry to completion (R2.2). Always inlined: the loop's `process` is its
+    /// hot caller, and with a second caller (a replay's steps) the compiler would otherwise call
+    /// it out of line on every entry (harness/BENCHMARKS.md, "Recording's cost").
+    #[inline(always)]
     fn run_entry(&mut self, entry: Entry<E>) {
         match entry {
             Entry::Event(_, e) => {
