@@ -98,7 +98,7 @@ pub(crate) struct Registry<E: Event, I> {
     /// Serialises context creation (ids are handed out in order).
     pub(crate) creating: Mutex<()>,
     /// Recording or replaying (see `record`), or neither.
-    pub(crate) journal: Option<Arc<JournalShared>>,
+    pub(crate) journal: Option<sync::StdArc<JournalShared>>,
     /// The number of the next input handle (its [`Origin`](crate::record::Origin)).
     pub(crate) next_input: AtomicU64,
     /// Steps of per-instance and per-listener bookkeeping the contexts did (instance slots

@@ -130,7 +130,15 @@ fn set_up(
 
 /// Sender `i`'s events: numbers to each context in turn, and a clock tick every 250.
 fn feed(input: &InputHandle<Ev>, i: u64, contexts: &[ContextRef]) {
+    feed_paced(input, i, contexts, false)
+}
+
+/// `feed`, pausing a millisecond every 500 events when `paced`.
+fn feed_paced(input: &InputHandle<Ev>, i: u64, contexts: &[ContextRef], paced: bool) {
     for k in 0..PER_SENDER {
+        if paced && k % 500 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let n = (i + 1) * 1_000_000 + k;
         input
             .send_to(contexts[k as usize % contexts.len()], Ev::Num(n))
@@ -170,13 +178,22 @@ fn replay(
     recording: Option<&Recording>,
     bug: Option<(u32, u64)>,
 ) -> (Result<(), Error>, Vec<Vec<Out>>) {
+    replay_paced(recording, bug, false)
+}
+
+/// `replay`, its feeder paced (see `feed_paced`) when `paced`.
+fn replay_paced(
+    recording: Option<&Recording>,
+    bug: Option<(u32, u64)>,
+    paced: bool,
+) -> (Result<(), Error>, Vec<Vec<Out>>) {
     let builder = match recording {
         Some(r) => Correlator::builder().replay(r.clone()),
         None => Correlator::builder(),
     };
     let run = set_up(builder, bug).unwrap();
     for (i, input) in run.inputs.iter().enumerate().rev() {
-        feed(input, i as u64, &run.contexts);
+        feed_paced(input, i as u64, &run.contexts, paced);
     }
     let result = run.c.shutdown().map(|_| ());
     (result, by_context(&run.rx))
@@ -185,7 +202,8 @@ fn replay(
 // R10.1, R10.2: a recorded run of 4 contexts, 3 external senders and cross-context sends replays
 // to identical outputs, in every context's order, 20 times out of 20, although each replay is
 // fed in an order the recorded run did not have (the control run, fed the same way without the
-// recording, gives other outputs: the feed order matters to these monitors).
+// recording, gives other outputs: the feed order matters to these monitors). Every fifth replay
+// is paced (its feeder pauses): the speed does not matter either.
 #[test]
 fn r10_2_a_recorded_run_replays_to_identical_outputs_20_of_20() {
     let (recording, recorded) = record();
@@ -208,7 +226,7 @@ fn r10_2_a_recorded_run_replays_to_identical_outputs_20_of_20() {
     assert_ne!(unordered, recorded, "the control run must differ");
 
     for i in 0..20 {
-        let (result, outputs) = replay(Some(&recording), None);
+        let (result, outputs) = replay_paced(Some(&recording), None, i % 5 == 4);
         assert_eq!(result, Ok(()), "replay {i}");
         assert!(outputs == recorded, "replay {i} gave other outputs");
     }
@@ -273,4 +291,107 @@ fn r10_4_a_replay_fed_more_or_less_than_recorded_diverges_at_its_end() {
         panic!("a replay fed one more event did not diverge")
     };
     assert!(d.found.contains("does not have"), "{d}");
+}
+
+/// A sink that fails on its third chunk.
+struct Failing(std::sync::atomic::AtomicU32);
+
+impl correlator::record::RecordSink for Failing {
+    fn write_chunk(&self, _context: u32, _bytes: &[u8]) -> std::io::Result<()> {
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 2 {
+            return Err(std::io::Error::other("disk full"));
+        }
+        Ok(())
+    }
+}
+
+// R10.1: a sink's error stops the recording, not the run, and the shutdown reports it (every
+// event is still processed).
+#[test]
+fn r10_1_a_failing_sink_is_reported_by_the_shutdown() {
+    let run = set_up(
+        Correlator::builder().record_to(Failing(Default::default())),
+        None,
+    )
+    .unwrap();
+    for (i, input) in run.inputs.iter().enumerate() {
+        feed(input, i as u64, &run.contexts);
+    }
+    let r = run.c.shutdown();
+    assert_eq!(r.unwrap_err(), Error::Recording("disk full".into()));
+    // Every number was processed: each context got 2,250 and emitted at every fourth.
+    let numbers = by_context(&run.rx)
+        .iter()
+        .map(|o| o.iter().filter(|o| o.2 < HOP).count())
+        .collect::<Vec<_>>();
+    assert_eq!(numbers, [562; 4]);
+}
+
+// R10.1, R10.2: the tool prints a recording written to a file (contexts, entries per sender)
+// and replays it against a program's monitors: exit 0 when it agrees, 1 at a divergence, 2 for
+// a damaged file or a replay without monitors.
+#[test]
+fn r10_2_the_recording_tool_prints_and_replays_a_file() {
+    use correlator::record::cli::{run, EXIT_DIVERGED, EXIT_OK, EXIT_USAGE};
+    use correlator::record::FileSink;
+    let dir = std::env::temp_dir().join(format!("record-tool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.rec");
+    let r = set_up(
+        Correlator::builder().record_to(FileSink::create(&path).unwrap()),
+        None,
+    )
+    .unwrap();
+    for (i, input) in r.inputs.iter().enumerate() {
+        feed(input, i as u64, &r.contexts);
+    }
+    r.c.shutdown().unwrap();
+    let recorded = by_context(&r.rx);
+    let args = |c: &str| vec![c.to_string(), path.display().to_string()];
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(run(&args("print"), &mut out, &mut err, None), EXIT_OK);
+    let printed = String::from_utf8(out).unwrap();
+    assert!(printed.starts_with("4 contexts"), "{printed}");
+    for input in 4..7 {
+        // Each sender's 3,000 events went to the four contexts in turn: 750 each.
+        assert!(
+            printed.contains(&format!("from input {input}: 750")),
+            "{printed}"
+        );
+    }
+
+    let mut agree = |rec: Recording| {
+        let (result, outputs) = replay(Some(&rec), None);
+        assert_eq!(outputs, recorded);
+        result
+    };
+    let mut out = Vec::new();
+    assert_eq!(
+        run(&args("replay"), &mut out, &mut err, Some(&mut agree)),
+        EXIT_OK
+    );
+    assert!(String::from_utf8(out).unwrap().contains("agrees"));
+
+    let w1_number = recorded[1].iter().find(|o| o.2 < HOP).unwrap().2;
+    let mut changed = |rec: Recording| replay(Some(&rec), Some((1, w1_number))).0;
+    let mut out = Vec::new();
+    assert_eq!(
+        run(&args("replay"), &mut out, &mut err, Some(&mut changed)),
+        EXIT_DIVERGED
+    );
+    assert!(String::from_utf8(out).unwrap().contains("context 1"));
+
+    assert_eq!(
+        run(&args("replay"), &mut Vec::new(), &mut err, None),
+        EXIT_USAGE
+    );
+    std::fs::write(&path, b"not a recording").unwrap();
+    let mut err = Vec::new();
+    assert_eq!(
+        run(&args("print"), &mut Vec::new(), &mut err, None),
+        EXIT_USAGE
+    );
+    assert!(String::from_utf8(err).unwrap().contains("not a recording"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

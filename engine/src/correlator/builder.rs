@@ -334,7 +334,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// # Ok::<(), correlator::Error>(())
     /// ```
     pub fn record_to(mut self, sink: impl RecordSink) -> Self {
-        self.journal = Some(JournalSetting::Record(Arc::new(sink)));
+        self.journal = Some(JournalSetting::Record(sync::StdArc::new(sink)));
         self
     }
 
@@ -347,7 +347,7 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// [`shutdown`](Correlator::shutdown) returns [`Error::Diverged`]. Replaces an earlier
     /// [`record_to`](Self::record_to).
     pub fn replay(mut self, recording: Recording) -> Self {
-        self.journal = Some(JournalSetting::Replay(Arc::new(recording)));
+        self.journal = Some(JournalSetting::Replay(sync::StdArc::new(recording)));
         self
     }
 
@@ -441,7 +441,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             available_cores,
             threads: Mutex::new(Vec::new()),
             creating: Mutex::new(()),
-            journal: self.journal.as_ref().map(|j| Arc::new(j.shared())),
+            journal: self.journal.as_ref().map(|j| sync::StdArc::new(j.shared())),
             next_input: AtomicU64::new(0),
             #[cfg(test)]
             work: std::sync::atomic::AtomicU64::new(0),

@@ -47,8 +47,10 @@
 //! go to the [`RecordSink`] from the context's thread. Replaying costs a buffer per origin.
 //!
 //! Owns the recording (the sinks, the file, the records a context writes and the replay's order
-//! and checks); `format` owns the bytes. May import the leaves.
+//! and checks); `format` owns the bytes, `replay` a replaying context's side, `cli` the recording
+//! tool. May import the leaves.
 
+pub mod cli;
 mod format;
 mod replay;
 
@@ -60,7 +62,12 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::sync::{self, Arc, AtomicBool, Mutex, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+// Std's types, not the `sync` shim's: nothing here is a lock-free protocol for loom to check
+// (a context's journal is its own; what contexts share is behind a mutex, off the hot path), and
+// a sink is a trait object, which loom's `Arc` cannot hold.
+use crate::sync::{lock_std, StdArc as Arc, StdMutex as Mutex};
 
 pub use crate::error::Divergence;
 pub use format::{FormatError, Record, FRAME_LEN, HEADER_LEN, MAGIC, VERSION};
@@ -150,13 +157,13 @@ impl fmt::Debug for FileSink {
 
 impl RecordSink for FileSink {
     fn write_chunk(&self, context: u32, bytes: &[u8]) -> io::Result<()> {
-        let mut out = sync::lock(&self.out);
+        let mut out = lock_std(&self.out);
         out.write_all(&frame(context, bytes))?;
         out.write_all(bytes)
     }
 
     fn finish(&self) -> io::Result<()> {
-        let mut out = sync::lock(&self.out);
+        let mut out = lock_std(&self.out);
         out.flush()?;
         out.get_ref().sync_data()
     }
@@ -185,7 +192,7 @@ impl MemorySink {
 
     /// The recording as a file's bytes.
     pub fn bytes(&self) -> Vec<u8> {
-        sync::lock(&self.bytes).clone()
+        lock_std(&self.bytes).clone()
     }
 
     /// The recording, read back.
@@ -200,14 +207,14 @@ impl MemorySink {
 impl fmt::Debug for MemorySink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemorySink")
-            .field("bytes", &sync::lock(&self.bytes).len())
+            .field("bytes", &lock_std(&self.bytes).len())
             .finish()
     }
 }
 
 impl RecordSink for MemorySink {
     fn write_chunk(&self, context: u32, bytes: &[u8]) -> io::Result<()> {
-        let mut b = sync::lock(&self.bytes);
+        let mut b = lock_std(&self.bytes);
         b.extend_from_slice(&frame(context, bytes));
         b.extend_from_slice(bytes);
         Ok(())
@@ -482,7 +489,7 @@ impl JournalShared {
     /// The first divergence of a replay.
     pub(crate) fn divergence(&self) -> Option<Divergence> {
         match self {
-            Self::Replay { divergence, .. } => sync::lock(divergence).clone(),
+            Self::Replay { divergence, .. } => lock_std(divergence).clone(),
             Self::Record { .. } => None,
         }
     }
@@ -497,10 +504,10 @@ impl JournalShared {
             } => {
                 if !failed.load(Ordering::Acquire) {
                     if let Err(e) = sink.finish() {
-                        sync::lock(error).get_or_insert(e.to_string());
+                        lock_std(error).get_or_insert(e.to_string());
                     }
                 }
-                sync::lock(error).clone()
+                lock_std(error).clone()
             }
             Self::Replay { .. } => None,
         }
@@ -513,7 +520,7 @@ impl JournalShared {
             ..
         } = self
         {
-            let mut first = sync::lock(divergence);
+            let mut first = lock_std(divergence);
             if first.is_none() {
                 tracing::error!(%d, "replay diverged");
                 *first = Some(d);
@@ -686,7 +693,7 @@ impl Recorder {
             if !self.buf.is_empty() && !failed.load(Ordering::Acquire) {
                 if let Err(e) = sink.write_chunk(self.context, &self.buf) {
                     tracing::error!(context = self.context, error = %e, "the recording's sink failed; recording stops");
-                    sync::lock(error).get_or_insert(e.to_string());
+                    lock_std(error).get_or_insert(e.to_string());
                     failed.store(true, Ordering::Release);
                 }
             }

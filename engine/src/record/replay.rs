@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{describe_origin, Divergence, JournalShared, Origin, Record};
-use crate::sync::Arc;
+use crate::sync::StdArc as Arc;
 
 /// What a replaying context does next.
 pub(crate) enum Step<I> {
