@@ -26,7 +26,7 @@ use crate::event_time::LateEvents;
 use crate::id::ContextRef;
 use crate::inbox::Inbox;
 use crate::output::{OutputQueue, OutputReceiver, OutputRegistry};
-use crate::record::JournalShared;
+use crate::record::{EventCodec, JournalShared};
 pub(crate) use crate::send::WaitGraph;
 use crate::status::{OutputWaitBoard, PublishedCounters};
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, JoinHandle, Mutex, Ordering, RwLock, Thread};
@@ -99,6 +99,8 @@ pub(crate) struct Registry<E: Event, I> {
     pub(crate) creating: Mutex<()>,
     /// Recording or replaying (see `record`), or neither.
     pub(crate) journal: Option<sync::StdArc<JournalShared>>,
+    /// How input events are recorded whole and read back (`record_inputs`), if they are.
+    pub(crate) input_codec: Option<sync::StdArc<dyn EventCodec<E>>>,
     /// The number of the next input handle (its [`Origin`](crate::record::Origin)).
     pub(crate) next_input: AtomicU64,
     /// Steps of per-instance and per-listener bookkeeping the contexts did (instance slots

@@ -69,7 +69,7 @@ use crate::expr::Match;
 use crate::id::ContextRef;
 use crate::inbox::{Consumer, Inbox};
 use crate::listener::ListenerTable;
-use crate::record::{Journal, Step};
+use crate::record::{EventCodec, Journal, Origin, Step};
 use crate::route::RouteStack;
 use crate::shared::{ContextShared, Shared};
 use crate::status::Counters;
@@ -137,6 +137,8 @@ pub(crate) struct Context<E: Event> {
     in_flight: usize,
     /// Event time and tick-mode warnings (see `event_time.rs`).
     event_clock: EventClock,
+    /// How input events are recorded whole and read back (`record_inputs`), if they are.
+    input_codec: Option<sync::StdArc<dyn EventCodec<E>>>,
     fx: Effects<E>,
     /// Steps of per-instance bookkeeping (instance slots scanned at shutdown), for the tests that
     /// show shutdown is linear in the live instances ([`Shared::work`]).
@@ -207,6 +209,7 @@ impl<E: Event> Context<E> {
             settings.late_warning_interval,
         );
         let journal = Journal::new(correlator.journal.as_ref(), me.id(), &shared.name);
+        let input_codec = correlator.input_codec.clone();
         let links = Links::new(correlator, Some(me), own);
         Self {
             shared,
@@ -230,6 +233,7 @@ impl<E: Event> Context<E> {
             ending: false,
             in_flight: 0,
             event_clock,
+            input_codec,
             fx: Effects {
                 routes: RouteStack::with_capacity(64),
                 me,
@@ -253,8 +257,10 @@ impl<E: Event> Context<E> {
         while !shared.started.load(Ordering::Acquire) && !self.shared.exit.load(Ordering::Acquire) {
             sync::park();
         }
-        if matches!(self.fx.journal, Journal::Replay(_)) {
-            // The stream may begin with ticks.
+        if let Some(j) = shared.journal.clone() {
+            // Counted as started once through its first steps, or if they panic.
+            let _started = StartedGuard(j);
+            // The stream may begin with ticks and recorded inputs.
             self.replay_steps();
         }
         self.event_loop(&mut consumer);
@@ -377,7 +383,30 @@ impl<E: Event> Context<E> {
             match r.next() {
                 Step::Entry(e) => self.run_entry(e),
                 Step::Tick(t) => self.advance_time(Time::from_nanos(t)),
+                Step::Input(origin, bytes) => self.replay_input(origin, &bytes),
                 Step::Wait | Step::Stop => return,
+            }
+        }
+    }
+
+    /// Replaying: a recorded input event, processed as if its handle had just sent it.
+    #[cold]
+    #[inline(never)]
+    fn replay_input(&mut self, origin: Origin, bytes: &[u8]) {
+        let decoded = match self.input_codec.as_deref() {
+            Some(codec) => codec.decode(bytes),
+            None => Err(
+                "the recording has input events; replay it with `record_inputs` and \
+                         the codec that wrote them"
+                    .into(),
+            ),
+        };
+        match decoded {
+            Ok(e) => self.run_entry(Entry::Event(origin, e)),
+            Err(why) => {
+                if let Journal::Replay(r) = &mut self.fx.journal {
+                    r.undecodable(why);
+                }
             }
         }
     }
@@ -526,6 +555,10 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
             Journal::Off => {}
             Journal::Record(r) => match &entry {
                 Entry::Tick(t) => r.tick(t.as_nanos()),
+                Entry::Event(o, e) if o.is_input() && self.input_codec.is_some() => {
+                    let codec = self.input_codec.as_deref().expect("tested above");
+                    r.input(*o, |out| codec.encode(e, out));
+                }
                 Entry::Event(o, _) | Entry::Spawn(o, _) => r.take(*o),
             },
             Journal::Replay(_) => return self.replay_arrive(entry),
@@ -616,6 +649,11 @@ pub(crate) fn create_context<E: Event>(
             .channels
             .set_subscribed(Channel::DEFAULT, id as u32, true);
     }
+    if let Some(j) = &shared.journal {
+        // Before the thread starts: the shutdown's scan must not find it idle before its first
+        // steps (see `JournalShared::context_started`).
+        j.context_created();
+    }
     let correlator = shared.clone();
     let thread_ctx = ctx.clone();
     let owner = Arc::as_ptr(shared) as usize;
@@ -639,11 +677,24 @@ pub(crate) fn create_context<E: Event>(
             Ok(ctx.reference())
         }
         Err(e) => {
+            if let Some(j) = &shared.journal {
+                j.context_started();
+            }
             // The context exists in the registry but has no thread: close it so sends fail cleanly.
             ctx.inbox.close();
             ctx.stopped.store(true, Ordering::Release);
             Err(Error::ThreadSpawn(e.to_string()))
         }
+    }
+}
+
+/// Tells a replay's shutdown scan that a context is through its first steps when dropped (see
+/// `JournalShared::context_started`).
+struct StartedGuard(sync::StdArc<crate::record::JournalShared>);
+
+impl Drop for StartedGuard {
+    fn drop(&mut self) {
+        self.0.context_started();
     }
 }
 

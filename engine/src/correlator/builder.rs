@@ -15,7 +15,7 @@ use crate::event::Event;
 use crate::event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 use crate::inbox::MAX_CAPACITY;
 use crate::output::{OutputReceiver, OutputRegistry};
-use crate::record::{JournalSetting, RecordSink, Recording};
+use crate::record::{CodecSetting, EventCodec, JournalSetting, RecordSink, Recording};
 use crate::registry::{Settings, WaitGraph};
 use crate::shared::Shared;
 use crate::sync::{self, Arc, AtomicBool, AtomicU64, Mutex, RwLock};
@@ -58,6 +58,7 @@ pub struct CorrelatorBuilder<E> {
     settings: Settings,
     max_channels: usize,
     journal: Option<JournalSetting>,
+    input_codec: Option<CodecSetting<E>>,
     _event: std::marker::PhantomData<fn() -> E>,
 }
 
@@ -81,6 +82,7 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
             },
             max_channels: DEFAULT_MAX_CHANNELS,
             journal: None,
+            input_codec: None,
             _event: std::marker::PhantomData,
         }
     }
@@ -351,6 +353,49 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
+    /// With [`record_to`](Self::record_to): records every event an input handle sends whole,
+    /// written by `codec`, where it is taken, so that a replay needs no feeder: with
+    /// [`replay`](Self::replay) and the same codec, each context processes the recorded events
+    /// at their recorded positions itself (the replaying program creates its handles and loads
+    /// its monitors as before, and sends no events: one it sends is an entry the recording does
+    /// not have). For inputs that cannot be read again; it costs an encode and the event's bytes
+    /// per input event, where positions alone cost next to nothing (SPEC §10).
+    ///
+    /// ```
+    /// use correlator::record::{EventCodec, MemorySink};
+    /// use correlator::{Correlator, Event};
+    /// #[derive(Clone, Debug)]
+    /// struct Reading(u32);
+    /// impl Event for Reading { type Kind = (); fn kind(&self) {} }
+    /// struct Le;
+    /// impl EventCodec<Reading> for Le {
+    ///     fn encode(&self, e: &Reading, out: &mut Vec<u8>) {
+    ///         out.extend_from_slice(&e.0.to_le_bytes());
+    ///     }
+    ///     fn decode(&self, b: &[u8]) -> Result<Reading, String> {
+    ///         Ok(Reading(u32::from_le_bytes(b.try_into().map_err(|_| "not 4 bytes")?)))
+    ///     }
+    /// }
+    /// let sink = MemorySink::new();
+    /// let c = Correlator::builder().record_to(sink.clone()).record_inputs(Le).build()?;
+    /// c.start();
+    /// c.input().send_to(c.main(), Reading(7)).unwrap();
+    /// c.shutdown()?;
+    /// // The replay feeds itself: the same setup, no sends.
+    /// let r = Correlator::builder()
+    ///     .replay(sink.recording().unwrap())
+    ///     .record_inputs(Le)
+    ///     .build()?;
+    /// let _input = r.input(); // handles are created as in the recorded run
+    /// r.start();
+    /// r.shutdown()?;
+    /// # Ok::<(), correlator::Error>(())
+    /// ```
+    pub fn record_inputs(mut self, codec: impl EventCodec<E>) -> Self {
+        self.input_codec = Some(CodecSetting(sync::StdArc::new(codec)));
+        self
+    }
+
     /// Checks the settings and creates the correlator with its `main` context (public). No event is
     /// taken before [`Correlator::start`].
     ///
@@ -443,6 +488,7 @@ impl<E: Event> CorrelatorBuilder<E> {
             creating: Mutex::new(()),
             journal: self.journal.as_ref().map(|j| sync::StdArc::new(j.shared())),
             next_input: AtomicU64::new(0),
+            input_codec: self.input_codec.map(|c| c.0),
             #[cfg(test)]
             work: std::sync::atomic::AtomicU64::new(0),
             tag: sync::next_correlator_tag(),

@@ -28,6 +28,8 @@ pub(crate) mod tag {
     pub const CREATED: u8 = 5;
     /// `End { wall_ns, entries }`: the context's last record.
     pub const END: u8 = 6;
+    /// `Input { origin, bytes }`: an input handle's event, recorded whole (`record_inputs`).
+    pub const INPUT: u8 = 7;
 }
 
 /// One record of a context's stream, decoded.
@@ -67,6 +69,15 @@ pub enum Record {
     Created {
         /// The new context's id.
         context: u32,
+    },
+    /// An event from the input handle `origin`, taken as the next entry and recorded whole
+    /// (with [`record_inputs`](crate::CorrelatorBuilder::record_inputs)): its bytes as the
+    /// [`EventCodec`](super::EventCodec) wrote them.
+    Input {
+        /// The input handle.
+        origin: u32,
+        /// The event, encoded.
+        bytes: Vec<u8>,
     },
     /// The stream's last record: when the context ended and how many inbox entries it took.
     End {
@@ -179,6 +190,12 @@ pub(crate) fn put_record(out: &mut Vec<u8>, r: &Record) {
             out.push(tag::CREATED);
             put_varint(out, u64::from(*context));
         }
+        Record::Input { origin, bytes } => {
+            out.push(tag::INPUT);
+            put_varint(out, u64::from(*origin));
+            put_varint(out, bytes.len() as u64);
+            out.extend_from_slice(bytes);
+        }
         Record::End { wall_ns, entries } => {
             out.push(tag::END);
             put_varint(out, *wall_ns);
@@ -242,6 +259,20 @@ pub(crate) fn get_record(
         tag::CREATED => Record::Created {
             context: u32_of(v(at)?)?,
         },
+        tag::INPUT => {
+            let origin = u32_of(v(at)?)?;
+            let len = v(at)? as usize;
+            let end = at
+                .checked_add(len)
+                .filter(|&e| e <= bytes.len())
+                .ok_or(bad("an input runs past the stream"))?;
+            let input = bytes[*at..end].to_vec();
+            *at = end;
+            Record::Input {
+                origin,
+                bytes: input,
+            }
+        }
         tag::END => Record::End {
             wall_ns: v(at)?,
             entries: v(at)?,
@@ -323,6 +354,10 @@ mod tests {
                 fingerprint: u64::MAX,
             },
             Record::Created { context: 9 },
+            Record::Input {
+                origin: 1 << 31,
+                bytes: vec![0, 255, 7],
+            },
             Record::End {
                 wall_ns: 5,
                 entries: 1_000_001,

@@ -18,7 +18,9 @@
 //! - `Created { context }`: a handler created a context (its id must come out the same).
 //! - `Begin` and `End`: the context's id, name, wall-clock span and number of entries.
 //!
-//! The *inputs* are not recorded: the external senders' events are re-fed by the replaying
+//! The *inputs* are not recorded by default (with
+//! [`record_inputs`](crate::CorrelatorBuilder::record_inputs) they are, whole, as `Input`
+//! records, and a replay feeds itself from them): the external senders' events are re-fed by the replaying
 //! program, from the durable source they came from (a JetStream stream from the recorded
 //! consumer's position, a log file, a seeded generator). Each input handle is a sender of its
 //! own (R2.3) and is named in the recording by its creation number, so the replaying program
@@ -62,7 +64,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 // Std's types, not the `sync` shim's: nothing here is a lock-free protocol for loom to check
 // (a context's journal is its own; what contexts share is behind a mutex, off the hot path), and
@@ -88,6 +90,12 @@ pub(crate) struct Origin(pub(crate) u32);
 impl Origin {
     /// The bit that marks an input handle's origin.
     pub(crate) const INPUT: u32 = 1 << 31;
+
+    /// Whether it is an input handle's.
+    #[inline(always)]
+    pub(crate) fn is_input(self) -> bool {
+        self.0 & Self::INPUT != 0
+    }
 
     /// The origin of the context `id`.
     pub(crate) fn context(id: u32) -> Self {
@@ -128,6 +136,22 @@ pub trait RecordSink: Send + Sync + 'static {
     fn finish(&self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// How a recording writes the input handles' events, and a replay reads them back
+/// ([`CorrelatorBuilder::record_inputs`](crate::CorrelatorBuilder::record_inputs)): for
+/// inputs that cannot be read again from where they came (a socket, a generator without a seed).
+/// A serde user can implement it with any binary format crate.
+pub trait EventCodec<E>: Send + Sync + 'static {
+    /// Appends `event`'s bytes to `out`.
+    fn encode(&self, event: &E, out: &mut Vec<u8>);
+
+    /// The event `bytes` encode.
+    ///
+    /// # Errors
+    /// The bytes are not an event (a recording of another build, say): the message says why, and
+    /// the replay diverges there.
+    fn decode(&self, bytes: &[u8]) -> Result<E, String>;
 }
 
 /// Writes a recording to a file (the format of `engine/RECORDING.md`).
@@ -300,6 +324,10 @@ impl Recording {
                         Record::Run { origin, count } => {
                             *s.entries_by_origin.entry(*origin).or_default() += count;
                         }
+                        Record::Input { origin, bytes } => {
+                            *s.entries_by_origin.entry(*origin).or_default() += 1;
+                            s.input_bytes += bytes.len() as u64;
+                        }
                         Record::Tick { .. } => s.ticks += 1,
                         Record::Emit { .. } => s.emits += 1,
                         Record::Created { .. } => s.created += 1,
@@ -357,6 +385,8 @@ pub struct ContextSummary {
     pub emits: u64,
     /// Contexts its handlers created.
     pub created: u64,
+    /// Bytes of input events recorded whole (`record_inputs`; 0 without).
+    pub input_bytes: u64,
     /// When it began and ended, in nanoseconds since the Unix epoch (`None`: not recorded, a
     /// stream cut short).
     pub began_ns: Option<u64>,
@@ -395,6 +425,9 @@ impl fmt::Display for Summary {
             )?;
             for (origin, n) in &c.entries_by_origin {
                 writeln!(f, "  from {}: {n}", describe_origin(*origin))?;
+            }
+            if c.input_bytes > 0 {
+                writeln!(f, "  input events recorded whole: {} bytes", c.input_bytes)?;
             }
         }
         Ok(())
@@ -449,6 +482,21 @@ impl JournalSetting {
     }
 }
 
+/// The builder's `record_inputs` codec.
+pub(crate) struct CodecSetting<E>(pub(crate) Arc<dyn EventCodec<E>>);
+
+impl<E> Clone for CodecSetting<E> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<E> fmt::Debug for CodecSetting<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EventCodec(..)")
+    }
+}
+
 /// What every context of a recording or replaying correlator shares.
 pub(crate) enum JournalShared {
     Record {
@@ -462,6 +510,10 @@ pub(crate) enum JournalShared {
         /// The first divergence.
         divergence: Mutex<Option<Divergence>>,
         diverged: AtomicBool,
+        /// Contexts created and not yet through their first steps (a stream may begin with
+        /// ticks and recorded inputs, work no inbox entry stands for): the shutdown's scan
+        /// waits for them.
+        starting: AtomicUsize,
     },
 }
 
@@ -479,6 +531,29 @@ impl JournalShared {
             recording,
             divergence: Mutex::new(None),
             diverged: AtomicBool::new(false),
+            starting: AtomicUsize::new(0),
+        }
+    }
+
+    /// A replaying context was created (on the creating thread, before its own starts).
+    pub(crate) fn context_created(&self) {
+        if let Self::Replay { starting, .. } = self {
+            starting.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A replaying context did what its stream allowed before its first inbox entry.
+    pub(crate) fn context_started(&self) {
+        if let Self::Replay { starting, .. } = self {
+            starting.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a replaying context may still be working without an inbox entry to show for it.
+    pub(crate) fn contexts_starting(&self) -> bool {
+        match self {
+            Self::Replay { starting, .. } => starting.load(Ordering::Acquire) > 0,
+            Self::Record { .. } => false,
         }
     }
 
@@ -605,6 +680,8 @@ pub(crate) struct Recorder {
     run_origin: u32,
     run_len: u64,
     entries: u64,
+    /// A reused buffer for an input's bytes.
+    scratch: Vec<u8>,
 }
 
 impl Recorder {
@@ -616,6 +693,7 @@ impl Recorder {
             run_origin: 0,
             run_len: 0,
             entries: 0,
+            scratch: Vec::new(),
         };
         r.put(Record::Begin {
             context,
@@ -642,6 +720,28 @@ impl Recorder {
         self.close_run();
         self.run_origin = origin;
         self.run_len = 1;
+    }
+
+    /// An event from the input `origin` was taken; `encode` appends its bytes (`record_inputs`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn input(&mut self, origin: Origin, encode: impl FnOnce(&mut Vec<u8>)) {
+        self.entries += 1;
+        self.close_run();
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        encode(&mut bytes);
+        let record = Record::Input {
+            origin: origin.0,
+            bytes,
+        };
+        format::put_record(&mut self.buf, &record);
+        if let Record::Input { bytes, .. } = record {
+            self.scratch = bytes;
+        }
+        if self.buf.len() >= CHUNK {
+            self.flush();
+        }
     }
 
     /// A tick to `time` (nanoseconds) was taken.

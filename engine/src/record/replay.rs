@@ -14,6 +14,8 @@ pub(crate) enum Step<I> {
     Entry(I),
     /// Take a recorded clock tick to this time (nanoseconds).
     Tick(u64),
+    /// Process this recorded input event (its bytes), as from this origin.
+    Input(Origin, Vec<u8>),
     /// Nothing until more arrives.
     Wait,
     /// The stream is used up, or the replay diverged: process nothing more.
@@ -105,6 +107,11 @@ impl<I> Replayer<I> {
                     self.taken += 1;
                     return Step::Tick(time);
                 }
+                Some(Record::Input { origin, bytes }) => {
+                    self.at += 1;
+                    self.taken += 1;
+                    return Step::Input(Origin(origin), bytes);
+                }
                 Some(Record::End { .. }) => return Step::Wait,
                 Some(other) => {
                     self.diverge(
@@ -170,6 +177,15 @@ impl<I> Replayer<I> {
             );
         }
         self.stopped = true;
+    }
+
+    /// A recorded input could not be decoded: the replay diverges at it.
+    pub(crate) fn undecodable(&mut self, why: String) {
+        self.at -= 1;
+        self.diverge(
+            "an input event".into(),
+            format!("bytes the codec cannot decode: {why}"),
+        );
     }
 
     fn diverge(&mut self, expected: String, found: String) {
