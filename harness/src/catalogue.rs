@@ -44,6 +44,10 @@ pub const FAMILIES: &[Register] = &[
     |v, cores| {
         for n in std::iter::once(1).chain(stream_fan_in(cores)) {
             engine::register_stream(v, n);
+            // Recording's cost (issue 35): beside the plain scenario, in the same round.
+            if n <= 2 {
+                engine::register_stream_recorded(v, n);
+            }
             if n == 1 {
                 engine::register_stream_batch(v);
             }
@@ -150,6 +154,9 @@ pub const DOCUMENTED_IDS: &[&str] = &[
     "alloc/workload",
     "partitioned/1",
     "partitioned/2",
+    "record/stream/1to1",
+    "record/stream/2to1",
+    "record/workload/fraud",
 ];
 
 #[cfg(test)]
