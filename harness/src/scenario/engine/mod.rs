@@ -110,7 +110,7 @@ impl<'a> EngineRun<'a> {
             wait,
             clock: Clock::Default,
             contexts: Vec::new(),
-            journal: &Journal::OFF,
+            journal: Journal::OFF,
         }
     }
 
