@@ -44,6 +44,10 @@ pub const FAMILIES: &[Register] = &[
     |v, cores| {
         for n in std::iter::once(1).chain(stream_fan_in(cores)) {
             engine::register_stream(v, n);
+            // Recording's cost (issue 35): beside the plain scenario, in the same round.
+            if n <= 2 {
+                engine::register_stream_recorded(v, n);
+            }
             if n == 1 {
                 engine::register_stream_batch(v);
             }
@@ -150,6 +154,9 @@ pub const DOCUMENTED_IDS: &[&str] = &[
     "alloc/workload",
     "partitioned/1",
     "partitioned/2",
+    "record/stream/1to1",
+    "record/stream/2to1",
+    "record/workload/fraud",
 ];
 
 #[cfg(test)]
@@ -173,6 +180,23 @@ mod tests {
         // The one-producer peers and std mpsc run in 1to1 only.
         for one in ["rtrb", "disruptor", "std-mpsc"] {
             assert!(!c8.contains(&format!("stream/2to1/{one}")), "{one} in 2to1");
+        }
+    }
+
+    #[test]
+    fn each_recording_scenario_runs_right_after_its_plain_one() {
+        for cores in [2, 8] {
+            let ids: Vec<String> = catalogue(cores).into_iter().map(|s| s.id).collect();
+            for (recorded, plain) in [
+                ("record/stream/1to1", "stream/1to1/engine"),
+                ("record/stream/2to1", "stream/2to1/engine"),
+                ("record/workload/fraud", "workload/fraud"),
+            ] {
+                let at = ids.iter().position(|id| id == recorded);
+                let before = at.and_then(|i| i.checked_sub(1)).map(|i| ids[i].as_str());
+                assert_eq!(before, Some(plain), "{recorded} with {cores} cores");
+            }
+            assert!(!ids.iter().any(|id| id.starts_with("record/stream/3to1")));
         }
     }
 }

@@ -61,6 +61,10 @@ pub fn baselines_of(id: &str) -> Vec<String> {
     if id == "async/tokio/engine" {
         return vec!["async/tokio/tokio-mpsc".into()];
     }
+    // record/* beside the same scenario not recording (issue 35).
+    if let Some(&(_, plain, _)) = targets::RECORDED.iter().find(|r| r.0 == id) {
+        return vec![plain.into()];
+    }
     // workload/<name> and its variants (workload/fraud/pool) beside workload/<name>/twin.
     if let Some(rest) = id.strip_prefix("workload/") {
         let name = rest.split('/').next().unwrap_or(rest);
@@ -287,7 +291,7 @@ pub fn render(
     let _ = writeln!(md, "## Targets (harness/BENCHMARKS.md)\n");
     let _ = writeln!(
         md,
-        "Each round runs the engine scenario and its peers back to back. A target's figure is the **median of the per-round ratios** (engine / baseline of the same round; for \"the fastest peer\", the fastest multi-producer peer *of that round*), with a bootstrap 95 % interval of that median. MET: the whole interval meets the threshold; NOT MET: none of it does; UNDECIDED: it straddles the threshold (or one round only). Undecided targets were re-measured within the mode's time budget (quick 45 s, full 300 s; see the rounds column). Allocation targets: the largest allocs/event of any run must be 0. One-producer bounds, pingpong/engine against the ring floor (calibration/ring-pingpong: one event bounced through two rings of lines, the floor of any queue) and the async/tokio pairing (engine vs tokio mpsc) are reported, not targets.\n"
+        "Each round runs the engine scenario and its peers back to back. A target's figure is the **median of the per-round ratios** (engine / baseline of the same round; for \"the fastest peer\", the fastest multi-producer peer *of that round*), with a bootstrap 95 % interval of that median. MET: the whole interval meets the threshold; NOT MET: none of it does; UNDECIDED: it straddles the threshold (or one round only). Undecided targets were re-measured within the mode's time budget (quick 45 s, full 300 s; see the rounds column). Allocation targets: the largest allocs/event of any run must be 0. One-producer bounds, pingpong/engine against the ring floor (calibration/ring-pingpong: one event bounced through two rings of lines, the floor of any queue), the async/tokio pairing (engine vs tokio mpsc) and record/stream/2to1 against stream/2to1/engine (recording's cost with two senders) are reported, not targets.\n"
     );
     let _ = writeln!(
         md,
@@ -684,5 +688,13 @@ mod tests {
             vec!["workload/fraud/twin"]
         );
         assert!(baselines_of("workload/fraud/twin").is_empty());
+        assert_eq!(
+            baselines_of("record/workload/fraud"),
+            vec!["workload/fraud"]
+        );
+        assert_eq!(
+            baselines_of("record/stream/2to1"),
+            vec!["stream/2to1/engine"]
+        );
     }
 }

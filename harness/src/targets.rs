@@ -42,6 +42,16 @@ pub const KEYS_RSS_AIM: f64 = 256.0;
 pub const WORKLOAD_RATIO: f64 = 0.5;
 /// The workloads judged against their twins by [`WORKLOAD_RATIO`].
 pub const WORKLOADS: [&str; 3] = ["fraud", "absence", "spike"];
+/// A scenario recording its run to a file (`record/*`) must keep at least this fraction of the
+/// same scenario's throughput not recording: at most 5 % cost (issue 35).
+pub const RECORD_RATIO: f64 = 0.95;
+/// Each `record/*` scenario, the plain scenario it is paired with, and whether [`RECORD_RATIO`]
+/// judges it (issue 35 asks only to measure the two-sender stream).
+pub const RECORDED: [(&str, &str, bool); 3] = [
+    ("record/stream/1to1", "stream/1to1/engine", true),
+    ("record/stream/2to1", "stream/2to1/engine", false),
+    ("record/workload/fraud", "workload/fraud", true),
+];
 
 /// `kind` of a target that judges a ratio against its threshold.
 pub const KIND_RATIO: &str = "ratio";
@@ -309,6 +319,29 @@ fn definitions(s: &Summary) -> Vec<Def> {
             metric: "throughput",
             at_least: true,
             threshold: 1.0,
+            fastest: false,
+        });
+    }
+    // Recording's cost (issue 35): each record/* scenario against the same scenario not recording,
+    // run back to back in every round. The unjudged one only when it ran.
+    for (recorded, plain, judged) in RECORDED {
+        if !judged && s.get(recorded, "throughput").is_none() {
+            continue;
+        }
+        d.push(Def {
+            target: if judged {
+                format!(
+                    "{recorded} >= {RECORD_RATIO}x {plain} (recording to a file costs at most 5 %)"
+                )
+            } else {
+                format!("{recorded} vs {plain} (recording's cost, no target)")
+            },
+            kind: if judged { KIND_RATIO } else { KIND_BOUND },
+            engine: recorded.into(),
+            baselines: vec![plain.into()],
+            metric: "throughput",
+            at_least: true,
+            threshold: if judged { RECORD_RATIO } else { 1.0 },
             fastest: false,
         });
     }
@@ -752,6 +785,50 @@ mod tests {
             .verdict
             .starts_with("NOT MEASURED"));
         assert_eq!(find(&t, "alloc/workload").verdict, MET);
+    }
+
+    #[test]
+    fn recording_is_paired_per_round_with_the_same_scenario_not_recording() {
+        let s = summary(vec![
+            // 1to1: 0.98x in every round, although the absolute figures move 2x between
+            // rounds: the pairing is per round.
+            row(
+                "stream/1to1/engine",
+                "throughput",
+                &[100.0, 50.0, 100.0, 50.0],
+            ),
+            row(
+                "record/stream/1to1",
+                "throughput",
+                &[98.0, 49.0, 98.0, 49.0],
+            ),
+            // fraud: 0.9x, 10 % cost.
+            row("workload/fraud", "throughput", &[10.0, 10.0, 10.0, 10.0]),
+            row("record/workload/fraud", "throughput", &[9.0, 9.0, 9.0, 9.0]),
+            // 2to1: measured, never judged.
+            row(
+                "stream/2to1/engine",
+                "throughput",
+                &[10.0, 10.0, 10.0, 10.0],
+            ),
+            row("record/stream/2to1", "throughput", &[5.0, 5.0, 5.0, 5.0]),
+        ]);
+        let t = evaluate_all(&s);
+        let one = find(&t, "record/stream/1to1 >=");
+        assert_eq!(one.baselines, vec!["stream/1to1/engine"]);
+        assert!((one.median.unwrap() - 0.98).abs() < 1e-9, "{one:?}");
+        assert_eq!(one.verdict, MET);
+        assert_eq!(find(&t, "record/workload/fraud >=").verdict, NOT_MET);
+        let two = find(&t, "record/stream/2to1 vs");
+        assert!(two.is_bound());
+        assert_eq!(two.verdict, REPORTED);
+        assert!((two.median.unwrap() - 0.5).abs() < 1e-9, "{two:?}");
+        // Not run: the judged ones are not measured, the reported one is left out.
+        let t = evaluate_all(&summary(Vec::new()));
+        assert!(find(&t, "record/stream/1to1 >=")
+            .verdict
+            .starts_with("NOT MEASURED"));
+        assert!(!t.iter().any(|x| x.target.starts_with("record/stream/2to1")));
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub fn register_pingpong(v: &mut Vec<Scenario>) {
 pub fn register_stream(v: &mut Vec<Scenario>, n: usize) {
     v.push(absent(format!("stream/{n}to1/engine"), n + 1));
 }
+/// `record/stream/{n}to1`.
+pub fn register_stream_recorded(v: &mut Vec<Scenario>, n: usize) {
+    v.push(absent(format!("record/stream/{n}to1"), n + 1));
+}
 /// `stream/1to1/engine-batch`.
 pub fn register_stream_batch(v: &mut Vec<Scenario>) {
     v.push(absent("stream/1to1/engine-batch".into(), 2));

@@ -1,7 +1,7 @@
 //! `stream/{N}to1/engine`, `fanout/channel`, `pipeline/{K}`, `backpressure/flood`: events
 //! flowing between threads and contexts, time-bounded, checked for loss and order at the end.
 
-use super::{busy_work, spin_or_park, wait_name, Cx, EngineRun, Seen};
+use super::{busy_work, spin_or_park, wait_name, Cx, EngineRun, Journal, Seen};
 use crate::clock::now_ns;
 use crate::pin::Probe;
 use crate::record::Better;
@@ -26,7 +26,19 @@ pub fn register_stream(v: &mut Vec<Scenario>, n: usize) {
         format!("{n} external sender(s) flood one context (inbox capacity {STREAM_CAPACITY})"),
         n + 1,
         Family::Engine,
-        move |ctx| stream(ctx, n),
+        move |ctx| stream(ctx, n, &Journal::Off),
+    ));
+}
+
+/// Registers `record/stream/{n}to1`: `stream/{n}to1/engine` with the correlator recording to a
+/// file ([`Journal`]), the recording read back and checked after the run.
+pub fn register_stream_recorded(v: &mut Vec<Scenario>, n: usize) {
+    v.push(Scenario::new(
+        format!("record/stream/{n}to1"),
+        format!("stream/{n}to1/engine recording to a file (record_to(FileSink)) in the temporary directory"),
+        n + 1,
+        Family::Engine,
+        move |ctx| stream(ctx, n, &Journal::record(&format!("stream-{n}to1"))),
     ));
 }
 
@@ -41,7 +53,8 @@ pub fn register_stream_batch(v: &mut Vec<Scenario>) {
         |ctx| {
             let mut out = Outcome::default();
             out.param("batch", STREAM_BATCH as u64);
-            if let Some(f) = flood(ctx, &mut out, 1, STREAM_CAPACITY, 0, false, STREAM_BATCH) {
+            let batched = Sending::Batched(STREAM_BATCH);
+            if let Some(f) = flood(ctx, &mut out, 1, STREAM_CAPACITY, 0, batched, &Journal::Off) {
                 stream_figures(&mut out, f.window, Some(&f.shares));
             }
             out
@@ -148,20 +161,38 @@ struct FloodResult {
     reports: Vec<SenderReport>,
 }
 
+/// How a flooding sender sends: one loop per way, each with one send site (the shape of a
+/// sender's code decides what its sends cost: harness/BENCHMARKS.md, "The first store into a
+/// slot").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sending {
+    /// `send_to` per event, in the very loop every stream peer's sender runs
+    /// (`stream/{N}to1/engine`).
+    Booked,
+    /// `send_to` per event, each send timed into a histogram (`backpressure/flood`).
+    Timed,
+    /// `send_batch_to` of this many events (`stream/1to1/engine-batch`): a divisor of
+    /// [`PUBLISH_EVERY`] and [`STOP_CHECK_EVERY`], so that the count is published and the stop
+    /// checked as often as event by event.
+    Batched(usize),
+}
+
 /// Runs `senders` flooding threads into `main` of `c` and the receiver `Sink`; the shared body
-/// of `stream/{N}to1/engine`, `stream/1to1/engine-batch` and `backpressure/flood`. With `batch`
-/// above 0 each sender sends `batch` events per `send_batch_to` (a divisor of
-/// [`PUBLISH_EVERY`] and [`STOP_CHECK_EVERY`], so that the count is published and the stop checked
-/// as often as event by event).
+/// of `stream/{N}to1/engine`, `stream/1to1/engine-batch`, `backpressure/flood` and
+/// `record/stream/{N}to1` (the correlator recording to `journal`).
 fn flood(
     ctx: &RunCtx,
     out: &mut Outcome,
     senders: usize,
     capacity: usize,
     work_ns: u64,
-    time_sends: bool,
-    batch: usize,
+    sending: Sending,
+    journal: &Journal,
 ) -> Option<FloodResult> {
+    let batch = match sending {
+        Sending::Batched(b) => b,
+        Sending::Booked | Sending::Timed => 0,
+    };
     debug_assert!(batch == 0 || PUBLISH_EVERY % batch as u64 == 0);
     debug_assert!(batch == 0 || STOP_CHECK_EVERY % batch as u64 == 0);
     let wait = spin_or_park(ctx, senders + 1);
@@ -170,15 +201,18 @@ fn flood(
     out.param("capacity", capacity as u64);
     let seen = Arc::new(Seen::default());
     let res = slot();
-    let (run, ()) = EngineRun::new(ctx, capacity, wait).start(out, |c, _, sh| {
-        Ok(c.load(Sink {
-            sh: sh.clone(),
-            seen: seen.clone(),
-            fifo: FifoCheck::new(senders),
-            work_ns,
-            out: res.clone(),
-        })?)
-    })?;
+    let (run, ()) =
+        EngineRun::new(ctx, capacity, wait)
+            .journal(journal)
+            .start(out, |c, _, sh| {
+                Ok(c.load(Sink {
+                    sh: sh.clone(),
+                    seen: seen.clone(),
+                    fifo: FifoCheck::new(senders),
+                    work_ns,
+                    out: res.clone(),
+                })?)
+            })?;
     let (c, sh) = (&run.c, &run.sh);
     let counters = sender_counters(senders);
     let main = c.main();
@@ -189,7 +223,7 @@ fn flood(
         let core = ctx.map.core_for(sender_slot(ctx, s));
         handles.push(std::thread::spawn(move || {
             let probe = Probe::start(format!("sender{s}"), core);
-            let mut hist = time_sends.then(new_hist);
+            let mut hist = (sending == Sending::Timed).then(new_hist);
             let mut blocked = 0u64;
             let t_start = now_ns();
             let fail = |what: &str, err: &dyn std::fmt::Display| {
@@ -309,10 +343,22 @@ fn flood(
     }
 }
 
-fn stream(ctx: &RunCtx, n: usize) -> Outcome {
+/// `stream/{n}to1/engine`, or with a recording journal `record/stream/{n}to1`, whose recording
+/// must hold every event sent.
+fn stream(ctx: &RunCtx, n: usize, journal: &Journal) -> Outcome {
     let mut out = Outcome::default();
-    if let Some(f) = flood(ctx, &mut out, n, STREAM_CAPACITY, 0, false, 0) {
+    let flooded = flood(
+        ctx,
+        &mut out,
+        n,
+        STREAM_CAPACITY,
+        0,
+        Sending::Booked,
+        journal,
+    );
+    if let Some(f) = flooded {
         stream_figures(&mut out, f.window, Some(&f.shares));
+        journal.verify(&mut out, f.sent.iter().sum());
     }
     out
 }
@@ -327,8 +373,8 @@ fn backpressure(ctx: &RunCtx) -> Outcome {
         FLOOD_SENDERS,
         FLOOD_CAPACITY,
         SINK_WORK_NS,
-        true,
-        0,
+        Sending::Timed,
+        &Journal::Off,
     ) else {
         return out;
     };

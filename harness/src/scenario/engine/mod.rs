@@ -12,6 +12,7 @@
 mod alloc;
 mod burst;
 mod flow;
+mod journal;
 mod latency;
 mod route;
 
@@ -19,8 +20,9 @@ pub use alloc::register_alloc;
 pub use burst::register_burst;
 pub use flow::{
     register_backpressure, register_fanout, register_pipeline, register_stream,
-    register_stream_batch,
+    register_stream_batch, register_stream_recorded,
 };
+pub(crate) use journal::Journal;
 pub use latency::{register_idle, register_openloop, register_pingpong};
 pub use route::{register_listeners, register_route};
 
@@ -96,6 +98,7 @@ pub(crate) struct EngineRun<'a> {
     wait: WaitStrategy,
     clock: Clock,
     contexts: Vec<String>,
+    journal: &'a Journal,
 }
 
 impl<'a> EngineRun<'a> {
@@ -107,7 +110,14 @@ impl<'a> EngineRun<'a> {
             wait,
             clock: Clock::Default,
             contexts: Vec::new(),
+            journal: Journal::OFF,
         }
+    }
+
+    /// Records the run to `journal`'s file (`record/*`); off by default.
+    pub(crate) fn journal(mut self, journal: &'a Journal) -> Self {
+        self.journal = journal;
+        self
     }
 
     /// Chooses where the correlator takes its time from.
@@ -129,7 +139,7 @@ impl<'a> EngineRun<'a> {
         out: &mut Outcome,
         setup: impl FnOnce(&Correlator<Ev>, &[ContextRef], &Arc<Shared>) -> Result<T, SetupError>,
     ) -> Option<(Running, T)> {
-        let c = match build_with(self.ctx, self.capacity, self.wait, self.clock) {
+        let c = match build_with(self.ctx, self.capacity, self.wait, self.clock, self.journal) {
             Ok(c) => c,
             Err(e) => {
                 out.fail(e);
@@ -187,12 +197,14 @@ pub(crate) fn kick_off(c: &Correlator<Ev>, to: ContextRef, first: Ev) -> Result<
 }
 
 /// Builds a correlator whose context `i` is pinned to the plan's slot `i` (when the plan pins),
-/// with the given inbox capacity, wait strategy and clock; [`EngineRun`] for a whole scenario.
+/// with the given inbox capacity, wait strategy, clock and journal; [`EngineRun`] for a whole
+/// scenario.
 fn build_with(
     ctx: &RunCtx,
     capacity: usize,
     wait: WaitStrategy,
     clock: Clock,
+    journal: &Journal,
 ) -> Result<Correlator<Ev>, String> {
     let mut b = Correlator::<Ev>::builder()
         .inbox_capacity(capacity)
@@ -203,7 +215,10 @@ fn build_with(
     if ctx.map.pinned {
         b = b.pinning(PinningPlan::cores(ctx.map.cores.clone()));
     }
-    b.build().map_err(|e| format!("engine build failed: {e}"))
+    journal
+        .apply(b)?
+        .build()
+        .map_err(|e| format!("engine build failed: {e}"))
 }
 
 /// The strategy for contexts that must not lose time to waking up: busy-spin when every busy

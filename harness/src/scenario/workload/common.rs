@@ -331,7 +331,7 @@ pub(super) mod engine {
 
     use super::{Alert, Data, Timed};
     use crate::pin::Probe;
-    use crate::scenario::engine::spin_or_park;
+    use crate::scenario::engine::{spin_or_park, Journal};
     use crate::scenario::{RunCtx, STREAM_CAPACITY};
     use correlator::{
         ContextOptions, Correlator, Event, Monitor, Output, OutputOptions, OutputReceiver,
@@ -360,6 +360,15 @@ pub(super) mod engine {
         ctx: &RunCtx,
         members: usize,
     ) -> Result<Built<E>, String> {
+        build_with(ctx, members, &Journal::Off)
+    }
+
+    /// [`build`], the correlator recording to `journal` (`record/workload/*`).
+    pub(in crate::scenario::workload) fn build_with<E: Event>(
+        ctx: &RunCtx,
+        members: usize,
+        journal: &Journal,
+    ) -> Result<Built<E>, String> {
         let mut b = Correlator::<E>::builder()
             .inbox_capacity(STREAM_CAPACITY)
             .wait_strategy(WaitStrategy::SpinYieldPark)
@@ -367,7 +376,10 @@ pub(super) mod engine {
         if ctx.map.pinned {
             b = b.pinning(PinningPlan::cores(ctx.map.cores.clone()));
         }
-        let c = b.build().map_err(|e| format!("engine build failed: {e}"))?;
+        let c = journal
+            .apply(b)?
+            .build()
+            .map_err(|e| format!("engine build failed: {e}"))?;
         let wait = spin_or_park(ctx, members + 1);
         let pool = c
             .create_pool(ContextOptions::new("keys").wait_strategy(wait), members)

@@ -1,5 +1,6 @@
 //! `workload/fraud`, `workload/fraud/pool`, `workload/fraud/twin`, `alloc/workload`: card-fraud
-//! rules over event time, one monitor instance per card (issue 31).
+//! rules over event time, one monitor instance per card (issue 31); `record/workload/fraud`:
+//! `workload/fraud` recording its run (issue 35).
 //!
 //! # The rules (the same on both sides)
 //! * **Rule 1**, three transactions over [`RULE1_AMOUNT`] on one card, the third within
@@ -29,6 +30,8 @@
 //! 12 % up to 5,000, 3 % up to 20,000; 2 % are abroad, half are card-present.
 
 use super::common::{measure, Data, EngineFn, Expect, FastMap, Rng, Twin, Watches};
+#[cfg(feature = "engine")]
+use crate::scenario::engine::Journal;
 #[cfg(feature = "engine")]
 use crate::scenario::{Family, Mode};
 use crate::scenario::{Outcome, RunCtx, Scenario};
@@ -167,6 +170,10 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     {
         v.push(crate::scenario::engine::absent("workload/fraud".into(), 2));
         v.push(crate::scenario::engine::absent(
+            "record/workload/fraud".into(),
+            2,
+        ));
+        v.push(crate::scenario::engine::absent(
             "workload/fraud/pool".into(),
             members + 1,
         ));
@@ -178,7 +185,19 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
             "card fraud, 2 rules (when_all a->(b->c within 60 s); on_all large + nested when within 10 min), one instance per card (load_per_key), event time, one context, typed Block output: events/s to completion, alerts equal to the twin's",
             2,
             Family::Engine,
-            |ctx| run(ctx, Some(&|c, d| imp::run(c, d, 1))),
+            |ctx| run(ctx, Some(&|c, d| imp::run(c, d, 1, &Journal::Off))),
+        ));
+        v.push(Scenario::new(
+            "record/workload/fraud",
+            "workload/fraud recording to a file (record_to(FileSink)) in the temporary directory, timed to completion (the file flushed and synced at shutdown)",
+            2,
+            Family::Engine,
+            |ctx| {
+                let journal = Journal::record("workload-fraud");
+                let mut out = run(ctx, Some(&|c, d| imp::run(c, d, 1, &journal)));
+                journal.verify(&mut out, sizes(ctx.mode).1 as u64);
+                out
+            },
         ));
         v.push(Scenario::new(
             "workload/fraud/pool",
@@ -186,7 +205,7 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
             members + 1,
             Family::Engine,
             move |ctx| {
-                let mut out = run(ctx, Some(&|c, d| imp::run(c, d, members)));
+                let mut out = run(ctx, Some(&|c, d| imp::run(c, d, members, &Journal::Off)));
                 out.param("members", members as u64);
                 out
             },
@@ -326,9 +345,15 @@ mod imp {
         }
     }
 
-    /// The data set through a pool of `members`.
-    pub(super) fn run(ctx: &RunCtx, data: &Data<Tx>, members: usize) -> Result<Timed, String> {
-        engine::build(ctx, members).and_then(|b| engine::run_keyed(ctx, data, b, [TX], factory))
+    /// The data set through a pool of `members`, the correlator recording to `journal`.
+    pub(super) fn run(
+        ctx: &RunCtx,
+        data: &Data<Tx>,
+        members: usize,
+        journal: &Journal,
+    ) -> Result<Timed, String> {
+        engine::build_with(ctx, members, journal)
+            .and_then(|b| engine::run_keyed(ctx, data, b, [TX], factory))
     }
 
     /// Non-matching transactions per `alloc/workload` window.
