@@ -31,7 +31,7 @@ pub fn register_stream(v: &mut Vec<Scenario>, n: usize) {
 }
 
 /// Registers `record/stream/{n}to1`: `stream/{n}to1/engine` with the correlator recording to a
-/// file ([`Journal`]), the recording read back and checked after the run.
+/// file (`Journal`, in `journal.rs`), the recording read back and checked after the run.
 pub fn register_stream_recorded(v: &mut Vec<Scenario>, n: usize) {
     v.push(Scenario::new(
         format!("record/stream/{n}to1"),
