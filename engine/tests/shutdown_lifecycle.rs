@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use common::*;
 use correlator::{
-    Channel, ContextOptions, Correlator, DieReason, Error, Event, Monitor, Pattern, Scope,
-    SendErrorKind,
+    Channel, ContextOptions, Correlator, DieReason, Error, Event, ListenerHandle, Monitor, Pattern,
+    Scope, SendErrorKind,
 };
 
 /// The bound on every scenario: far above what any of them takes on a loaded machine.
@@ -479,5 +479,72 @@ fn r5_2_input_handle_blocking_send_from_a_handler_into_its_own_full_inbox_does_n
     assert!(
         status.totals.overruns > 0,
         "the inbox was taken beyond capacity"
+    );
+}
+
+/// What the two instances of the stale-handle test share: the first instance's listener handle,
+/// and how often the second instance's late listener fired.
+#[derive(Clone, Default)]
+struct Stale {
+    handle: Arc<Mutex<Option<ListenerHandle>>>,
+    fired: Arc<AtomicU64>,
+}
+
+/// Loaded first, so ended first at shutdown: its `on_die` routes kind 2.
+struct StaleFirst(Stale);
+
+impl Monitor<Ev> for StaleFirst {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let h = cx.on_all(Pattern::kind(1), |_, _, _| {});
+        *self.0.handle.lock().unwrap() = Some(h);
+    }
+
+    fn on_die(&mut self, _: &DieReason, cx: &mut Scope<'_, Ev, Self>) {
+        cx.route(ev(2, 0));
+    }
+}
+
+/// Still alive while the first ends: kind 2 routes kind 5 (by then the first's listener is
+/// compacted away and its slot free); kind 5 registers a listener for kind 3, which takes that
+/// slot, and routes kind 4; kind 4 quits the first instance's handle and routes kind 3.
+struct StaleSecond(Stale);
+
+impl Monitor<Ev> for StaleSecond {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        cx.on_all(Pattern::kind(2), |_, cx, _| cx.route(ev(5, 0)));
+        cx.on_all(Pattern::kind(5), |m: &mut Self, cx, _| {
+            let fired = m.0.fired.clone();
+            cx.on_all(Pattern::kind(3), move |_, _, _| {
+                fired.fetch_add(1, Ordering::SeqCst);
+            });
+            cx.route(ev(4, 0));
+        });
+        cx.on_all(Pattern::kind(4), |m: &mut Self, cx, _| {
+            if let Some(h) = *m.0.handle.lock().unwrap() {
+                cx.quit(h);
+            }
+            cx.route(ev(3, 0));
+        });
+    }
+}
+
+// R6.8, R8.1: while shutdown ends the instances, the handle of a listener that ended with its
+// instance quits nothing, even once another listener has taken its slot (the handle map keeps
+// dead listeners' handles then: `ListenerTable::ending`): the listener in that slot still fires.
+#[test]
+fn r8_1_a_stale_handle_quits_nothing_at_shutdown_even_when_its_slot_is_reused() {
+    let shared = Stale::default();
+    let fired = shared.fired.clone();
+    within(move || {
+        let c = correlator(16);
+        c.load(StaleFirst(shared.clone())).unwrap();
+        c.load(StaleSecond(shared)).unwrap();
+        c.start();
+        c.shutdown().unwrap();
+    });
+    assert_eq!(
+        fired.load(Ordering::SeqCst),
+        1,
+        "the listener registered at shutdown fired for its event"
     );
 }

@@ -197,8 +197,8 @@ impl<E: Event> Context<E> {
                 .as_ref()
                 .map(|inst| inst.listeners.clone())
                 .unwrap_or_default();
-            for handle in handles {
-                let Some(slot) = self.table.slot_of(handle) else {
+            for (handle, slot) in handles {
+                let Some(slot) = self.table.live_slot(handle, slot) else {
                     continue;
                 };
                 let offered = self.table.slot(slot).is_some_and(|l| {
