@@ -224,6 +224,7 @@ impl<E: Event> Context<E> {
         while let Some(slot) = cursor.next(&self.table) {
             matched |= self.try_fire(slot, e);
         }
+        self.table.walked(&cursor);
         matched
     }
 

@@ -530,6 +530,15 @@ impl<E: Event> Context<E> {
                 self.drain_contained();
             }
         }
+        // Every instance has ended, so every listener: the table goes, each listener's drop
+        // contained (shutdown leaves some ended ones listed: `ListenerTable::ending`).
+        for l in self.table.take_slots().into_iter().flatten() {
+            self.contain(
+                move || drop(l),
+                Panicked::Monitor,
+                "dropping an ended listener",
+            );
+        }
     }
 }
 
@@ -641,6 +650,83 @@ mod tests {
     #[test]
     fn r8_1_shutdown_work_is_linear_in_live_instances() {
         linear("live instances at shutdown", |n| work(n, false));
+    }
+
+    /// The key the listeners of [`Goodbye`]'s first half share.
+    const SHARED: u64 = u64::MAX;
+
+    /// Spawns `n` instances listening on [`SHARED`] (they count what they get in `fired`), then
+    /// `n` instances that keep alive on kind 1 and whose `on_die` routes an event of [`SHARED`].
+    /// Shutdown ends them in id order: the first half, then the second, whose every event meets
+    /// a list of `n` ended listeners.
+    #[derive(Clone)]
+    struct Goodbye {
+        n: u64,
+        routes: bool,
+        fired: Arc<AtomicU64>,
+    }
+
+    impl Monitor<Key> for Goodbye {
+        fn on_load(&mut self, cx: &mut Scope<'_, Key, Self>) {
+            for routes in [false, true] {
+                for _ in 0..self.n {
+                    let state = Goodbye {
+                        routes,
+                        ..self.clone()
+                    };
+                    cx.spawn(
+                        &state,
+                        |m: &mut Goodbye, cx: &mut Scope<'_, Key, Goodbye>| {
+                            if m.routes {
+                                cx.on_all(Pattern::kind(1), |_: &mut Goodbye, _, _: &Key| {});
+                            } else {
+                                cx.on_all(Pattern::kind(0).key(SHARED), |m: &mut Goodbye, _, _| {
+                                    m.fired.fetch_add(1, Ordering::Relaxed);
+                                });
+                            }
+                        },
+                    );
+                }
+            }
+        }
+
+        fn on_die(&mut self, reason: &DieReason, cx: &mut Scope<'_, Key, Self>) {
+            if self.routes && *reason == DieReason::Shutdown {
+                cx.route(Key(SHARED));
+            }
+        }
+    }
+
+    /// Runs [`Goodbye`] with `n` instances per half to its shutdown; returns the bookkeeping
+    /// and dispatch steps, checking that no ended listener fired.
+    fn goodbye_work(n: u64) -> u64 {
+        let c = Correlator::<Key>::builder()
+            .external_time()
+            .build()
+            .unwrap();
+        let fired = Arc::new(AtomicU64::new(0));
+        c.load(Goodbye {
+            n,
+            routes: false,
+            fired: fired.clone(),
+        })
+        .unwrap();
+        c.start();
+        c.shutdown().unwrap();
+        assert_eq!(fired.load(Ordering::Relaxed), 0, "an ended listener fired");
+        c.work()
+    }
+
+    // R6.8, R8.1, R6.9: at shutdown, 100,000 ended instances' listeners on one keyed list, then
+    // 100,000 `on_die` hooks that each route an event of that key: the ended listeners never
+    // fire, and the work stays linear (shutdown does not look up a keyed list per ended
+    // listener; the first dispatch that meets them queues the list for compaction).
+    #[test]
+    fn r8_1_shutdown_routes_over_a_keyed_list_of_ended_listeners_in_linear_work() {
+        // Half the instances listen, half route.
+        linear("instances routing over a shared key at shutdown", |n| {
+            goodbye_work(n / 2)
+        });
     }
 
     // R6.8, R6.9: 200,000 instances that each hold a listener on one shared list end one per

@@ -25,12 +25,17 @@ pub(crate) struct Cursor {
     /// Next position in, and length taken of, the list keyed on `key`.
     j: usize,
     keyed_len: usize,
+    /// Whether the walk met a dead listener in the keyed list while the table is
+    /// [`ending`](ListenerTable::ending), which does not count them there.
+    met_dead: bool,
 }
 
 impl Cursor {
     /// The next listener slot, in registration order, or `None` at the end.
     #[inline(always)]
     pub(crate) fn next<E: Event>(&mut self, table: &ListenerTable<E>) -> Option<u32> {
+        #[cfg(test)]
+        table.walked.set(table.walked.get() + 1);
         let lists = table.buckets[self.bucket as usize].lists(self.mode);
         if self.j >= self.keyed_len {
             // The usual case: no keyed listener to merge with.
@@ -58,6 +63,9 @@ impl Cursor {
             }
             (_, Some(q)) => {
                 self.j += 1;
+                if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
+                    self.met_dead = true;
+                }
                 Some(q)
             }
             (Some(p), None) => {
@@ -118,6 +126,16 @@ impl<E: Event> ListenerTable<E> {
             plain_len: cut(&lists.plain),
             j: 0,
             keyed_len,
+            met_dead: false,
+        }
+    }
+
+    /// After a walk: queues the keyed list `cursor` walked for compaction if the walk met dead
+    /// listeners there (see [`ending`](Self::ending)).
+    #[inline]
+    pub(crate) fn walked(&mut self, cursor: &Cursor) {
+        if cursor.met_dead {
+            self.queue(cursor.bucket, cursor.mode, Some(cursor.key));
         }
     }
 }
