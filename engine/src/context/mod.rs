@@ -75,16 +75,16 @@ use crate::shared::{ContextShared, Shared};
 use crate::status::Counters;
 use crate::sync::{self, Arc, AtomicBool, Ordering};
 use crate::time::Time;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 mod dispatch;
 mod instances;
 pub mod skeleton;
+mod timer_queue;
 mod timers;
 
 use instances::{Instance, OpFrame};
 use skeleton::{run_loop, Flow, LoopBody};
+use timer_queue::TimerQueue;
 use timers::TIMER_PURGE_MIN;
 
 /// The state a context's thread owns.
@@ -104,9 +104,9 @@ pub(crate) struct Context<E: Event> {
     /// capacity).
     op_frames: Vec<OpFrame<E>>,
     /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
-    /// An entry whose listener has ended stays until it is due or until the heap is purged (see
+    /// An entry whose listener has ended stays until it is due or until the queue is purged (see
     /// [`schedule`](Self::schedule)).
-    timers: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    timers: TimerQueue,
     timer_seq: u64,
     /// The heap length at which [`schedule`](Self::schedule) next drops the entries of ended
     /// listeners: twice the length the last purge left, at least [`TIMER_PURGE_MIN`].
@@ -221,7 +221,7 @@ impl<E: Event> Context<E> {
             touched: Vec::new(),
             nesting: 0,
             op_frames: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: TimerQueue::default(),
             timer_seq: 0,
             timer_purge_at: TIMER_PURGE_MIN,
             advancing: false,

@@ -1,13 +1,13 @@
-//! Timers: the context's logical clock and its timer heap (SPEC §7).
+//! Timers: the context's logical clock and its pending timers (SPEC §7; the queue that holds them
+//! is `timer_queue`'s).
 //!
-//! Owns the heap's purge policy. May import the leaves and `expr` (timers fire expression
+//! Owns the queue's purge policy. May import the leaves and `expr` (timers fire expression
 //! listeners).
 
 use super::Context;
 use crate::event::Event;
 use crate::expr::Stimulus;
 use crate::time::Time;
-use std::cmp::Reverse;
 
 /// The smallest timer heap that [`Context::schedule`] purges of ended listeners' entries.
 pub(super) const TIMER_PURGE_MIN: usize = 64;
@@ -22,7 +22,7 @@ impl<E: Event> Context<E> {
     /// logical time and the tick would never end.
     pub(super) fn advance_time(&mut self, t: Time) {
         self.advancing = true;
-        while let Some(&Reverse((due, _, handle))) = self.timers.peek() {
+        while let Some((due, _, handle)) = self.timers.peek() {
             if due > t {
                 break;
             }
@@ -38,7 +38,9 @@ impl<E: Event> Context<E> {
             }
         }
         self.advancing = false;
-        self.timers.extend(self.deferred.drain(..).map(Reverse));
+        for entry in self.deferred.drain(..) {
+            self.timers.push(entry);
+        }
         if t > self.fx.now {
             self.fx.now = t;
         }
@@ -57,11 +59,10 @@ impl<E: Event> Context<E> {
         }
         if self.timers.len() >= self.timer_purge_at {
             let table = &self.table;
-            self.timers
-                .retain(|&Reverse((_, _, h))| table.slot_of(h).is_some());
+            self.timers.retain(|&(_, _, h)| table.slot_of(h).is_some());
             self.timer_purge_at = TIMER_PURGE_MIN.max(2 * self.timers.len());
             if self.timers.capacity() > 2 * self.timer_purge_at {
-                self.timers.shrink_to(self.timer_purge_at);
+                self.timers.shrink();
             }
         }
         for due in self.step_timers.drain(..) {
@@ -70,7 +71,7 @@ impl<E: Event> Context<E> {
             if self.advancing && due <= self.fx.now {
                 self.deferred.push(entry);
             } else {
-                self.timers.push(Reverse(entry));
+                self.timers.push(entry);
             }
         }
     }
