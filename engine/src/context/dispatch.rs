@@ -482,7 +482,7 @@ impl<E: Event> Context<E> {
             }
         };
         if alive {
-            self.schedule(handle);
+            self.schedule(handle, slot);
         } else {
             self.step_timers.clear();
             if mode == Mode::All {

@@ -316,12 +316,13 @@ impl<E: Event> Context<E> {
                 if let Some(why) = l.never_matches() {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }
-                self.schedule(handle);
                 let index = SmallVec::from_vec(l.leaves());
                 (Body::Expr { expr: l, handler }, index)
             }
         };
         let slot = self.table.insert(handle, instance, mode, body, &index);
+        // An expression's first timers (`within`, `wait`, `at`), once its slot is known.
+        self.schedule(handle, slot);
         if let Some(inst) = self.instances[instance as usize].as_mut() {
             inst.live_listeners += 1;
             if inst.listeners.len() >= 2 * inst.live_listeners as usize + 8 {

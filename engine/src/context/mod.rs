@@ -116,7 +116,7 @@ pub(crate) struct Context<E: Event> {
     /// Timers set while a tick fires timers that are already due at the clock's time (`wait(0)`,
     /// `at` a past time, `within(0)`): they join the heap once that tick is done, so they fire at the
     /// next tick and a repeating one fires at most once per tick (R7.2).
-    deferred: Vec<(Time, u64, u64)>,
+    deferred: Vec<timer_queue::TimerEntry>,
     /// Reused buffers for expression steps.
     step_timers: Vec<Time>,
     fired: Vec<Match<E>>,

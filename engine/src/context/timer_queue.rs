@@ -22,8 +22,9 @@ use crate::time::Time;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-/// A pending timer: when it falls due, its creation sequence, and the listener it is for.
-pub(super) type TimerEntry = (Time, u64, u64);
+/// A pending timer: when it falls due, its creation sequence, and the listener it is for (its
+/// handle and slot). `(due, seq)` is unique, so it alone decides the order.
+pub(super) type TimerEntry = (Time, u64, u64, u32);
 
 /// Lanes at most: a context's listeners use a few distinct bounds, and the next entry is the
 /// least of this many heads.
@@ -178,14 +179,14 @@ mod tests {
                             Op::After(_) => now + d,
                             _ => d,
                         };
-                        let e = (Time::from_nanos(due), seq, seq % 7);
+                        let e = (Time::from_nanos(due), seq, seq % 7, 0);
                         seq += 1;
                         q.push(e);
                         heap.push(Reverse(e));
                     }
                     Op::Deferred => {
-                        let early = (Time::from_nanos(now), seq, 1);
-                        let late = (Time::from_nanos(now), seq + 1, 2);
+                        let early = (Time::from_nanos(now), seq, 1, 0);
+                        let late = (Time::from_nanos(now), seq + 1, 2, 0);
                         seq += 2;
                         for e in [late, early] {
                             q.push(e);
@@ -223,8 +224,8 @@ mod tests {
     fn r7_2_timers_of_two_bounds_keep_to_their_lanes() {
         let mut q = TimerQueue::default();
         for i in 0..1_000u64 {
-            q.push((Time::from_nanos(i + 60), 2 * i, 0));
-            q.push((Time::from_nanos(i + 600), 2 * i + 1, 0));
+            q.push((Time::from_nanos(i + 60), 2 * i, 0, 0));
+            q.push((Time::from_nanos(i + 600), 2 * i + 1, 0, 0));
         }
         assert!(
             q.heap.is_empty(),

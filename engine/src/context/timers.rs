@@ -22,7 +22,7 @@ impl<E: Event> Context<E> {
     /// logical time and the tick would never end.
     pub(super) fn advance_time(&mut self, t: Time) {
         self.advancing = true;
-        while let Some((due, _, handle)) = self.timers.peek() {
+        while let Some((due, _, handle, slot)) = self.timers.peek() {
             if due > t {
                 break;
             }
@@ -30,7 +30,7 @@ impl<E: Event> Context<E> {
             if due > self.fx.now {
                 self.fx.now = due;
             }
-            if let Some(slot) = self.table.slot_of(handle) {
+            if let Some(slot) = self.table.live_slot(handle, slot) {
                 self.run_then_drain(|cx| {
                     cx.fire_expr(slot, Stimulus::Time(due));
                 });
@@ -46,27 +46,31 @@ impl<E: Event> Context<E> {
         }
     }
 
-    /// Queues the timers of `step_timers` for the listener `handle`. Timers already due while a tick
+    /// Queues the timers of `step_timers` for the listener `handle` in `slot` (kept beside the
+    /// handle, so that a timer finds its listener without the handle map: at 100,000 devices
+    /// `workload/absence` fires a timer per heartbeat, most of them for a match that has ended, and
+    /// each lookup in the map was a cache miss or two). Timers already due while a tick
     /// fires timers are deferred to the next tick (see [`advance_time`](Self::advance_time)).
     ///
     /// The heap keeps the entries of listeners that ended (quit, fired through an event, or
     /// removed with their instance) until they are due, which may be never; so whenever it has
     /// doubled since the last purge, the entries of ended listeners are dropped. That bounds it by
     /// twice the live timers (plus [`TIMER_PURGE_MIN`]) at an amortised constant cost per timer.
-    pub(super) fn schedule(&mut self, handle: u64) {
+    pub(super) fn schedule(&mut self, handle: u64, slot: u32) {
         if self.step_timers.is_empty() {
             return;
         }
         if self.timers.len() >= self.timer_purge_at {
             let table = &self.table;
-            self.timers.retain(|&(_, _, h)| table.slot_of(h).is_some());
+            self.timers
+                .retain(|&(_, _, h, s)| table.live_slot(h, s).is_some());
             self.timer_purge_at = TIMER_PURGE_MIN.max(2 * self.timers.len());
             if self.timers.capacity() > 2 * self.timer_purge_at {
                 self.timers.shrink();
             }
         }
         for due in self.step_timers.drain(..) {
-            let entry = (due, self.timer_seq, handle);
+            let entry = (due, self.timer_seq, handle, slot);
             self.timer_seq += 1;
             if self.advancing && due <= self.fx.now {
                 self.deferred.push(entry);
