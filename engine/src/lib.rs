@@ -108,7 +108,7 @@
 //! | `deliver` | a sender's links: single and batch sends, channel fan-out, output delivery, a context's held places; each calls `send` |
 //! | `send_future` | (feature `async`) the futures of the async sends: a waiting task joins the inbox's room-waiter list |
 //! | `listener` | the listener index by event kind, read through a cursor |
-//! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` |
+//! | `context` | the context thread: its loop (`context`), `dispatch`, `instances`, `timers` (with `timer_queue`) |
 //! | `monitor`, `input` | the user's side: [`Monitor`], [`Scope`]; [`InputHandle`], [`SharedInput`] |
 //! | `correlator` | the facade: [`Correlator`], its builder (`builder`), helper threads (`background`), shutdown (`shutdown`); imported by nothing but this file and `pool` |
 //! | `pool` | partitioned contexts ([`Pool`]): one monitor instance per key across a pool of contexts, on top of the facade |

@@ -49,7 +49,7 @@
 //! This module owns the context thread: [`create_context`], the loop, publication, recovery.
 //! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
 //! deferred operations) and `timers` (the logical clock) are the other jobs of the same
-//! [`Context`]. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
+//! [`Context`]; `timer_queue` is the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
 //! `inbox`, `listener`, `record`, `route`, `shared` and `status`: every module below the facade except
 //! `monitor` and `input`, which sit on top of it.
 

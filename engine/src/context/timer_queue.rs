@@ -16,7 +16,7 @@
 //! least of the lanes' heads and the heap's top. Setting a timer in a lane and taking one touch
 //! the two ends of a `VecDeque`, whatever the number pending.
 //!
-//! Owns the queue. A leaf: imports only `time`.
+//! Owns the queue. May import `time`.
 
 use crate::time::Time;
 use std::cmp::Reverse;
