@@ -512,7 +512,7 @@ impl<E: Event> Context<E> {
             let fx = &mut self.fx;
             let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &m)));
             self.after_handler(instance, result);
-            if self.table.slot_of(handle).is_none() && alive {
+            if self.table.live_slot(handle, slot).is_none() && alive {
                 // Quit, or its instance ended, while matches were being delivered.
                 break;
             }

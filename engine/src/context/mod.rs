@@ -108,7 +108,7 @@ pub(crate) struct Context<E: Event> {
     /// [`schedule`](Self::schedule)).
     timers: TimerQueue,
     timer_seq: u64,
-    /// The heap length at which [`schedule`](Self::schedule) next drops the entries of ended
+    /// The queue length at which [`schedule`](Self::schedule) next drops the entries of ended
     /// listeners: twice the length the last purge left, at least [`TIMER_PURGE_MIN`].
     timer_purge_at: usize,
     /// Whether [`advance_time`](Self::advance_time) is firing timers.
@@ -553,13 +553,12 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
         self.fx.stats.received += 1;
         match &mut self.fx.journal {
             Journal::Off => {}
-            Journal::Record(r) => match &entry {
-                Entry::Tick(t) => r.tick(t.as_nanos()),
-                Entry::Event(o, e) if o.is_input() && self.input_codec.is_some() => {
-                    let codec = self.input_codec.as_deref().expect("tested above");
+            Journal::Record(r) => match (&entry, self.input_codec.as_deref()) {
+                (Entry::Tick(t), _) => r.tick(t.as_nanos()),
+                (Entry::Event(o, e), Some(codec)) if o.is_input() => {
                     r.input(*o, |out| codec.encode(e, out));
                 }
-                Entry::Event(o, _) | Entry::Spawn(o, _) => r.take(*o),
+                (Entry::Event(o, _) | Entry::Spawn(o, _), _) => r.take(*o),
             },
             Journal::Replay(_) => return self.replay_arrive(entry),
         }

@@ -57,14 +57,13 @@ impl TimerQueue {
 
     pub(super) fn push(&mut self, entry: TimerEntry) {
         self.len += 1;
-        let mut best: Option<usize> = None;
+        // The lane with the latest tail before `entry`, else the first empty one.
+        let mut best: Option<(usize, TimerEntry)> = None;
         let mut empty: Option<usize> = None;
         for (i, lane) in self.lanes.iter().enumerate() {
             match lane.back() {
-                Some(&last) if last < entry => {
-                    if best.is_none_or(|b| self.lanes[b].back().is_some_and(|&l| l < last)) {
-                        best = Some(i);
-                    }
+                Some(&last) if last < entry && best.is_none_or(|(_, b)| b < last) => {
+                    best = Some((i, last));
                 }
                 Some(_) => {}
                 None => {
@@ -72,7 +71,7 @@ impl TimerQueue {
                 }
             }
         }
-        match best.or(empty) {
+        match best.map(|(i, _)| i).or(empty) {
             Some(i) => self.lanes[i].push_back(entry),
             None => self.heap.push(Reverse(entry)),
         }
@@ -92,15 +91,10 @@ impl TimerQueue {
         least
     }
 
-    /// The next entry: the earliest due, ties in creation order.
-    #[inline]
-    pub(super) fn peek(&self) -> Option<TimerEntry> {
-        self.least().map(|(_, e)| e)
-    }
-
-    /// Takes the next entry.
-    pub(super) fn pop(&mut self) -> Option<TimerEntry> {
-        let (at, e) = self.least()?;
+    /// Takes the next entry (the earliest due, ties in creation order) if `due` says so: a peek
+    /// and a pop in one look at the heads.
+    pub(super) fn pop_if(&mut self, due: impl FnOnce(&TimerEntry) -> bool) -> Option<TimerEntry> {
+        let (at, e) = self.least().filter(|(_, e)| due(e))?;
         match at {
             At::Lane(i) => {
                 self.lanes[i].pop_front();
@@ -197,10 +191,9 @@ mod tests {
                         now += d;
                         while heap.peek().is_some_and(|Reverse(e)| e.0 <= Time::from_nanos(now)) {
                             let Reverse(want) = heap.pop().unwrap();
-                            prop_assert_eq!(q.peek(), Some(want));
-                            prop_assert_eq!(q.pop(), Some(want));
+                            prop_assert_eq!(q.pop_if(|e| e.0 <= Time::from_nanos(now)), Some(want));
                         }
-                        prop_assert!(q.peek().is_none_or(|e| e.0 > Time::from_nanos(now)));
+                        prop_assert_eq!(q.pop_if(|e| e.0 <= Time::from_nanos(now)), None);
                     }
                     Op::Purge(m) => {
                         q.retain(|e| e.2 % m != 0);
@@ -211,9 +204,9 @@ mod tests {
                 prop_assert_eq!(q.len(), heap.len());
             }
             while let Some(Reverse(want)) = heap.pop() {
-                prop_assert_eq!(q.pop(), Some(want));
+                prop_assert_eq!(q.pop_if(|_| true), Some(want));
             }
-            prop_assert_eq!(q.pop(), None);
+            prop_assert_eq!(q.pop_if(|_| true), None);
             prop_assert_eq!(q.len(), 0);
         }
     }
@@ -233,7 +226,7 @@ mod tests {
             q.heap.len()
         );
         let mut last = None;
-        while let Some(e) = q.pop() {
+        while let Some(e) = q.pop_if(|_| true) {
             assert!(last.is_none_or(|l| l < e), "{last:?} before {e:?}");
             last = Some(e);
         }

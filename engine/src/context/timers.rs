@@ -22,11 +22,7 @@ impl<E: Event> Context<E> {
     /// logical time and the tick would never end.
     pub(super) fn advance_time(&mut self, t: Time) {
         self.advancing = true;
-        while let Some((due, _, handle, slot)) = self.timers.peek() {
-            if due > t {
-                break;
-            }
-            self.timers.pop();
+        while let Some((due, _, handle, slot)) = self.timers.pop_if(|e| e.0 <= t) {
             if due > self.fx.now {
                 self.fx.now = due;
             }

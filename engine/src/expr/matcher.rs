@@ -145,13 +145,12 @@ impl<E: Event> Matcher<E> {
                 self.start_node(defs, *a, now, out);
             }
         }
-        self.nodes[d] = NodeState {
+        let mut state = NodeState {
             started: true,
-            fin: None,
-            timed: false,
-            due: Time::ZERO,
+            ..NodeState::default()
         };
-        self.nodes[d].set_time(time);
+        state.set_time(time);
+        self.nodes[d] = state;
     }
 
     /// Steps the whole matcher with `stim` at logical time `now`.

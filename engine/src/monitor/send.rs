@@ -10,7 +10,7 @@ use crate::error::{SendBatchError, SendError};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::output::Output;
-use crate::record::{self, Journal};
+use crate::record;
 
 use super::Scope;
 
@@ -283,11 +283,9 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     pub fn emit(&mut self, channel: Channel, event: E) -> usize {
         let n = self.fx.links.emit(channel, &event);
         self.count_outputs();
-        if !matches!(self.fx.journal, Journal::Off) {
-            self.fx
-                .journal
-                .emit(record::CHANNEL_EMIT | u64::from(channel.0), 0);
-        }
+        self.fx
+            .journal
+            .emit(record::CHANNEL_EMIT | u64::from(channel.0), || 0);
         n
     }
 
@@ -330,10 +328,8 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// ```
     #[must_use = "`false` means the value was dropped (full output) or discarded (receiver gone)"]
     pub fn emit_to<A: Send + 'static>(&mut self, output: &Output<A>, value: A) -> bool {
-        if !matches!(self.fx.journal, Journal::Off) {
-            let fingerprint = output.fingerprint.map_or(0, |f| f(&value));
-            self.fx.journal.emit(output.queue.id(), fingerprint);
-        }
+        let fingerprint = || output.fingerprint.map_or(0, |f| f(&value));
+        self.fx.journal.emit(output.queue.id(), fingerprint);
         let queued = self.fx.links.push_typed_output(&output.queue, value);
         self.count_outputs();
         queued

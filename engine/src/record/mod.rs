@@ -635,28 +635,30 @@ impl<I> Journal<I> {
         }
     }
 
-    /// A handler emitted to `output` a value with fingerprint `fingerprint`.
+    /// A handler emitted to `output` a value whose fingerprint `fingerprint` gives (asked only
+    /// when recording or replaying: off, an emit costs this one test).
     #[inline]
-    pub(crate) fn emit(&mut self, output: u64, fingerprint: u64) {
-        match self {
-            Self::Off => {}
-            Self::Record(r) => r.put(Record::Emit {
+    pub(crate) fn emit(&mut self, output: u64, fingerprint: impl FnOnce() -> u64) {
+        if !matches!(self, Self::Off) {
+            self.note(Record::Emit {
                 output,
-                fingerprint,
-            }),
-            Self::Replay(r) => r.expect(Record::Emit {
-                output,
-                fingerprint,
-            }),
+                fingerprint: fingerprint(),
+            });
         }
     }
 
     /// A handler created the context `context`.
     pub(crate) fn created(&mut self, context: u32) {
+        self.note(Record::Created { context });
+    }
+
+    /// What a handler did that the stream holds in order: written, or checked against it.
+    #[cold]
+    fn note(&mut self, record: Record) {
         match self {
             Self::Off => {}
-            Self::Record(r) => r.put(Record::Created { context }),
-            Self::Replay(r) => r.expect(Record::Created { context }),
+            Self::Record(r) => r.put(record),
+            Self::Replay(r) => r.expect(record),
         }
     }
 
@@ -707,7 +709,8 @@ impl Recorder {
     #[inline(always)]
     pub(crate) fn take(&mut self, origin: Origin) {
         self.entries += 1;
-        if origin.0 == self.run_origin && self.run_len > 0 {
+        // With `run_len` 0 (no run open) the first branch opens one as `new_run` would.
+        if origin.0 == self.run_origin {
             self.run_len += 1;
         } else {
             self.new_run(origin.0);
