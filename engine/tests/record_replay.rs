@@ -160,8 +160,15 @@ fn by_context(rx: &OutputReceiver<Out>) -> Vec<Vec<Out>> {
 
 /// The recorded run: three threads feed concurrently.
 fn record() -> (Recording, Vec<Vec<Out>>) {
+    record_with(|b| b)
+}
+
+/// [`record`] with `more` applied to the recording builder.
+fn record_with(
+    more: impl FnOnce(correlator::CorrelatorBuilder<Ev>) -> correlator::CorrelatorBuilder<Ev>,
+) -> (Recording, Vec<Vec<Out>>) {
     let sink = MemorySink::new();
-    let run = set_up(Correlator::builder().record_to(sink.clone()), None).unwrap();
+    let run = set_up(more(Correlator::builder().record_to(sink.clone())), None).unwrap();
     std::thread::scope(|s| {
         for (i, input) in run.inputs.into_iter().enumerate() {
             let contexts = run.contexts.clone();
@@ -170,6 +177,13 @@ fn record() -> (Recording, Vec<Vec<Out>>) {
     });
     run.c.shutdown().unwrap();
     (sink.recording().unwrap(), by_context(&run.rx))
+}
+
+/// Feeds every input of `run` from this thread, in creation order.
+fn feed_all(run: &Run) {
+    for (i, input) in run.inputs.iter().enumerate() {
+        feed(input, i as u64, &run.contexts);
+    }
 }
 
 /// A replay (or, with `recording` `None`, a plain run) fed by one thread, senders in reverse
@@ -283,9 +297,7 @@ fn r10_4_a_replay_fed_more_or_less_than_recorded_diverges_at_its_end() {
     assert!(d.found.contains("nothing more arrived"), "{d}");
 
     let run = set_up(Correlator::builder().replay(recording), None).unwrap();
-    for (i, input) in run.inputs.iter().enumerate() {
-        feed(input, i as u64, &run.contexts);
-    }
+    feed_all(&run);
     run.inputs[0].send_to(run.contexts[1], Ev::Num(7)).unwrap();
     let Err(Error::Diverged(d)) = run.c.shutdown() else {
         panic!("a replay fed one more event did not diverge")
@@ -314,9 +326,7 @@ fn r10_1_a_failing_sink_is_reported_by_the_shutdown() {
         None,
     )
     .unwrap();
-    for (i, input) in run.inputs.iter().enumerate() {
-        feed(input, i as u64, &run.contexts);
-    }
+    feed_all(&run);
     let r = run.c.shutdown();
     assert_eq!(r.unwrap_err(), Error::Recording("disk full".into()));
     // Every number was processed: each context got 2,250 and emitted at every fourth.
@@ -342,9 +352,7 @@ fn r10_2_the_recording_tool_prints_and_replays_a_file() {
         None,
     )
     .unwrap();
-    for (i, input) in r.inputs.iter().enumerate() {
-        feed(input, i as u64, &r.contexts);
-    }
+    feed_all(&r);
     r.c.shutdown().unwrap();
     let recorded = by_context(&r.rx);
     let args = |c: &str| vec![c.to_string(), path.display().to_string()];
@@ -432,23 +440,7 @@ impl correlator::record::EventCodec<Ev> for Bytes {
 // first recorded input instead of guessing.
 #[test]
 fn r10_2_recorded_inputs_replay_without_a_feeder() {
-    let sink = MemorySink::new();
-    let run = set_up(
-        Correlator::builder()
-            .record_to(sink.clone())
-            .record_inputs(Bytes),
-        None,
-    )
-    .unwrap();
-    std::thread::scope(|s| {
-        for (i, input) in run.inputs.into_iter().enumerate() {
-            let contexts = run.contexts.clone();
-            s.spawn(move || feed(&input, i as u64, &contexts));
-        }
-    });
-    run.c.shutdown().unwrap();
-    let recorded = by_context(&run.rx);
-    let recording = sink.recording().unwrap();
+    let (recording, recorded) = record_with(|b| b.record_inputs(Bytes));
     let inputs = recording
         .contexts()
         .iter()

@@ -187,11 +187,8 @@ mod tests {
     fn each_recording_scenario_runs_right_after_its_plain_one() {
         for cores in [2, 8] {
             let ids: Vec<String> = catalogue(cores).into_iter().map(|s| s.id).collect();
-            for (recorded, plain) in [
-                ("record/stream/1to1", "stream/1to1/engine"),
-                ("record/stream/2to1", "stream/2to1/engine"),
-                ("record/workload/fraud", "workload/fraud"),
-            ] {
+            // The pairs the targets compare (`targets::RECORDED`).
+            for (recorded, plain, _) in crate::targets::RECORDED {
                 let at = ids.iter().position(|id| id == recorded);
                 let before = at.and_then(|i| i.checked_sub(1)).map(|i| ids[i].as_str());
                 assert_eq!(before, Some(plain), "{recorded} with {cores} cores");

@@ -9,9 +9,9 @@
 //! entries as the scenario sent events. The file is deleted when the [`Journal`] is dropped, after
 //! the check.
 
-use crate::scenario::Outcome;
+use crate::scenario::{Outcome, RunCtx};
 use correlator::record::{FileSink, Recording};
-use correlator::{CorrelatorBuilder, Event};
+use correlator::{Correlator, CorrelatorBuilder, Event, PinningPlan};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,7 +25,8 @@ pub(crate) enum Journal {
 }
 
 impl Journal {
-    /// No recording, for a default that outlives any run.
+    /// No recording, for a default that outlives any run (a `'static` reference: `Journal` has a
+    /// `Drop`, so `&Journal::Off` is not promoted to one).
     pub(crate) const OFF: &'static Journal = &Journal::Off;
 
     /// A recording to a fresh file in the temporary directory, named after `tag`, the process
@@ -41,11 +42,23 @@ impl Journal {
         Journal::Record(std::env::temp_dir().join(name))
     }
 
-    /// `b`, recording to the journal's file when it has one (creating the file).
-    pub(crate) fn apply<E: Event>(
+    /// Builds `b`'s correlator for a scenario: its contexts pinned to the plan's slots in order
+    /// (when the plan pins), recording to this journal.
+    pub(crate) fn build<E: Event>(
         &self,
-        b: CorrelatorBuilder<E>,
-    ) -> Result<CorrelatorBuilder<E>, String> {
+        ctx: &RunCtx,
+        mut b: CorrelatorBuilder<E>,
+    ) -> Result<Correlator<E>, String> {
+        if ctx.map.pinned {
+            b = b.pinning(PinningPlan::cores(ctx.map.cores.clone()));
+        }
+        self.apply(b)?
+            .build()
+            .map_err(|e| format!("engine build failed: {e}"))
+    }
+
+    /// `b`, recording to the journal's file when it has one (creating the file).
+    fn apply<E: Event>(&self, b: CorrelatorBuilder<E>) -> Result<CorrelatorBuilder<E>, String> {
         match self {
             Journal::Off => Ok(b),
             Journal::Record(path) => {
@@ -63,6 +76,11 @@ impl Journal {
         let Journal::Record(path) = self else {
             return;
         };
+        if !out.failures.is_empty() {
+            // The run already failed, and says why: a recording cut short by it would only add
+            // a second, misleading failure.
+            return;
+        }
         if let Ok(meta) = std::fs::metadata(path) {
             out.param("recording_bytes", meta.len());
         }

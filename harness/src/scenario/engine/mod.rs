@@ -28,9 +28,7 @@ pub use route::{register_listeners, register_route};
 
 use super::{Ev, Outcome, RunCtx, Shared};
 use crate::pin::{current_cpu, Placement};
-use correlator::{
-    ContextOptions, ContextRef, Correlator, PinningPlan, Scope, Status, WaitStrategy,
-};
+use correlator::{ContextOptions, ContextRef, Correlator, Scope, Status, WaitStrategy};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -212,13 +210,7 @@ fn build_with(
     if clock == Clock::External {
         b = b.external_time();
     }
-    if ctx.map.pinned {
-        b = b.pinning(PinningPlan::cores(ctx.map.cores.clone()));
-    }
-    journal
-        .apply(b)?
-        .build()
-        .map_err(|e| format!("engine build failed: {e}"))
+    journal.build(ctx, b)
 }
 
 /// The strategy for contexts that must not lose time to waking up: busy-spin when every busy

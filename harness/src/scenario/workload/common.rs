@@ -334,8 +334,8 @@ pub(super) mod engine {
     use crate::scenario::engine::{spin_or_park, Journal};
     use crate::scenario::{RunCtx, STREAM_CAPACITY};
     use correlator::{
-        ContextOptions, Correlator, Event, Monitor, Output, OutputOptions, OutputReceiver,
-        PinningPlan, Pool, Time, WaitStrategy,
+        ContextOptions, Correlator, Event, Monitor, Output, OutputOptions, OutputReceiver, Pool,
+        Time, WaitStrategy,
     };
     use std::time::Instant;
 
@@ -369,17 +369,11 @@ pub(super) mod engine {
         members: usize,
         journal: &Journal,
     ) -> Result<Built<E>, String> {
-        let mut b = Correlator::<E>::builder()
+        let b = Correlator::<E>::builder()
             .inbox_capacity(STREAM_CAPACITY)
             .wait_strategy(WaitStrategy::SpinYieldPark)
             .event_time();
-        if ctx.map.pinned {
-            b = b.pinning(PinningPlan::cores(ctx.map.cores.clone()));
-        }
-        let c = journal
-            .apply(b)?
-            .build()
-            .map_err(|e| format!("engine build failed: {e}"))?;
+        let c = journal.build(ctx, b)?;
         let wait = spin_or_park(ctx, members + 1);
         let pool = c
             .create_pool(ContextOptions::new("keys").wait_strategy(wait), members)
