@@ -89,7 +89,8 @@ pub(crate) enum Entry<E: Event> {
 /// What a new listener waits for.
 pub(crate) enum Spec<E: Event> {
     Template(Pattern<E>, Handler<E>),
-    Expr(Expr<E>, MatchHandler<E>),
+    /// An expression, its handler, and the handler of its timed-out matches (R7.7), if any.
+    Expr(Expr<E>, MatchHandler<E>, Option<MatchHandler<E>>),
 }
 
 /// A deferred change requested by a handler, applied when it returns.

@@ -200,7 +200,7 @@ pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
-pub use expr::{at, not, wait, Expr, Match};
+pub use expr::{at, not, wait, AfterMatch, Expr, Match};
 pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
@@ -213,7 +213,7 @@ pub use output::{
     TryIter, TryRecvError, DEFAULT_OUTPUT_BLOCK_WARNING, DEFAULT_OUTPUT_CAPACITY,
     MAX_OUTPUT_CAPACITY,
 };
-pub use pattern::Pattern;
+pub use pattern::{Pattern, Prior};
 pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
 pub use status::{BlockedOnOutput, ContextStatus, Status, Totals};
 pub use time::Time;

@@ -8,26 +8,155 @@
 //! A template with a [`key`](Pattern::key) is indexed by that key: delivering an event costs the same
 //! whether 1 or 100,000 listeners wait on other keys of its kind.
 //!
-//! Owns templates. May import `event` only.
+//! Inside an expression a template can also be [`named`](Pattern::named) and hold a condition on
+//! the events matched before it in the same match ([`given`](Pattern::given), SPEC R7.5); what
+//! such a condition sees is a [`Prior`], a view of the match in progress without copies.
+//!
+//! Owns templates, their names and [`Prior`]. May import `event` only.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::event::Event;
 
 type Filter<E> = Box<dyn Fn(&E) -> bool + Send>;
+type Given<E> = Box<dyn Fn(&Prior<'_, E>, &E) -> bool + Send>;
 
-/// A template: an event kind, an optional key and an optional filter.
+/// A template: an event kind, an optional key, an optional filter and an optional condition on the
+/// events matched before it ([`Pattern::given`]).
 pub(crate) struct Template<E: Event> {
     pub(crate) kind: E::Kind,
     pub(crate) key: Option<u64>,
     filter: Option<Filter<E>>,
+    given: Option<Given<E>>,
+}
+
+/// What an expression's [`Prior`] needs besides the matched events: for each definition of the
+/// flattened expression, the template's number in expression order (`u32::MAX`: not a template),
+/// and each template's name.
+#[derive(Debug, Default)]
+pub(crate) struct Labels {
+    pub(crate) ordinal: Vec<u32>,
+    pub(crate) names: Vec<Option<&'static str>>,
+    /// `names`, shared with the matches the handler gets, if any template is named.
+    pub(crate) shared: Option<Arc<[Option<&'static str>]>>,
+}
+
+impl Labels {
+    /// The number of the first template named `name`.
+    pub(crate) fn find(&self, name: &str) -> Option<u32> {
+        self.names
+            .iter()
+            .position(|n| *n == Some(name))
+            .map(|i| i as u32)
+    }
+}
+
+/// No templates: what a template listener's condition sees (nothing matched before it).
+static NO_LABELS: Labels = Labels {
+    ordinal: Vec::new(),
+    names: Vec::new(),
+    shared: None,
+};
+
+/// The events a match in progress has matched so far, as a [`given`](Pattern::given) condition
+/// sees them (SPEC R7.5): borrowed from the match, never copied.
+///
+/// Templates are numbered in expression order, left to right, from 0 (`a.then(b.or(c))`: `a` is 0,
+/// `b` 1, `c` 2), a repetition ([`Pattern::times`]) counting as one template; the events are in
+/// the order they were matched. A template under a `not` is not part of the match, and neither is
+/// what it matched.
+///
+/// ```
+/// use std::time::Duration;
+/// use correlator::{Event, Expr, Pattern};
+/// # #[derive(Clone, Debug)]
+/// # struct Tx { card: u64, amount: u64, country: u16 }
+/// # impl Event for Tx { type Kind = (); fn kind(&self) {} fn key(&self) -> Option<u64> { Some(self.card) } }
+/// // A large transaction, then one in another country within 10 minutes of it.
+/// let large = Pattern::<Tx>::any().filter(|t| t.amount > 5_000).named("large");
+/// let abroad = Pattern::any().given(|p, t: &Tx| {
+///     p.named("large").is_some_and(|large| large.country != t.country)
+/// });
+/// let rule: Expr<Tx> = large.then(abroad.within(Duration::from_secs(600)));
+/// # let _ = rule;
+/// ```
+pub struct Prior<'a, E> {
+    got: &'a [(u32, E)],
+    labels: &'a Labels,
+}
+
+impl<'a, E> Prior<'a, E> {
+    /// A view of `got`, `(definition, event)` in match order, labelled by `labels`.
+    pub(crate) fn new(got: &'a [(u32, E)], labels: &'a Labels) -> Self {
+        Prior { got, labels }
+    }
+
+    /// Nothing matched: what a template outside an expression sees.
+    pub(crate) fn none() -> Self {
+        Prior {
+            got: &[],
+            labels: &NO_LABELS,
+        }
+    }
+
+    fn of(&self, template: u32) -> impl Iterator<Item = &'a E> + 'a {
+        let (got, labels) = (self.got, self.labels);
+        got.iter()
+            .filter(move |(d, _)| labels.ordinal.get(*d as usize) == Some(&template))
+            .map(|(_, e)| e)
+    }
+
+    /// The first event template number `template` (expression order, from 0) matched, if it has.
+    pub fn get(&self, template: usize) -> Option<&'a E> {
+        self.of(u32::try_from(template).ok()?).next()
+    }
+
+    /// The first event the template named `name` ([`Pattern::named`]) matched, if it has.
+    pub fn named(&self, name: &str) -> Option<&'a E> {
+        self.of(self.labels.find(name)?).next()
+    }
+
+    /// Every event the template named `name` matched so far (more than one for a repetition),
+    /// in the order they came.
+    pub fn all_named(&self, name: &str) -> impl Iterator<Item = &'a E> + 'a {
+        let template = self.labels.find(name);
+        let (got, labels) = (self.got, self.labels);
+        got.iter()
+            .filter(move |(d, _)| {
+                template.is_some() && labels.ordinal.get(*d as usize).copied() == template
+            })
+            .map(|(_, e)| e)
+    }
+
+    /// The latest event matched so far, by any template.
+    pub fn last(&self) -> Option<&'a E> {
+        self.got.last().map(|(_, e)| e)
+    }
+
+    /// How many events have been matched so far.
+    pub fn len(&self) -> usize {
+        self.got.len()
+    }
+
+    /// Whether nothing has been matched yet.
+    pub fn is_empty(&self) -> bool {
+        self.got.is_empty()
+    }
 }
 
 impl<E: Event> Template<E> {
     /// Whether the template has filters beyond kind and key.
     #[inline]
     pub(crate) fn has_filter(&self) -> bool {
-        self.filter.is_some()
+        self.filter.is_some() || self.given.is_some()
+    }
+
+    /// Whether the template's condition holds for `event` after what `prior` holds.
+    #[inline]
+    fn passes(&self, prior: &Prior<'_, E>, event: &E) -> bool {
+        self.filter.as_ref().is_none_or(|f| f(event))
+            && self.given.as_ref().is_none_or(|g| g(prior, event))
     }
 
     /// Whether `event`, already known to be of this template's kind and to carry the template's
@@ -36,30 +165,15 @@ impl<E: Event> Template<E> {
     #[inline]
     pub(crate) fn matches_listed(&self, event: &E) -> bool {
         debug_assert!(self.key.is_none_or(|k| event.key() == Some(k)));
-        match &self.filter {
-            None => true,
-            Some(f) => f(event),
-        }
+        self.passes(&Prior::none(), event)
     }
 
-    /// Whether `event` (already known to be of this template's kind) matches key and filter.
+    /// Whether `event` matches (kind, key and conditions), after what `prior` holds.
     #[inline]
-    pub(crate) fn matches_same_kind(&self, event: &E) -> bool {
-        if let Some(k) = self.key {
-            if event.key() != Some(k) {
-                return false;
-            }
-        }
-        match &self.filter {
-            None => true,
-            Some(f) => f(event),
-        }
-    }
-
-    /// Whether `event` matches (kind included).
-    #[inline]
-    pub(crate) fn matches(&self, event: &E) -> bool {
-        self.kind == event.kind() && self.matches_same_kind(event)
+    pub(crate) fn matches_after(&self, prior: &Prior<'_, E>, event: &E) -> bool {
+        self.kind == event.kind()
+            && self.key.is_none_or(|k| event.key() == Some(k))
+            && self.passes(prior, event)
     }
 }
 
@@ -82,6 +196,8 @@ impl<E: Event> Template<E> {
 /// ```
 pub struct Pattern<E: Event> {
     pub(crate) template: Template<E>,
+    /// The name given with [`named`](Pattern::named).
+    pub(crate) name: Option<&'static str>,
 }
 
 impl<E: Event> Pattern<E> {
@@ -98,7 +214,9 @@ impl<E: Event> Pattern<E> {
                 kind,
                 key: None,
                 filter: None,
+                given: None,
             },
+            name: None,
         }
     }
 
@@ -110,19 +228,49 @@ impl<E: Event> Pattern<E> {
     }
 
     /// Narrows the pattern to events for which `f` returns true (filters combine with *and*).
-    pub fn filter(self, f: impl Fn(&E) -> bool + Send + 'static) -> Self {
-        let Template { kind, key, filter } = self.template;
-        let filter: Filter<E> = match filter {
+    pub fn filter(mut self, f: impl Fn(&E) -> bool + Send + 'static) -> Self {
+        let filter: Filter<E> = match self.template.filter.take() {
             None => Box::new(f),
             Some(prev) => Box::new(move |e| prev(e) && f(e)),
         };
-        Self {
-            template: Template {
-                kind,
-                key,
-                filter: Some(filter),
-            },
-        }
+        self.template.filter = Some(filter);
+        self
+    }
+
+    /// Narrows the pattern, inside an event expression, by a condition on the events the same
+    /// match has matched before this one (SPEC R7.5): Apama's `A() as a -> B(x = a.x)`, Esper's
+    /// `a.country != b.country`. `f` gets the match so far as a [`Prior`] (by position, by
+    /// [name](Self::named), or the latest) and the candidate event; conditions combine with
+    /// [`filter`](Self::filter) and each other by *and*, the filters asked first.
+    ///
+    /// The kind and key stay data, so the listener index still narrows by them; a condition such
+    /// as "the same card as `a`" is best written as the key where the card is known (a per-key
+    /// instance knows it). In a template listener (`on`, `on_all`, ...), or in the first template
+    /// of an expression, nothing has been matched before: the `Prior` is empty.
+    ///
+    /// ```
+    #[doc = include_str!("../doc/expr_example_prelude.txt")]
+    /// // A 1, then a kind-2 event stamped at least 5 s after it.
+    /// let first = Pattern::kind(1).named("a");
+    /// let later = Pattern::kind(2).given(|p, e: &Ev| p.named("a").is_some_and(|a| e.1 >= a.1 + 5));
+    /// assert_eq!(first_match(first.then(later), &[(1, 10), (2, 12), (2, 15)]), Some((15, vec![1, 2])));
+    /// ```
+    pub fn given(mut self, f: impl Fn(&Prior<'_, E>, &E) -> bool + Send + 'static) -> Self {
+        let given: Given<E> = match self.template.given.take() {
+            None => Box::new(f),
+            Some(prev) => Box::new(move |p, e| prev(p, e) && f(p, e)),
+        };
+        self.template.given = Some(given);
+        self
+    }
+
+    /// Names the template, for the conditions of later templates ([`Prior::named`]) and for the
+    /// handler ([`Match::named`](crate::Match::named)). Names are the user's: two templates of one
+    /// expression with the same name are found as the first of them (registering such an
+    /// expression logs a warning).
+    pub fn named(mut self, name: &'static str) -> Self {
+        self.name = Some(name);
+        self
     }
 
     /// The event kind this pattern is indexed under.
@@ -132,7 +280,7 @@ impl<E: Event> Pattern<E> {
 
     /// Whether `event` matches this pattern (kind, key and filters).
     pub fn matches(&self, event: &E) -> bool {
-        self.template.matches(event)
+        self.template.matches_after(&Prior::none(), event)
     }
 }
 
@@ -169,7 +317,8 @@ impl<E: Event> fmt::Debug for Pattern<E> {
         f.debug_struct("Pattern")
             .field("kind", &self.template.kind)
             .field("key", &self.template.key)
-            .field("filtered", &self.template.filter.is_some())
+            .field("filtered", &self.template.has_filter())
+            .field("name", &self.name)
             .finish()
     }
 }

@@ -454,10 +454,7 @@ impl<E: Event> Context<E> {
     /// Returns whether the stimulus advanced it.
     pub(super) fn fire_expr(&mut self, slot: u32, stim: Stimulus<'_, E>) -> bool {
         let now = self.fx.now;
-        let mut out = StepOut {
-            timers: std::mem::take(&mut self.step_timers),
-            progressed: false,
-        };
+        let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
         let mut fired = std::mem::take(&mut self.fired);
         let Some(l) = self.table.slot_mut(slot) else {
             return false;
@@ -497,12 +494,21 @@ impl<E: Event> Context<E> {
                 self.end_listenerless();
             }
         }
-        for m in fired.drain(..) {
+        for f in fired.drain(..) {
             let Some(l) = self.table.slot_mut(slot) else {
                 break;
             };
-            let Body::Expr { handler, .. } = &mut l.body else {
+            let Body::Expr {
+                handler,
+                on_timeout,
+                ..
+            } = &mut l.body
+            else {
                 break;
+            };
+            let handler = match on_timeout {
+                Some(on_timeout) if f.timed_out => &mut **on_timeout,
+                _ => handler,
             };
             let Some(inst) = self.instances[instance as usize].as_mut() else {
                 break;
@@ -510,7 +516,7 @@ impl<E: Event> Context<E> {
             self.fx.current = instance;
             let state = &mut inst.state;
             let fx = &mut self.fx;
-            let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &m)));
+            let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &f.hit)));
             self.after_handler(instance, result);
             if self.table.live_slot(handle, slot).is_none() && alive {
                 // Quit, or its instance ended, while matches were being delivered.

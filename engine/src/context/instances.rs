@@ -304,12 +304,10 @@ impl<E: Event> Context<E> {
                 };
                 (body, index)
             }
-            Spec::Expr(expr, handler) => {
-                let mut out = StepOut {
-                    timers: std::mem::take(&mut self.step_timers),
-                    progressed: false,
-                };
-                let l = ExprListener::new(expr, mode == Mode::All, self.fx.now, &mut out);
+            Spec::Expr(expr, handler, on_timeout) => {
+                let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
+                let timeouts = on_timeout.is_some();
+                let l = ExprListener::new(expr, mode == Mode::All, timeouts, self.fx.now, &mut out);
                 self.step_timers = out.timers;
                 let monitor = self.instances[instance as usize].as_ref().map(|i| &i.state);
                 self.event_clock.check_bounds(l.defs(), monitor, self.fx.me);
@@ -317,7 +315,13 @@ impl<E: Event> Context<E> {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }
                 let index = SmallVec::from_vec(l.leaves());
-                (Body::Expr { expr: l, handler }, index)
+                let on_timeout = on_timeout.map(Box::new);
+                let body = Body::Expr {
+                    expr: l,
+                    handler,
+                    on_timeout,
+                };
+                (body, index)
             }
         };
         let slot = self.table.insert(handle, instance, mode, body, &index);

@@ -65,7 +65,7 @@ use crate::entry::{DieReason, Effects, Entry};
 use crate::error::Error;
 use crate::event::Event;
 use crate::event_time::{EventClock, Stamp};
-use crate::expr::Match;
+use crate::expr::Fired;
 use crate::id::ContextRef;
 use crate::inbox::{Consumer, Inbox};
 use crate::listener::ListenerTable;
@@ -119,7 +119,7 @@ pub(crate) struct Context<E: Event> {
     deferred: Vec<timer_queue::TimerEntry>,
     /// Reused buffers for expression steps.
     step_timers: Vec<Time>,
-    fired: Vec<Match<E>>,
+    fired: Vec<Fired<E>>,
     /// For each `completed` marker on the route stack, in push order: the first listener handle
     /// issued after its event started (R6.5: later listeners are left out). Markers pop in the
     /// reverse order of their pushes, so this is a stack beside the route stack, kept off the

@@ -1,20 +1,24 @@
 //! The expression tree and its builders: [`Expr`], the primaries [`wait`], [`at`] and [`not`],
 //! the combinators (`then`, `and`, `or`, `within`, `within_from_first`) on [`Expr`] and on a single
-//! [`Pattern`], and the flattening of a tree into the definitions a matcher steps through
-//! ([`Def`]). The language itself is described in the [module docs](crate::expr).
+//! [`Pattern`], the repetitions of a template (`times`, `at_least`, `between`), the after-match
+//! policy ([`AfterMatch`]), and the flattening of a tree into the definitions a matcher steps
+//! through ([`Def`], with the templates' [`Labels`]). The language itself is described in the
+//! [module docs](crate::expr).
 //!
 //! Owns the tree and the definitions. May import `event`, `pattern` and `time`.
 
 use std::time::Duration;
 
 use crate::event::Event;
-use crate::pattern::{Pattern, Template};
+use crate::pattern::{Labels, Pattern, Template};
 use crate::time::Time;
 
 /// One definition of a flattened expression: children before parents, left before right, the
 /// root last; the indices name other definitions.
 pub(crate) enum Def<E: Event> {
     Leaf(Template<E>),
+    /// A template matched `min..=max` times (`max`: `u32::MAX` for no upper bound), greedily.
+    Repeat(Template<E>, u32, u32),
     Wait(Duration),
     At(Time),
     Then(usize, usize),
@@ -27,8 +31,16 @@ pub(crate) enum Def<E: Event> {
     WithinFirst(usize, Duration),
 }
 
+/// A flattened expression: its definitions and its templates' labels.
+pub(crate) struct Prog<E: Event> {
+    pub(crate) defs: Vec<Def<E>>,
+    /// Boxed: read only by `given` conditions and at a match, it keeps the listener slot small.
+    pub(crate) labels: Box<Labels>,
+}
+
 enum Node<E: Event> {
-    Leaf(Template<E>),
+    Leaf(Template<E>, Option<&'static str>),
+    Repeat(Template<E>, Option<&'static str>, u32, u32),
     Wait(Duration),
     At(Time),
     Then(Box<Node<E>>, Box<Node<E>>),
@@ -54,14 +66,55 @@ enum Node<E: Event> {
 /// match, if any, as (the second it completed, its events' kinds).
 pub struct Expr<E: Event> {
     root: Node<E>,
+    after: AfterMatch,
 }
 
 impl<E: Event> From<Pattern<E>> for Expr<E> {
     fn from(p: Pattern<E>) -> Self {
-        Expr {
-            root: Node::Leaf(p.template),
-        }
+        Expr::of(Node::Leaf(p.template, p.name))
     }
+}
+
+/// Which matches in progress survive a completed one, for a repeating listener
+/// ([`when_all`](crate::Scope::when_all)); set with [`Expr::after_match`] (SPEC R7.6). The names
+/// are Flink CEP's after-match skip strategies.
+///
+/// ```
+#[doc = include_str!("../../doc/expr_example_prelude.txt")]
+/// // Every run of three 1s, or only runs that do not overlap.
+/// fn all_matches(expr: Expr<Ev>) -> Vec<u64> {
+///     struct Listen(Option<Expr<Ev>>, std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+///     impl Monitor<Ev> for Listen {
+///         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+///             cx.when_all(self.0.take().unwrap(), |m, _cx, hit| {
+///                 m.1.lock().unwrap().push(hit.time.as_nanos() / 1_000_000_000)
+///             });
+///         }
+///     }
+///     let got = std::sync::Arc::default();
+///     let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+///     c.load(Listen(Some(expr), std::sync::Arc::clone(&got))).unwrap();
+///     let input = c.input();
+///     c.start();
+///     for s in 1..=6 {
+///         input.send_to(c.main(), Ev(1, s)).unwrap();
+///     }
+///     c.shutdown().unwrap();
+///     let v = got.lock().unwrap().clone();
+///     v
+/// }
+/// assert_eq!(all_matches(Pattern::kind(1).times(3)), [3, 4, 5, 6]);
+/// assert_eq!(all_matches(Pattern::kind(1).times(3).after_match(AfterMatch::SkipPastLastEvent)), [3, 6]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AfterMatch {
+    /// Every match in progress goes on: matches may overlap (the default).
+    #[default]
+    NoSkip,
+    /// Every match in progress is dropped when one completes, so the next match starts after the
+    /// completed match's last event and no two matches share an event; of matches that complete
+    /// on the same stimulus, only the one that started first fires.
+    SkipPastLastEvent,
 }
 
 /// A timer primary: fires `d` after the expression (or the part of it) starts being evaluated.
@@ -84,9 +137,7 @@ impl<E: Event> From<Pattern<E>> for Expr<E> {
 /// assert_eq!(first_match(expr, &[(1, 2)]), Some((7, vec![1])));
 /// ```
 pub fn wait<E: Event>(d: Duration) -> Expr<E> {
-    Expr {
-        root: Node::Wait(d),
-    }
+    Expr::of(Node::Wait(d))
 }
 
 /// A timer primary: fires when the context's logical clock reaches `t`.
@@ -101,7 +152,7 @@ pub fn wait<E: Event>(d: Duration) -> Expr<E> {
 /// assert_eq!(first_match(expr, &[(1, 10), (2, 20)]), Some((30, vec![1])));
 /// ```
 pub fn at<E: Event>(t: Time) -> Expr<E> {
-    Expr { root: Node::At(t) }
+    Expr::of(Node::At(t))
 }
 
 /// Holds until `x` matches, then fails: `a.and(not(b))` matches `a` unless `b` comes first, and
@@ -124,9 +175,7 @@ pub fn at<E: Event>(t: Time) -> Expr<E> {
 /// assert_eq!(first_match(unconfirmed, &[(1, 10), (3, 12)]), Some((15, vec![1])));
 /// ```
 pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
-    Expr {
-        root: Node::Not(Box::new(x.into().root)),
-    }
+    Expr::of(Node::Not(Box::new(x.into().root)))
 }
 
 impl<E: Event> Expr<E> {
@@ -139,9 +188,12 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (2, 2), (3, 4)]), Some((4, vec![1, 2, 3])));
     /// ```
     pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
-        Expr {
-            root: Node::Then(Box::new(self.root), Box::new(next.into().root)),
-        }
+        self.map(|root, after| {
+            (
+                Node::Then(Box::new(root), Box::new(next.into().root)),
+                after,
+            )
+        })
     }
 
     /// Both, in any order.
@@ -153,9 +205,12 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (3, 2)]), Some((2, vec![1, 3, 2])));
     /// ```
     pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        Expr {
-            root: Node::And(Box::new(self.root), Box::new(other.into().root)),
-        }
+        self.map(|root, after| {
+            (
+                Node::And(Box::new(root), Box::new(other.into().root)),
+                after,
+            )
+        })
     }
 
     /// Either.
@@ -168,9 +223,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(1, 0), (2, 1), (3, 2)]), Some((1, vec![1, 2])));
     /// ```
     pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        Expr {
-            root: Node::Or(Box::new(self.root), Box::new(other.into().root)),
-        }
+        self.map(|root, after| (Node::Or(Box::new(root), Box::new(other.into().root)), after))
     }
 
     /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
@@ -237,9 +290,7 @@ impl<E: Event> Expr<E> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn within(self, d: Duration) -> Expr<E> {
-        Expr {
-            root: Node::Within(Box::new(self.root), d),
-        }
+        self.map(|root, after| (Node::Within(Box::new(root), d), after))
     }
 
     /// Must match within `d` of its first event: the clock starts when one of its templates
@@ -270,31 +321,73 @@ impl<E: Event> Expr<E> {
     /// # let _ = cancelled;
     /// ```
     pub fn within_from_first(self, d: Duration) -> Expr<E> {
+        self.map(|root, after| (Node::WithinFirst(Box::new(root), d), after))
+    }
+
+    /// What a repeating listener ([`when_all`](crate::Scope::when_all)) does with its other
+    /// matches in progress when one completes (SPEC R7.6): [`AfterMatch::NoSkip`] by default.
+    /// It belongs to the whole expression: set it last (an expression combined into another
+    /// keeps the outer one's policy).
+    pub fn after_match(self, policy: AfterMatch) -> Expr<E> {
         Expr {
-            root: Node::WithinFirst(Box::new(self.root), d),
+            root: self.root,
+            after: policy,
         }
     }
 
-    /// Flattens the tree: children before parents; the root is the last definition.
-    pub(crate) fn compile(self) -> Vec<Def<E>> {
-        fn go<E: Event>(n: Node<E>, out: &mut Vec<Def<E>>) -> usize {
-            let d = match n {
-                Node::Leaf(t) => Def::Leaf(t),
-                Node::Wait(d) => Def::Wait(d),
-                Node::At(t) => Def::At(t),
-                Node::Then(a, b) => Def::Then(go(*a, out), go(*b, out)),
-                Node::And(a, b) => Def::And(go(*a, out), go(*b, out)),
-                Node::Or(a, b) => Def::Or(go(*a, out), go(*b, out)),
-                Node::Not(a) => Def::Not(go(*a, out)),
-                Node::Within(a, d) => Def::Within(go(*a, out), d),
-                Node::WithinFirst(a, d) => Def::WithinFirst(go(*a, out), d),
+    fn of(root: Node<E>) -> Self {
+        Expr {
+            root,
+            after: AfterMatch::NoSkip,
+        }
+    }
+
+    /// A new root from the old one, keeping the policy.
+    fn map(self, f: impl FnOnce(Node<E>, AfterMatch) -> (Node<E>, AfterMatch)) -> Expr<E> {
+        let (root, after) = f(self.root, self.after);
+        Expr { root, after }
+    }
+
+    /// Flattens the tree: children before parents; the root is the last definition. Also returns
+    /// the templates' numbers and names, and the after-match policy.
+    pub(crate) fn compile(self) -> (Prog<E>, AfterMatch) {
+        fn go<E: Event>(n: Node<E>, out: &mut Vec<Def<E>>, labels: &mut Labels) -> usize {
+            fn template(labels: &mut Labels, name: Option<&'static str>) -> u32 {
+                labels.names.push(name);
+                labels.names.len() as u32 - 1
+            }
+            const NONE: u32 = u32::MAX;
+            let (d, ordinal) = match n {
+                Node::Leaf(t, name) => (Def::Leaf(t), template(labels, name)),
+                Node::Repeat(t, name, min, max) => {
+                    (Def::Repeat(t, min, max), template(labels, name))
+                }
+                Node::Wait(d) => (Def::Wait(d), NONE),
+                Node::At(t) => (Def::At(t), NONE),
+                Node::Then(a, b) => (Def::Then(go(*a, out, labels), go(*b, out, labels)), NONE),
+                Node::And(a, b) => (Def::And(go(*a, out, labels), go(*b, out, labels)), NONE),
+                Node::Or(a, b) => (Def::Or(go(*a, out, labels), go(*b, out, labels)), NONE),
+                Node::Not(a) => (Def::Not(go(*a, out, labels)), NONE),
+                Node::Within(a, d) => (Def::Within(go(*a, out, labels), d), NONE),
+                Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out, labels), d), NONE),
             };
             out.push(d);
+            labels.ordinal.push(ordinal);
             out.len() - 1
         }
         let mut out = Vec::new();
-        go(self.root, &mut out);
-        out
+        let mut labels = Labels::default();
+        go(self.root, &mut out, &mut labels);
+        if labels.names.iter().any(Option::is_some) {
+            labels.shared = Some(labels.names.clone().into());
+        }
+        (
+            Prog {
+                defs: out,
+                labels: Box::new(labels),
+            },
+            self.after,
+        )
     }
 }
 
@@ -357,5 +450,57 @@ impl<E: Event> Pattern<E> {
     /// ```
     pub fn within_from_first(self, d: Duration) -> Expr<E> {
         Expr::from(self).within_from_first(d)
+    }
+
+    /// Exactly `n` events that match this template (SPEC R7.6): the repetition matches at the
+    /// `n`-th and takes no more. The events need not be adjacent: others may come between them
+    /// (Flink CEP's relaxed contiguity). Bound the whole run with [`Expr::within_from_first`]
+    /// (from its first event) or [`Expr::within`]. `times(0)` can never match (registering it
+    /// logs a warning).
+    ///
+    /// A [`given`](Pattern::given) condition of a repeated template sees the repetition's
+    /// earlier events too ([`Prior::last`](crate::Prior::last) is the one before).
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // Three 1s within 10 s of the first.
+    /// let burst = || Pattern::kind(1).times(3).within_from_first(Duration::from_secs(10));
+    /// assert_eq!(first_match(burst(), &[(1, 0), (2, 1), (1, 4), (1, 9)]), Some((9, vec![1, 1, 1])));
+    /// assert_eq!(first_match(burst(), &[(1, 0), (1, 4), (1, 10)]), None);
+    /// ```
+    pub fn times(self, n: u32) -> Expr<E> {
+        self.between(n, n)
+    }
+
+    /// `n` or more events that match this template, greedily (SPEC R7.6): once it has `n` the
+    /// repetition is *satisfied* and keeps taking every further event that matches the template.
+    /// A satisfied repetition completes when what it is part of does: the right side of its
+    /// `then` matching (`a.at_least(2).then(b)`: every `a` until the `b`), the other side of an
+    /// `and`, or the bound of a `within` around it (`a.at_least(3).within(d)` matches at the
+    /// bound with all the `a`s). On its own it never completes (registering it logs a warning).
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // Two or more 1s, then a 2: every 1 before the 2 is part of the match.
+    /// let run = Pattern::kind(1).at_least(2).then(Pattern::kind(2));
+    /// assert_eq!(first_match(run, &[(1, 0), (2, 1), (1, 2), (1, 3), (2, 4)]), Some((4, vec![1, 1, 1, 2])));
+    /// ```
+    pub fn at_least(self, n: u32) -> Expr<E> {
+        self.between(n, u32::MAX)
+    }
+
+    /// From `min` to `max` events that match this template, greedily (SPEC R7.6): satisfied from
+    /// the `min`-th event, as [`at_least`](Self::at_least), and complete at the `max`-th. There is
+    /// no lazy variant: a repetition that stops at `min` is [`times(min)`](Self::times).
+    /// `min > max` and `max == 0` can never match (registering them logs a warning).
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// // Two to three 1s, then a 2: at most three 1s are taken, the 2 still completes it.
+    /// let run = Pattern::kind(1).between(2, 3).then(Pattern::kind(2));
+    /// assert_eq!(first_match(run, &[(1, 0), (1, 1), (1, 2), (1, 3), (2, 4)]), Some((4, vec![1, 1, 1, 2])));
+    /// ```
+    pub fn between(self, min: u32, max: u32) -> Expr<E> {
+        Expr::of(Node::Repeat(self.template, self.name, min, max))
     }
 }

@@ -1,28 +1,91 @@
 //! The matchers of one expression listener ([`ExprListener`]): `when` keeps one, `when_all` one
 //! per match in progress plus a fresh one that has seen nothing yet (see "Listening" in the
-//! [module docs](crate::expr)); and what a completed match hands the handler ([`Match`]).
+//! [module docs](crate::expr)), with the after-match policy (R7.6) and the timeouts it reports
+//! (R7.7); and what a completed match hands the handler ([`Match`]).
 //!
-//! Owns the listener's matchers and their reuse. May import `event` and `time`.
+//! Owns the listener's matchers and their reuse. May import `event`, `pattern` and `time`.
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
 
 use crate::event::Event;
 use crate::time::Time;
 
 use super::analysis::{leaves, never_matches};
+use super::combinators::AfterMatch;
 use super::matcher::{Matcher, Outcome, StepOut, Stimulus};
-use super::{Def, Expr};
+use super::{Def, Expr, Prog};
 
-/// A completed match, handed to `when`/`when_all` handlers.
+/// A completed match, handed to `when`/`when_all` handlers; or, for a listener registered with a
+/// timeout handler (`when_with_timeout`, `when_all_with_timeout`), a match that timed out, with
+/// the events it had matched (SPEC R7.7).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Match<E> {
-    /// The events that matched the expression's templates, in expression order (left to right).
+    /// The events that matched the expression's templates, in expression order (left to right;
+    /// a repetition's events in the order they came).
     pub events: Vec<E>,
-    /// The logical time at which the match completed.
+    /// The logical time at which the match completed (for a timeout: the bound that expired).
     pub time: Time,
+    /// The number of the template each event matched (expression order, from 0).
+    templates: SmallVec<[u32; 6]>,
+    /// The templates' names, if any template is named.
+    names: Option<Arc<[Option<&'static str>]>>,
+}
+
+impl<E> Match<E> {
+    fn template(&self, name: &str) -> Option<u32> {
+        let names = self.names.as_deref()?;
+        names
+            .iter()
+            .position(|n| *n == Some(name))
+            .map(|i| i as u32)
+    }
+
+    /// The first event template number `template` matched (expression order, from 0: in
+    /// `a.then(b.or(c))`, `a` is 0, `b` 1, `c` 2), if it matched: unlike `events[i]`, this stays
+    /// right when an `or` or a repetition changes how many events come before.
+    pub fn get(&self, template: usize) -> Option<&E> {
+        let t = u32::try_from(template).ok()?;
+        let i = self.templates.iter().position(|&x| x == t)?;
+        self.events.get(i)
+    }
+
+    /// The first event the template named `name` ([`Pattern::named`](crate::Pattern::named))
+    /// matched, if it matched.
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/expr_example_prelude.txt")]
+    /// # let _ = first_match;
+    /// let expr: Expr<Ev> = Pattern::kind(1).named("open").then(Pattern::kind(2).named("close"));
+    /// # let _ = expr;
+    /// // In the handler: `hit.named("open")`, `hit.named("close")`.
+    /// ```
+    pub fn named(&self, name: &str) -> Option<&E> {
+        self.all_named(name).next()
+    }
+
+    /// Every event the template named `name` matched (more than one for a repetition), in the
+    /// order they came.
+    pub fn all_named<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a E> + 'a {
+        let t = self.template(name);
+        self.templates
+            .iter()
+            .zip(&self.events)
+            .filter(move |(x, _)| Some(**x) == t)
+            .map(|(_, e)| e)
+    }
+}
+
+/// What stepping a listener produced: a match, or a match that timed out (R7.7).
+pub(crate) struct Fired<E> {
+    pub(crate) hit: Match<E>,
+    pub(crate) timed_out: bool,
 }
 
 /// The matchers of one expression listener (see the module docs for `when` vs `when_all`).
 pub(crate) struct ExprListener<E: Event> {
-    defs: Vec<Def<E>>,
+    prog: Prog<E>,
     /// The active matchers, `matchers[..live]` (for `when_all` the last active one is the fresh
     /// one, if `fresh`), then at most one finished matcher whose vectors the next one reuses.
     /// The spare sits in the same vector rather than in a field of its own: that keeps the
@@ -33,88 +96,138 @@ pub(crate) struct ExprListener<E: Event> {
     all: bool,
     /// Whether the last matcher has seen nothing yet (`when_all` only).
     fresh: bool,
+    /// Whether a completed match drops the others in progress (R7.6).
+    skip_past_last: bool,
+    /// Whether matches that time out are reported (R7.7).
+    timeouts: bool,
 }
 
 impl<E: Event> ExprListener<E> {
-    pub(crate) fn new(expr: Expr<E>, all: bool, now: Time, out: &mut StepOut) -> Self {
-        let defs = expr.compile();
-        let first = Matcher::start(&defs, now, out, None);
+    pub(crate) fn new(
+        expr: Expr<E>,
+        all: bool,
+        timeouts: bool,
+        now: Time,
+        out: &mut StepOut,
+    ) -> Self {
+        let (prog, after) = expr.compile();
+        let first = Matcher::start(&prog, now, out, None);
         Self {
-            defs,
+            prog,
             matchers: vec![first],
             live: 1,
             all,
             fresh: all,
+            skip_past_last: after == AfterMatch::SkipPastLastEvent,
+            timeouts,
         }
     }
 
     pub(crate) fn leaves(&self) -> Vec<(E::Kind, Option<u64>)> {
-        leaves(&self.defs)
+        leaves(&self.prog.defs)
     }
 
     /// The flattened expression.
     pub(crate) fn defs(&self) -> &[Def<E>] {
-        &self.defs
+        &self.prog.defs
     }
 
     /// Whether the expression holds a `within` (counted from the start, not the first event).
     pub(crate) fn has_within(&self) -> bool {
-        self.defs.iter().any(|d| matches!(d, Def::Within(..)))
+        self.prog.defs.iter().any(|d| matches!(d, Def::Within(..)))
     }
 
     /// See [`never_matches`].
     pub(crate) fn never_matches(&self) -> Option<&'static str> {
-        never_matches(&self.defs)
+        never_matches(&self.prog.defs, &self.prog.labels)
     }
 
-    /// Steps every matcher; pushes completed matches to `fired`. Returns whether the stimulus
-    /// advanced anything, and whether the listener can still fire.
+    /// The completed (or timed-out) match of matcher `m` at `now`.
+    fn hit(&self, m: &mut Matcher<E>, now: Time) -> Match<E> {
+        let mut events = Vec::new();
+        let mut templates = Vec::new();
+        m.collect(&self.prog, &mut events, &mut templates);
+        Match {
+            events,
+            time: now,
+            templates: SmallVec::from_vec(templates),
+            names: self.prog.labels.shared.clone(),
+        }
+    }
+
+    /// Steps every matcher; pushes completed (and, if asked for, timed-out) matches to `fired`.
+    /// Returns whether the stimulus advanced anything, and whether the listener can still fire.
     pub(crate) fn step(
         &mut self,
         stim: Stimulus<'_, E>,
         now: Time,
         out: &mut StepOut,
-        fired: &mut Vec<Match<E>>,
+        fired: &mut Vec<Fired<E>>,
     ) -> (bool, bool) {
         let mut progressed_any = false;
         let mut i = 0;
         let mut restart = false;
+        let mut completed = false;
         while i < self.live as usize {
             let is_fresh = self.fresh && i + 1 == self.live as usize;
             out.progressed = false;
-            let status = self.matchers[i].step(&self.defs, stim, now, out);
+            out.expired = false;
+            let status = self.matchers[i].step(&self.prog, stim, now, out);
             progressed_any |= out.progressed;
             match status {
                 Outcome::Matched => {
                     let mut m = self.retire(i);
-                    let mut events = Vec::new();
-                    m.collect(&mut events);
-                    fired.push(Match { events, time: now });
+                    // Under `SkipPastLastEvent` only the oldest match completing here fires.
+                    if !(completed && self.skip_past_last) {
+                        let hit = self.hit(&mut m, now);
+                        fired.push(Fired {
+                            hit,
+                            timed_out: false,
+                        });
+                    }
+                    completed = true;
                     self.matchers.push(m);
                     if is_fresh {
                         restart = true;
                     }
                 }
                 Outcome::Failed => {
-                    let m = self.retire(i);
+                    let mut m = self.retire(i);
+                    if self.timeouts && out.expired && m.has_events() {
+                        let hit = self.hit(&mut m, now);
+                        fired.push(Fired {
+                            hit,
+                            timed_out: true,
+                        });
+                    }
                     self.matchers.push(m);
                     if is_fresh {
                         // The expression can no longer start a match: no new fresh matcher.
                         self.fresh = false;
                     }
                 }
-                Outcome::Pending | Outcome::Holding => {
+                Outcome::Pending | Outcome::Holding | Outcome::Satisfied => {
                     if is_fresh && out.progressed {
                         restart = true;
                     }
                     i += 1;
                 }
             }
-            if !self.all && !fired.is_empty() {
+            if !self.all && fired.iter().any(|f| !f.timed_out) {
                 self.matchers.clear();
                 self.live = 0;
                 return (true, false);
             }
+        }
+        if completed && self.skip_past_last && self.live > 0 {
+            // Every other match in progress started at or before the completed one's last
+            // event: dropped, and a new fresh one starts after it (R7.6).
+            let keep = self.matchers.len() > self.live as usize;
+            let spare = keep.then(|| self.matchers.pop()).flatten();
+            self.matchers.truncate(0);
+            self.matchers.extend(spare);
+            self.live = 0;
+            restart = self.all && self.fresh;
         }
         if restart && self.all {
             out.progressed = false;
@@ -123,7 +236,7 @@ impl<E: Event> ExprListener<E> {
             } else {
                 None
             };
-            let fresh = Matcher::start(&self.defs, now, out, spare);
+            let fresh = Matcher::start(&self.prog, now, out, spare);
             self.matchers.push(fresh);
             self.live += 1;
             self.fresh = true;

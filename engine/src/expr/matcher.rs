@@ -1,13 +1,15 @@
 //! One match in progress ([`Matcher`]): the state of every definition of a flattened expression,
 //! stepped by events and clock ticks ([`Stimulus`]), and how the parts' outcomes combine ([`Outcome`]:
-//! `then`, `and`, `or`, `not`, the bounds of `within` and `within_from_first`, R7.3).
+//! `then`, `and`, `or`, `not`, the bounds of `within` and `within_from_first`, R7.3; repetitions,
+//! R7.6; the conditions of `given`, R7.5, which see the match so far as a [`Prior`]).
 //!
-//! Owns the matcher's states. May import `event` and `time`.
+//! Owns the matcher's states. May import `event`, `pattern` and `time`.
 
 use crate::event::Event;
+use crate::pattern::Prior;
 use crate::time::Time;
 
-use super::Def;
+use super::{Def, Prog};
 
 use smallvec::SmallVec;
 
@@ -19,6 +21,10 @@ pub(crate) enum Outcome {
     Failed,
     /// A `not` that has not failed: counts as matched inside `and`, pending elsewhere.
     Holding,
+    /// A greedy repetition with enough events that can take more (R7.6): it completes with what
+    /// it is part of (the right side of its `then`, the other side of an `and`, the bound of a
+    /// `within`), and is pending on its own.
+    Satisfied,
 }
 
 /// What a matcher is stepped with.
@@ -41,14 +47,28 @@ pub(crate) struct StepOut {
     pub(crate) timers: Vec<Time>,
     /// Whether any state changed (an event was consumed or a timer fired).
     pub(crate) progressed: bool,
+    /// Whether a bound (`within`, `within_from_first`) expired and failed its part in this step:
+    /// a match that fails in such a step timed out (R7.7).
+    pub(crate) expired: bool,
+}
+
+impl StepOut {
+    /// No timers, nothing happened; `timers` is a buffer to reuse.
+    pub(crate) fn new(timers: Vec<Time>) -> Self {
+        StepOut {
+            timers,
+            progressed: false,
+            expired: false,
+        }
+    }
 }
 
 /// The state of one definition inside a [`Matcher`]: whether it has started, how it ended, and
 /// the due time of a timer or the deadline of a `within` (`None`: beyond the end of logical time,
 /// never).
 ///
-/// 16 bytes (the time's `Option` unfolded into a flag beside the others): a matcher keeps its
-/// first [`INLINE_NODES`] states in place.
+/// 16 bytes (the time's `Option` unfolded into a flag beside the others, a repetition's count in
+/// what would be padding): a matcher keeps its first [`INLINE_NODES`] states in place.
 #[derive(Clone, Copy, Debug, Default)]
 struct NodeState {
     started: bool,
@@ -56,6 +76,8 @@ struct NodeState {
     fin: Option<Outcome>,
     /// Whether `due` holds the time (else: never).
     timed: bool,
+    /// The events a repetition has taken.
+    count: u32,
     due: Time,
 }
 
@@ -100,7 +122,7 @@ pub(crate) struct Matcher<E> {
 impl<E: Event> Matcher<E> {
     /// A matcher of `defs` with its root started at `now`, in `reuse`'s vectors if given.
     pub(crate) fn start(
-        defs: &[Def<E>],
+        p: &Prog<E>,
         now: Time,
         out: &mut StepOut,
         reuse: Option<Matcher<E>>,
@@ -112,17 +134,17 @@ impl<E: Event> Matcher<E> {
         });
         m.hits = 0;
         m.nodes.clear();
-        m.nodes.resize(defs.len(), NodeState::default());
+        m.nodes.resize(p.defs.len(), NodeState::default());
         m.got.clear();
-        m.start_node(defs, defs.len() - 1, now, out);
+        m.start_node(p, p.defs.len() - 1, now, out);
         m
     }
 
     /// Starts definition `d` (and what of its subtree starts with it) at `now`.
-    fn start_node(&mut self, defs: &[Def<E>], d: usize, now: Time, out: &mut StepOut) {
+    fn start_node(&mut self, p: &Prog<E>, d: usize, now: Time, out: &mut StepOut) {
         let mut time = None;
-        match &defs[d] {
-            Def::Leaf(_) => {}
+        match &p.defs[d] {
+            Def::Leaf(_) | Def::Repeat(..) => {}
             Def::Wait(dur) => {
                 time = now.checked_add(*dur);
                 out.timers.extend(time);
@@ -132,17 +154,22 @@ impl<E: Event> Matcher<E> {
                 out.timers.push(*t);
             }
             // `within_from_first` sets no timer yet: its clock starts at its first event.
-            Def::Then(a, _) | Def::Not(a) | Def::WithinFirst(a, _) => {
-                self.start_node(defs, *a, now, out)
+            Def::Not(a) | Def::WithinFirst(a, _) => self.start_node(p, *a, now, out),
+            Def::Then(a, b) => {
+                self.start_node(p, *a, now, out);
+                // A left side satisfied from the start (`between(0, n)`) lets the right start.
+                if self.peek(p, *a) == Outcome::Satisfied {
+                    self.start_node(p, *b, now, out);
+                }
             }
             Def::And(a, b) | Def::Or(a, b) => {
-                self.start_node(defs, *a, now, out);
-                self.start_node(defs, *b, now, out);
+                self.start_node(p, *a, now, out);
+                self.start_node(p, *b, now, out);
             }
             Def::Within(a, dur) => {
                 time = now.checked_add(*dur);
                 out.timers.extend(time);
-                self.start_node(defs, *a, now, out);
+                self.start_node(p, *a, now, out);
             }
         }
         let mut state = NodeState {
@@ -157,19 +184,37 @@ impl<E: Event> Matcher<E> {
     #[inline]
     pub(crate) fn step(
         &mut self,
-        defs: &[Def<E>],
+        p: &Prog<E>,
         stim: Stimulus<'_, E>,
         now: Time,
         out: &mut StepOut,
     ) -> Outcome {
-        self.step_node(defs, defs.len() - 1, stim, now, out, true)
+        self.step_node(p, p.defs.len() - 1, stim, now, out, true)
+    }
+
+    /// The outcome of started definition `d` as it stands, without a stimulus.
+    fn peek(&self, p: &Prog<E>, d: usize) -> Outcome {
+        let node = &self.nodes[d];
+        if let Some(s) = node.fin {
+            return s;
+        }
+        match &p.defs[d] {
+            Def::Leaf(_) | Def::Wait(_) | Def::At(_) => Outcome::Pending,
+            &Def::Repeat(_, min, max) => repeat_status(node.count, min, max),
+            &Def::Then(_, b) if self.nodes[b].started => self.peek(p, b),
+            Def::Then(..) => Outcome::Pending,
+            &Def::And(a, b) => combine_and(self.peek(p, a), self.peek(p, b)),
+            &Def::Or(a, b) => combine_or(self.peek(p, a), self.peek(p, b)),
+            Def::Not(_) => Outcome::Holding,
+            &Def::Within(a, _) | &Def::WithinFirst(a, _) => self.peek(p, a),
+        }
     }
 
     /// Steps definition `d`; `keep`: whether a template matched here is part of the match (not
     /// under a `not`).
     fn step_node(
         &mut self,
-        defs: &[Def<E>],
+        p: &Prog<E>,
         d: usize,
         stim: Stimulus<'_, E>,
         now: Time,
@@ -180,9 +225,9 @@ impl<E: Event> Matcher<E> {
         if let Some(s) = node.fin {
             return s;
         }
-        let status = match &defs[d] {
+        let status = match &p.defs[d] {
             Def::Leaf(t) => match stim {
-                Stimulus::Event(e) if t.matches(e) => {
+                Stimulus::Event(e) if t.matches_after(&Prior::new(&self.got, &p.labels), e) => {
                     if keep {
                         self.got.push((d as u32, e.clone()));
                     }
@@ -192,6 +237,21 @@ impl<E: Event> Matcher<E> {
                 }
                 _ => Outcome::Pending,
             },
+            &Def::Repeat(ref t, min, max) => {
+                let mut count = node.count;
+                if let Stimulus::Event(e) = stim {
+                    if count < max && t.matches_after(&Prior::new(&self.got, &p.labels), e) {
+                        if keep {
+                            self.got.push((d as u32, e.clone()));
+                        }
+                        self.hits = self.hits.wrapping_add(1);
+                        out.progressed = true;
+                        count += 1;
+                        self.nodes[d].count = count;
+                    }
+                }
+                repeat_status(count, min, max)
+            }
             Def::Wait(_) | Def::At(_) => match stim {
                 Stimulus::Time(t) if node.time().is_some_and(|due| t >= due) => {
                     out.progressed = true;
@@ -201,14 +261,28 @@ impl<E: Event> Matcher<E> {
             },
             &Def::Then(a, b) => {
                 if self.nodes[b].started {
-                    self.step_node(defs, b, stim, now, out, keep)
+                    // A satisfied left side (a greedy repetition) goes on taking the events it
+                    // can, before the right side sees them; if it fails first, so does `then`.
+                    let hits = self.hits;
+                    let left = if self.nodes[a].fin.is_none() {
+                        self.step_node(p, a, stim, now, out, keep)
+                    } else {
+                        Outcome::Matched
+                    };
+                    if left == Outcome::Failed {
+                        Outcome::Failed
+                    } else if self.hits != hits {
+                        self.peek(p, b)
+                    } else {
+                        self.step_node(p, b, stim, now, out, keep)
+                    }
                 } else {
-                    match self.step_node(defs, a, stim, now, out, keep) {
-                        Outcome::Matched => {
+                    match self.step_node(p, a, stim, now, out, keep) {
+                        Outcome::Matched | Outcome::Satisfied => {
                             // The right side starts now and does not see the stimulus that
-                            // completed the left side.
-                            self.start_node(defs, b, now, out);
-                            initial(defs, b)
+                            // completed (or satisfied) the left side.
+                            self.start_node(p, b, now, out);
+                            self.peek(p, b)
                         }
                         Outcome::Failed => Outcome::Failed,
                         Outcome::Pending | Outcome::Holding => Outcome::Pending,
@@ -216,26 +290,23 @@ impl<E: Event> Matcher<E> {
                 }
             }
             &Def::And(a, b) => {
-                let sa = self.step_node(defs, a, stim, now, out, keep);
-                let sb = self.step_node(defs, b, stim, now, out, keep);
+                let sa = self.step_node(p, a, stim, now, out, keep);
+                let sb = self.step_node(p, b, stim, now, out, keep);
                 combine_and(sa, sb)
             }
             &Def::Or(a, b) => {
-                let sa = self.step_node(defs, a, stim, now, out, keep);
-                let sb = self.step_node(defs, b, stim, now, out, keep);
-                match (sa, sb) {
-                    (Outcome::Matched, _) | (_, Outcome::Matched) => Outcome::Matched,
-                    (Outcome::Failed, Outcome::Failed) => Outcome::Failed,
-                    _ => Outcome::Pending,
-                }
+                let sa = self.step_node(p, a, stim, now, out, keep);
+                let sb = self.step_node(p, b, stim, now, out, keep);
+                combine_or(sa, sb)
             }
             &Def::Not(a) => {
                 // What matched inside a `not` starts no `within_from_first` clock above it.
                 let hits = self.hits;
-                let inner = self.step_node(defs, a, stim, now, out, false);
+                let inner = self.step_node(p, a, stim, now, out, false);
                 self.hits = hits;
                 match inner {
-                    Outcome::Matched => {
+                    // Enough of a repetition is its happening.
+                    Outcome::Matched | Outcome::Satisfied => {
                         out.progressed = true;
                         Outcome::Failed
                     }
@@ -243,18 +314,18 @@ impl<E: Event> Matcher<E> {
                 }
             }
             &Def::Within(a, _) => {
-                let s = self.step_node(defs, a, stim, now, out, keep);
+                let s = self.step_node(p, a, stim, now, out, keep);
                 let expired = matches!((stim, node.time()), (Stimulus::Time(t), Some(d)) if t >= d);
                 at_bound(s, expired, out)
             }
             &Def::WithinFirst(a, dur) => {
                 let hits = self.hits;
-                let s = self.step_node(defs, a, stim, now, out, keep);
+                let s = self.step_node(p, a, stim, now, out, keep);
                 // Its first event starts the clock (once: a bound beyond the end of logical time
                 // stays `None`, and so would every later try).
                 if self.hits != hits
                     && !node.timed
-                    && matches!(s, Outcome::Pending | Outcome::Holding)
+                    && matches!(s, Outcome::Pending | Outcome::Holding | Outcome::Satisfied)
                 {
                     let bound = now.checked_add(dur);
                     self.nodes[d].set_time(bound);
@@ -273,46 +344,77 @@ impl<E: Event> Matcher<E> {
     }
 
     /// Moves the events the templates matched into `out`, left to right (definitions are
-    /// numbered children first, left before right, so their order is the expression's).
-    pub(crate) fn collect(&mut self, out: &mut Vec<E>) {
-        self.got.sort_unstable_by_key(|&(d, _)| d);
+    /// numbered children first, left before right, so their order is the expression's; a
+    /// repetition's events in the order they came: the sort is stable), and the number of the
+    /// template each matched into `templates`.
+    pub(crate) fn collect(&mut self, p: &Prog<E>, out: &mut Vec<E>, templates: &mut Vec<u32>) {
+        self.got.sort_by_key(|&(d, _)| d);
+        templates.extend(self.got.iter().map(|&(d, _)| p.labels.ordinal[d as usize]));
         out.extend(self.got.drain(..).map(|(_, e)| e));
+    }
+
+    /// Whether the matcher has matched any event (outside a `not`).
+    pub(crate) fn has_events(&self) -> bool {
+        !self.got.is_empty()
+    }
+}
+
+/// The outcome of a repetition of `min..=max` that has taken `count` events: one whose bounds
+/// admit no count (`min > max`, `max == 0`) never matches.
+fn repeat_status(count: u32, min: u32, max: u32) -> Outcome {
+    if min > max || max == 0 {
+        Outcome::Pending
+    } else if count == max {
+        Outcome::Matched
+    } else if count >= min {
+        Outcome::Satisfied
+    } else {
+        Outcome::Pending
     }
 }
 
 /// The outcome of a bounded part (`within`, `within_from_first`) whose inner part stepped to `s`:
-/// at the bound (`expired`) a holding part matches and any other fails (R7.3).
+/// at the bound (`expired`) a holding or satisfied part matches and any other fails (R7.3, R7.6);
+/// a failure there is a timeout (R7.7).
 fn at_bound(s: Outcome, expired: bool, out: &mut StepOut) -> Outcome {
     match s {
         Outcome::Matched => Outcome::Matched,
         Outcome::Failed => Outcome::Failed,
-        Outcome::Holding if expired => {
+        Outcome::Holding | Outcome::Satisfied if expired => {
             out.progressed = true;
             Outcome::Matched
         }
         _ if expired => {
             out.progressed = true;
+            out.expired = true;
             Outcome::Failed
         }
         other => other,
     }
 }
 
-/// The status of definition `d` just started (before any stimulus).
-fn initial<E: Event>(defs: &[Def<E>], d: usize) -> Outcome {
-    match &defs[d] {
-        Def::Not(_) => Outcome::Holding,
-        &Def::And(a, b) => combine_and(initial(defs, a), initial(defs, b)),
-        _ => Outcome::Pending,
-    }
-}
-
+/// `and`: fails if a side fails; matches once one side matched and the other matched, holds or is
+/// satisfied; holds while both hold; is satisfied while both are satisfied or holding and one is
+/// satisfied.
 fn combine_and(a: Outcome, b: Outcome) -> Outcome {
     use Outcome::*;
     match (a, b) {
         (Failed, _) | (_, Failed) => Failed,
-        (Matched, Matched) | (Matched, Holding) | (Holding, Matched) => Matched,
+        (Matched, Matched | Holding | Satisfied) | (Holding | Satisfied, Matched) => Matched,
         (Holding, Holding) => Holding,
+        (Satisfied, Satisfied | Holding) | (Holding, Satisfied) => Satisfied,
+        _ => Pending,
+    }
+}
+
+/// `or`: matches if a side matched; fails if both failed; is satisfied while a side is; a holding
+/// side is only pending here (R7.3).
+fn combine_or(a: Outcome, b: Outcome) -> Outcome {
+    use Outcome::*;
+    match (a, b) {
+        (Matched, _) | (_, Matched) => Matched,
+        (Failed, Failed) => Failed,
+        (Satisfied, _) | (_, Satisfied) => Satisfied,
         _ => Pending,
     }
 }

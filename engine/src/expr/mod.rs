@@ -12,7 +12,13 @@
 //!                                  `and` or `within`, see "`not`" below)
 //!       | expr.within(d)           expr must match within d of the moment it starts
 //!       | expr.within_from_first(d)  expr must match within d of its first event
+//!       | template.times(n)        exactly n events of the template (R7.6)
+//!       | template.at_least(n)     n or more, greedily
+//!       | template.between(n, m)   n to m, greedily
+//! template := Pattern::kind(k).key(..).filter(..).given(..).named(..)
+//!                                  given: a condition on the events matched before (R7.5)
 //! ```
+//! and, for the whole expression of a repeating listener, `expr.after_match(policy)` (R7.6).
 //! Each primary matches once: a template matches the first matching event after it starts, a timer
 //! fires once. `within(d)` expires when the clock reaches the bound: an event taken at a logical time
 //! before `start + d` counts, a tick to exactly `start + d` ends it. `not(x).within(d)` matches at
@@ -43,6 +49,52 @@
 //! let silent: Expr<Ev> = wait(Duration::from_secs(5)).and(not(Pattern::kind(3)));
 //! # let _ = (alert, silent);
 //! ```
+//!
+//! # Conditions across events
+//! A later template can depend on what an earlier one matched (SPEC R7.5): [`Pattern::given`]
+//! takes a condition that sees the match so far as a [`Prior`](crate::Prior), by the templates'
+//! numbers (expression order, from 0) or their [names](crate::Pattern::named), without copies.
+//! The handler finds a match's events the same way ([`Match::named`], [`Match::get`]), which stays
+//! right where `events[i]` would not (an `or` or a repetition changes how many come before).
+//!
+//! ```
+#![doc = include_str!("../../doc/expr_example_prelude.txt")]
+//! // A 1, then a 2 whose second is at least 3 after the 1's.
+//! let open = Pattern::kind(1).named("open");
+//! let late = Pattern::kind(2).given(|p, e: &Ev| p.named("open").is_some_and(|o| e.1 >= o.1 + 3));
+//! assert_eq!(first_match(open.then(late), &[(1, 10), (2, 11), (2, 13)]), Some((13, vec![1, 2])));
+//! ```
+//!
+//! # Repetition
+//! A template can be repeated (SPEC R7.6): [`times(n)`](crate::Pattern::times) matches at its
+//! `n`-th event; [`at_least(n)`](crate::Pattern::at_least) and
+//! [`between(n, m)`](crate::Pattern::between) are greedy: from `n` events on they are *satisfied*
+//! and keep taking their template's events until what they are part of completes (the right side
+//! of their `then`, the other side of an `and`, the bound of a `within` around them; `between`
+//! also at `m`). Other events may come between the repeated ones. Bound a run with
+//! `within_from_first(d)` to count from its first event:
+//!
+//! ```
+#![doc = include_str!("../../doc/expr_example_prelude.txt")]
+//! // Three failures (kind 4) within 60 s of the first, then a success (kind 5).
+//! let attack = Pattern::kind(4).times(3).within_from_first(Duration::from_secs(60));
+//! let expr = attack.then(Pattern::kind(5));
+//! // The 5 at 12 s comes before the third failure: the success is not looked for yet.
+//! let events = [(4, 10), (5, 12), (4, 20), (4, 50), (5, 75)];
+//! assert_eq!(first_match(expr, &events), Some((75, vec![4, 4, 4, 5])));
+//! ```
+//!
+//! A repeating listener's [`AfterMatch`] policy says which matches in progress survive a completed
+//! one: by default all of them (matches may overlap); `SkipPastLastEvent` drops them, so no two
+//! matches share an event.
+//!
+//! # Timeouts
+//! [`Scope::when_with_timeout`](crate::Scope::when_with_timeout) and
+//! [`when_all_with_timeout`](crate::Scope::when_all_with_timeout) take a second handler for a match
+//! that timed out (SPEC R7.7): a `within` or `within_from_first` bound failed it after it had
+//! matched at least one event. The handler gets those events, as Flink CEP hands timed-out partial
+//! matches to a side output; so "a trade not confirmed within 5 s" reports the trade:
+//! `when_with_timeout(trade.then(confirm).within_from_first(five), on_confirmed, on_unconfirmed)`.
 //!
 //! # Timers that are already due, and the end of time
 //! A timer that is already due when it starts (`wait(Duration::ZERO)`, `at(t)` for a `t` the clock
@@ -106,11 +158,11 @@ mod combinators;
 mod listener;
 mod matcher;
 
-pub use combinators::{at, not, wait, Expr};
+pub use combinators::{at, not, wait, AfterMatch, Expr};
 pub use listener::Match;
 
-pub(crate) use combinators::Def;
-pub(crate) use listener::ExprListener;
+pub(crate) use combinators::{Def, Prog};
+pub(crate) use listener::{ExprListener, Fired};
 pub(crate) use matcher::{StepOut, Stimulus};
 
 #[cfg(test)]

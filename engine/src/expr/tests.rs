@@ -33,11 +33,13 @@ struct Run {
 
 impl Run {
     fn new(e: Expr<Ev>, all: bool) -> Self {
-        let mut out = StepOut {
-            timers: Vec::new(),
-            progressed: false,
-        };
-        let l = ExprListener::new(e, all, Time::ZERO, &mut out);
+        Self::with_timeouts(e, all, false)
+    }
+
+    /// A listener that also reports timed-out matches (R7.7), logged as `T@time [...]`.
+    fn with_timeouts(e: Expr<Ev>, all: bool, timeouts: bool) -> Self {
+        let mut out = StepOut::new(Vec::new());
+        let l = ExprListener::new(e, all, timeouts, Time::ZERO, &mut out);
         Self {
             l,
             timers: out.timers,
@@ -47,22 +49,24 @@ impl Run {
     }
 
     fn feed(&mut self, stim: Stimulus<'_, Ev>, now: Time) {
-        let mut out = StepOut {
-            timers: Vec::new(),
-            progressed: false,
-        };
+        let mut out = StepOut::new(Vec::new());
         let mut fired = Vec::new();
         let (_, alive) = self.l.step(stim, now, &mut out, &mut fired);
         self.alive = alive;
         self.timers.extend(out.timers);
-        for m in fired {
-            let vals: Vec<String> = m
+        for f in fired {
+            let vals: Vec<String> = f
+                .hit
                 .events
                 .iter()
                 .map(|e| format!("{}.{}", e.0, e.1))
                 .collect();
-            self.log
-                .push(format!("@{} [{}]", m.time.as_nanos(), vals.join(" ")));
+            let t = if f.timed_out { "T" } else { "" };
+            self.log.push(format!(
+                "{t}@{} [{}]",
+                f.hit.time.as_nanos(),
+                vals.join(" ")
+            ));
         }
     }
 
@@ -190,7 +194,10 @@ fn r7_3_not_within_is_absence() {
 #[test]
 fn r7_3_never_matches_finds_a_lone_not() {
     let five = Duration::from_nanos(5);
-    let check = |e: Expr<Ev>| never_matches(&e.compile()).map(|m| m.starts_with("this"));
+    let check = |e: Expr<Ev>| {
+        let (prog, _) = e.compile();
+        never_matches(&prog.defs, &prog.labels).map(|m| m.starts_with("this"))
+    };
     // The whole expression can never match.
     assert_eq!(check(not(p(3))), Some(true));
     assert_eq!(check(not(p(3)).then(p(1))), Some(true));
@@ -271,15 +278,278 @@ fn r7_3_within_from_first_with_and_or_not() {
     r.ev(3, 0, 5);
     assert!(r.timers.is_empty());
     // A lone `not` has no first event: the registration check says it can never match.
-    let lone = not::<Ev>(p(3)).within_from_first(ten).compile();
-    assert!(never_matches(&lone).is_some());
-    let fine = p(1).then(not(p(3))).within_from_first(ten).compile();
-    assert_eq!(never_matches(&fine), None);
+    let (lone, _) = not::<Ev>(p(3)).within_from_first(ten).compile();
+    assert!(never_matches(&lone.defs, &lone.labels).is_some());
+    let (fine, _) = p(1).then(not(p(3))).within_from_first(ten).compile();
+    assert_eq!(never_matches(&fine.defs, &fine.labels), None);
 }
 
 #[test]
 fn leaves_are_deduplicated() {
     let e = p(1).then(p(2)).or(p(1)).and(not(Pattern::kind(4).key(9)));
-    let defs = e.compile();
-    assert_eq!(leaves(&defs), [(1, None), (2, None), (4, Some(9))]);
+    let (prog, _) = e.compile();
+    assert_eq!(leaves(&prog.defs), [(1, None), (2, None), (4, Some(9))]);
+}
+
+/// The matches `l` fired for `events` (kind, value, time), as handed to the handler.
+fn hits(e: Expr<Ev>, all: bool, events: &[(u32, u64, u64)]) -> Vec<Match<Ev>> {
+    let mut out = StepOut::new(Vec::new());
+    let mut l = ExprListener::new(e, all, false, Time::ZERO, &mut out);
+    let mut fired = Vec::new();
+    for &(k, v, t) in events {
+        let ev = Ev(k, v);
+        l.step(
+            Stimulus::Event(&ev),
+            Time::from_nanos(t),
+            &mut out,
+            &mut fired,
+        );
+    }
+    fired.into_iter().map(|f| f.hit).collect()
+}
+
+// R7.5: a `given` condition sees the events its match matched before it, by name and by
+// position; each match in progress sees its own.
+#[test]
+fn r7_5_given_sees_the_events_of_its_own_match() {
+    let later =
+        || p(2).given(|pr, e: &Ev| pr.named("a").is_some_and(|a| e.1 > a.1) && pr.get(0).is_some());
+    let mut r = Run::new(p(1).named("a").then(later()), false);
+    r.ev(1, 5, 1);
+    r.ev(2, 3, 2);
+    r.ev(2, 7, 3);
+    assert_eq!(r.log, ["@3 [1.5 2.7]"]);
+    // Under when_all, the match started at 1.2 and the one started at 1.1 each see their own `a`.
+    let same = p(2).given(|pr, e: &Ev| pr.named("a").is_some_and(|a| a.1 == e.1));
+    let mut r = Run::new(p(1).named("a").then(same), true);
+    r.ev(1, 1, 1);
+    r.ev(1, 2, 2);
+    r.ev(2, 2, 3);
+    r.ev(2, 1, 4);
+    assert_eq!(r.log, ["@3 [1.2 2.2]", "@4 [1.1 2.1]"]);
+    // Nothing under a `not` is part of the match, so a later condition does not see it.
+    let seen = p(2).given(|pr, _: &Ev| pr.len() == 1 && pr.last().is_some_and(|e| e.0 == 1));
+    let mut r = Run::new(p(1).and(not(p(3).named("x"))).then(seen), false);
+    r.ev(1, 1, 1);
+    r.ev(2, 1, 2);
+    assert_eq!(r.log, ["@2 [1.1 2.1]"]);
+}
+
+// R7.5: the handler finds events by template name and number, which stay right when an `or`
+// leaves a template out.
+#[test]
+fn r7_5_a_match_names_its_events() {
+    let e = p(1).named("a").or(p(2).named("b")).then(p(3).named("c"));
+    let got = hits(e, false, &[(2, 7, 1), (3, 8, 2)]);
+    assert_eq!(got.len(), 1);
+    let m = &got[0];
+    assert_eq!(m.named("a"), None);
+    assert_eq!(m.named("b"), Some(&Ev(2, 7)));
+    assert_eq!(m.named("c"), Some(&Ev(3, 8)));
+    assert_eq!(
+        m.get(2),
+        Some(&Ev(3, 8)),
+        "template 2 is `c`, though it is events[1]"
+    );
+    assert_eq!(m.get(0), None);
+    assert_eq!(m.named("nope"), None);
+    // Without names, only positions.
+    let got = hits(p(1).then(p(2)), false, &[(1, 1, 1), (2, 2, 2)]);
+    assert_eq!((got[0].get(1), got[0].named("a")), (Some(&Ev(2, 2)), None));
+}
+
+// R7.6: `times(n)` matches at the n-th event; events of other templates may come between.
+#[test]
+fn r7_6_times_matches_at_the_nth_event() {
+    let mut r = Run::new(p(1).named("r").times(3).then(p(2)), false);
+    r.ev(1, 1, 1);
+    r.ev(3, 0, 2);
+    r.ev(1, 2, 3);
+    r.ev(2, 0, 4);
+    r.ev(1, 3, 5);
+    r.ev(1, 4, 6);
+    r.ev(2, 5, 7);
+    // The 2 at 4 came before the third 1: the right side had not started.
+    assert_eq!(r.log, ["@7 [1.1 1.2 1.3 2.5]"]);
+    let got = hits(p(1).named("r").times(2), false, &[(1, 1, 1), (1, 2, 2)]);
+    let all: Vec<_> = got[0].all_named("r").collect();
+    assert_eq!(all, [&Ev(1, 1), &Ev(1, 2)]);
+}
+
+// R7.6: `at_least` and `between` are greedy: satisfied from the minimum, they go on taking
+// their events until the right side of their `then` matches (or, for `between`, the maximum).
+#[test]
+fn r7_6_greedy_repetitions_take_every_event_until_the_right_side() {
+    let mut r = Run::new(p(1).at_least(2).then(p(2)), false);
+    r.ev(1, 1, 1);
+    r.ev(2, 0, 2);
+    r.ev(1, 2, 3);
+    r.ev(1, 3, 4);
+    r.ev(2, 4, 5);
+    assert_eq!(r.log, ["@5 [1.1 1.2 1.3 2.4]"]);
+    let mut r = Run::new(p(1).between(2, 3).then(p(2)), false);
+    for i in 1..=5 {
+        r.ev(1, i, i);
+    }
+    r.ev(2, 6, 6);
+    assert_eq!(r.log, ["@6 [1.1 1.2 1.3 2.6]"], "at most three 1s");
+    // `between(0, n)`: optional, the right side is looked for at once.
+    let mut r = Run::new(p(1).between(0, 2).then(p(2)), false);
+    r.ev(2, 1, 1);
+    assert_eq!(r.log, ["@1 [2.1]"]);
+    // With `and`, the other side completes a satisfied repetition.
+    let mut r = Run::new(p(1).at_least(2).and(p(2)), false);
+    r.ev(1, 1, 1);
+    r.ev(2, 2, 2);
+    assert!(r.log.is_empty(), "one 1 is not enough");
+    r.ev(1, 3, 3);
+    assert_eq!(r.log, ["@3 [1.1 1.3 2.2]"]);
+}
+
+// R7.6: a satisfied repetition under `within` matches at the bound with all its events; one that
+// is not satisfied fails there; a `not` of a repetition fails once it is satisfied.
+#[test]
+fn r7_6_a_repetition_at_the_bound_and_under_not() {
+    let ten = Duration::from_nanos(10);
+    let mut r = Run::new(p(1).at_least(2).within(ten), false);
+    r.ev(1, 1, 1);
+    r.ev(1, 2, 2);
+    r.ev(1, 3, 3);
+    r.tick(10);
+    assert_eq!(r.log, ["@10 [1.1 1.2 1.3]"]);
+    let mut r = Run::new(p(1).at_least(2).within(ten), false);
+    r.ev(1, 1, 1);
+    r.tick(10);
+    assert!(r.log.is_empty() && !r.alive);
+    // "A 5, unless two 1s came first."
+    let mut r = Run::new(p(5).and(not(p(1).times(2))), false);
+    r.ev(1, 1, 1);
+    r.ev(1, 2, 2);
+    r.ev(5, 3, 3);
+    assert!(r.log.is_empty() && !r.alive);
+    // A repeated template's condition sees the repetition's earlier events: rising values.
+    let rising = p(1).given(|pr, e: &Ev| pr.last().is_none_or(|l| e.1 > l.1));
+    let mut r = Run::new(rising.times(3), false);
+    for (i, v) in [1, 3, 2, 4].into_iter().enumerate() {
+        r.ev(1, v, i as u64);
+    }
+    assert_eq!(r.log, ["@3 [1.1 1.3 1.4]"]);
+}
+
+// R7.6: with `SkipPastLastEvent` a completed match drops the others in progress, and of matches
+// completing on one event only the oldest fires; `NoSkip` lets them overlap.
+#[test]
+fn r7_6_after_match_policies() {
+    let run = |after| {
+        let mut r = Run::new(p(1).times(2).after_match(after), true);
+        for i in 1..=5 {
+            r.ev(1, i, i);
+        }
+        r.log
+    };
+    assert_eq!(
+        run(AfterMatch::NoSkip),
+        [
+            "@2 [1.1 1.2]",
+            "@3 [1.2 1.3]",
+            "@4 [1.3 1.4]",
+            "@5 [1.4 1.5]"
+        ]
+    );
+    assert_eq!(
+        run(AfterMatch::SkipPastLastEvent),
+        ["@2 [1.1 1.2]", "@4 [1.3 1.4]"]
+    );
+    // Two matches completing on one event: both under NoSkip, the older under SkipPastLastEvent.
+    let run = |after| {
+        let mut r = Run::new(p(1).then(p(2)).after_match(after), true);
+        r.ev(1, 1, 1);
+        r.ev(1, 2, 2);
+        r.ev(2, 3, 3);
+        r.ev(1, 4, 4);
+        r.ev(2, 5, 5);
+        r.log
+    };
+    assert_eq!(
+        run(AfterMatch::NoSkip),
+        ["@3 [1.1 2.3]", "@3 [1.2 2.3]", "@5 [1.4 2.5]"]
+    );
+    assert_eq!(
+        run(AfterMatch::SkipPastLastEvent),
+        ["@3 [1.1 2.3]", "@5 [1.4 2.5]"]
+    );
+}
+
+// R7.6: the registration check knows the repetitions that can never match.
+#[test]
+fn r7_6_never_matches_finds_impossible_and_unfinished_repetitions() {
+    let ten = Duration::from_nanos(10);
+    let check = |e: Expr<Ev>| {
+        let (prog, _) = e.compile();
+        never_matches(&prog.defs, &prog.labels).is_some()
+    };
+    assert!(check(p(1).times(0)));
+    assert!(check(p(1).between(3, 2)));
+    assert!(check(p(1).at_least(2)), "greedy on its own never completes");
+    assert!(
+        check(p(1).named("a").then(p(2).named("a"))),
+        "one name twice"
+    );
+    assert!(!check(p(1).times(2)));
+    assert!(!check(p(1).at_least(2).within(ten)));
+    assert!(!check(p(1).at_least(2).then(p(2))));
+    assert!(!check(p(1).at_least(2).and(p(2))));
+}
+
+// R7.7: a match that a bound fails after it matched an event times out, with those events, at
+// the bound; the fresh match of `when_all` never does, a `not` failing is not a timeout, and the
+// bound of `not(x).within(d)` is a match.
+#[test]
+fn r7_7_a_bound_that_fails_a_match_with_events_is_a_timeout() {
+    let ten = Duration::from_nanos(10);
+    let pair = || p(1).then(p(2)).within_from_first(ten);
+    let mut r = Run::with_timeouts(pair(), true, true);
+    r.ev(1, 1, 1);
+    r.ev(1, 2, 5);
+    r.ev(2, 3, 6);
+    r.tick(11);
+    r.tick(15);
+    // 1.1 and 1.2 both matched 2.3; the fresh match started at 2.3's step saw nothing.
+    assert_eq!(r.log, ["@6 [1.1 2.3]", "@6 [1.2 2.3]"]);
+    let mut r = Run::with_timeouts(pair(), true, true);
+    r.ev(1, 1, 1);
+    r.ev(1, 2, 5);
+    r.tick(11);
+    r.tick(15);
+    assert_eq!(r.log, ["T@11 [1.1]", "T@15 [1.2]"]);
+    assert!(r.alive, "a repeating listener goes on");
+    // Without a timeout handler nothing is reported.
+    let mut r = Run::new(pair(), false);
+    r.ev(1, 1, 1);
+    r.tick(11);
+    assert!(r.log.is_empty() && !r.alive);
+    // `when`: the timeout is its end.
+    let mut r = Run::with_timeouts(pair(), false, true);
+    r.ev(1, 1, 1);
+    r.tick(11);
+    assert_eq!(r.log, ["T@11 [1.1]"]);
+    assert!(!r.alive);
+    // A `not` whose event came fails the match: no timeout.
+    let guarded = p(1).then(p(2).and(not(p(3)))).within(ten);
+    let mut r = Run::with_timeouts(guarded, false, true);
+    r.ev(1, 1, 1);
+    r.ev(3, 2, 2);
+    r.tick(10);
+    assert!(r.log.is_empty() && !r.alive);
+    // Absence: the bound of `not(x).within(d)` is the match itself.
+    let mut r = Run::with_timeouts(p(1).then(not(p(3)).within(ten)), false, true);
+    r.ev(1, 1, 1);
+    r.tick(11);
+    assert_eq!(r.log, ["@11 [1.1]"]);
+    // A repetition not yet satisfied at its bound times out with what it had.
+    let mut r = Run::with_timeouts(p(1).times(3).within_from_first(ten), false, true);
+    r.ev(1, 1, 1);
+    r.ev(1, 2, 2);
+    r.tick(11);
+    assert_eq!(r.log, ["T@11 [1.1 1.2]"]);
 }

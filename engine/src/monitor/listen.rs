@@ -98,7 +98,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         expr: impl Into<Expr<E>>,
         handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
     ) -> ListenerHandle {
-        let spec = Spec::Expr(expr.into(), erase_match_handler(handler));
+        let spec = Spec::Expr(expr.into(), erase_match_handler(handler), None);
         self.register(Mode::Once, spec)
     }
 
@@ -116,7 +116,62 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         expr: impl Into<Expr<E>>,
         handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
     ) -> ListenerHandle {
-        let spec = Spec::Expr(expr.into(), erase_match_handler(handler));
+        let spec = Spec::Expr(expr.into(), erase_match_handler(handler), None);
+        self.register(Mode::All, spec)
+    }
+
+    /// [`when`](Self::when), and `on_timeout` for a match that timed out (SPEC R7.7): when a
+    /// `within` or `within_from_first` bound expires and fails the match after it had matched at
+    /// least one event (outside a `not`), `on_timeout` gets those events as a [`Match`] (in
+    /// expression order, [`Match::named`] works) whose `time` is the bound. Flink CEP hands such
+    /// partial matches to a side output; this is how "a large trade with no confirmation within
+    /// 5 s" reports the trade. A match that fails for another reason (a `not` whose event came)
+    /// is not a timeout; nor is the bound of a `not(..).within(d)`, where expiring is the match.
+    /// Either handler runs at most once, and the listener ends after it.
+    ///
+    /// ```
+    #[doc = include_str!("../../doc/scope_example_prelude.txt")]
+    /// // A large transaction not followed by another one of the same card within 60 s.
+    /// struct Lonely;
+    /// impl Monitor<Ev> for Lonely {
+    ///     fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+    ///         let alerts = cx.channel("alerts").expect("below max_channels");
+    ///         let large = |cx: &Scope<'_, Ev, Self>| {
+    ///             cx.pattern(Kind::Tx).filter(|e| matches!(e, Ev::Tx { amount, .. } if *amount > 1_000))
+    ///         };
+    ///         let pair = large(cx).then(large(cx)).within_from_first(Duration::from_secs(60));
+    ///         cx.when_with_timeout(pair, |_m, _cx, _hit| {}, move |_m, cx, hit| {
+    ///             if let Some(Ev::Tx { card, .. }) = hit.events.first() {
+    ///                 cx.emit(alerts, Ev::Alert(*card));
+    ///             }
+    ///         });
+    ///     }
+    /// }
+    /// let seen = run(|c| c.load(Lonely), [tx(7, 5_000, 0), tx(8, 4_000, 90)]);
+    /// assert_eq!(seen, [Ev::Alert(7)]);
+    /// ```
+    pub fn when_with_timeout(
+        &mut self,
+        expr: impl Into<Expr<E>>,
+        on_match: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+        on_timeout: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+    ) -> ListenerHandle {
+        let on_timeout = Some(erase_match_handler(on_timeout));
+        let spec = Spec::Expr(expr.into(), erase_match_handler(on_match), on_timeout);
+        self.register(Mode::Once, spec)
+    }
+
+    /// [`when_all`](Self::when_all), and `on_timeout` for every match in progress that times out
+    /// (SPEC R7.7; see [`when_with_timeout`](Self::when_with_timeout)). The fresh match that has
+    /// seen nothing yet never times out: a timeout always has at least one event.
+    pub fn when_all_with_timeout(
+        &mut self,
+        expr: impl Into<Expr<E>>,
+        on_match: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+        on_timeout: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
+    ) -> ListenerHandle {
+        let on_timeout = Some(erase_match_handler(on_timeout));
+        let spec = Spec::Expr(expr.into(), erase_match_handler(on_match), on_timeout);
         self.register(Mode::All, spec)
     }
 
