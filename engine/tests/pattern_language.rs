@@ -27,6 +27,14 @@ impl Event for Ev {
     fn time(&self) -> Option<Time> {
         Some(Time::from_secs(self.second))
     }
+    /// Field 0: the country; field 1: the value.
+    fn field(&self, field: usize) -> Option<u64> {
+        match field {
+            0 => Some(u64::from(self.country)),
+            1 => Some(self.val),
+            _ => None,
+        }
+    }
 }
 
 fn ev(kind: u32, key: u64, val: u64, country: u16, second: u64) -> Ev {
@@ -274,4 +282,91 @@ fn r7_6_partial_matches_are_bounded_and_reported() {
     assert_eq!(got.len(), 199);
     assert_eq!(got[0], "@10 [1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.7 1.8 1.9]");
     assert_eq!(got[198], "@208 [1.198 1.199]");
+}
+
+/// A monitor whose instances each listen for the events of one country (field 0), and whose
+/// first instance also for values 10..20 (field 1).
+#[derive(Clone)]
+struct ByField {
+    country: u64,
+    hits: Log,
+    died: Arc<Mutex<u64>>,
+}
+
+impl Monitor<Ev> for ByField {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let me = self.clone();
+        for c in 1..=1_000u64 {
+            cx.spawn(&me, move |m: &mut ByField, cx| {
+                m.country = c;
+                cx.on_all(Pattern::kind(1).field(0, c), |m: &mut ByField, _cx, e| {
+                    m.hits
+                        .lock()
+                        .unwrap()
+                        .push(format!("{} got {}", m.country, e.val));
+                });
+            });
+        }
+        cx.on_all(
+            Pattern::kind(1).field_in(1, 10..20),
+            |m: &mut ByField, _cx, e| {
+                m.hits.lock().unwrap().push(format!("range got {}", e.val));
+            },
+        );
+    }
+
+    fn on_die(&mut self, _reason: &correlator::DieReason, cx: &mut Scope<'_, Ev, Self>) {
+        *self.died.lock().unwrap() += 1;
+        // At shutdown, an event of the instance's own country: its listener has ended and must
+        // not fire (R8.1); the dispatch walks a field list of ended listeners.
+        cx.route(ev(1, 0, 7_000, self.country as u16, 0));
+    }
+}
+
+// R6.10: templates constrain further fields as data, by equality (indexed) and by range; an event
+// reaches exactly the listeners of its field values, in registration order with the others; an
+// expression's templates use them too; at shutdown no ended listener fires.
+#[test]
+fn r6_10_fields_as_data_reach_the_listeners_of_their_values() {
+    let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    let hits = Log::default();
+    let died = Arc::new(Mutex::new(0));
+    c.load(ByField {
+        country: 0,
+        hits: Arc::clone(&hits),
+        died: Arc::clone(&died),
+    })
+    .unwrap();
+    let input = c.input();
+    c.start();
+    for (country, val) in [(5, 1), (999, 12), (1_001, 13), (5, 30)] {
+        input.send_to(c.main(), ev(1, 0, val, country, 0)).unwrap();
+    }
+    c.shutdown().unwrap();
+    let got = hits.lock().unwrap().clone();
+    // The range listener was registered by the load hook, before the spawned instances' (their
+    // initialisers run after it): it fires first (R6.4), unkeyed list merged with field lists.
+    assert_eq!(
+        got,
+        [
+            "5 got 1",
+            "range got 12",
+            "999 got 12",
+            "range got 13",
+            "5 got 30"
+        ]
+    );
+    assert_eq!(*died.lock().unwrap(), 1_001, "every instance ended once");
+    // An expression over field templates: a 2 in country 3 after a 1 in country 3.
+    let rule = Pattern::kind(1)
+        .field(0, 3)
+        .then(Pattern::kind(2).field(0, 3).field_in(1, ..=100));
+    let events = [
+        ev(1, 0, 1, 4, 1),
+        ev(1, 0, 2, 3, 2),
+        ev(2, 0, 500, 3, 3), // value above the range
+        ev(2, 0, 3, 4, 4),   // another country
+        ev(2, 0, 4, 3, 5),
+    ];
+    assert_eq!(run(when_all(rule), &events, 100), ["@5 [1.2 2.4]"]);
 }

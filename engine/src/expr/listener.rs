@@ -151,7 +151,7 @@ impl<E: Event> ExprListener<E> {
         self.held
     }
 
-    pub(crate) fn leaves(&self) -> Vec<(E::Kind, Option<u64>)> {
+    pub(crate) fn leaves(&self) -> Vec<(E::Kind, crate::pattern::IndexKey)> {
         leaves(&self.prog.defs)
     }
 

@@ -34,6 +34,7 @@ use smallvec::SmallVec;
 use crate::entry::{Handler, MatchHandler, Mode};
 use crate::event::Event;
 use crate::expr::ExprListener;
+use crate::pattern::IndexKey;
 use crate::pattern::Template;
 
 pub(crate) use crate::expr::Held;
@@ -65,7 +66,7 @@ pub(crate) struct ListenerSlot<E: Event> {
     pub(crate) mode: Mode,
     pub(crate) body: Body<E>,
     /// Where the slot is listed: `(bucket, key)`; a template is listed once, inline.
-    pub(super) regs: SmallVec<[(u32, Option<u64>); 1]>,
+    pub(super) regs: SmallVec<[(u32, IndexKey); 1]>,
     /// How many lists still hold the slot: it is freed when a dead listener's count reaches 0.
     pub(super) listed: u32,
     pub(crate) alive: bool,
@@ -75,12 +76,18 @@ pub(crate) struct ListenerSlot<E: Event> {
 }
 
 impl<E: Event> ListenerSlot<E> {
-    /// Whether the listener is listed under bucket `bucket` unkeyed, or keyed on `key`: whether a
-    /// dispatch of an event of that bucket's kind with that key would offer it the event.
-    pub(crate) fn listed_under(&self, bucket: u32, key: Option<u64>) -> bool {
-        self.regs
-            .iter()
-            .any(|&(b, k)| b == bucket && (k.is_none() || k == key))
+    /// Whether the listener is listed under bucket `bucket` where a dispatch of `event` (of that
+    /// bucket's kind) would offer it the event: unkeyed, under its key, or under the value of one
+    /// of its fields.
+    pub(crate) fn listed_under(&self, bucket: u32, event: &E) -> bool {
+        self.regs.iter().any(|&(b, k)| {
+            b == bucket
+                && match k {
+                    IndexKey::Plain => true,
+                    IndexKey::Key(key) => event.key() == Some(key),
+                    IndexKey::Field(f, v) => event.field(f) == Some(v),
+                }
+        })
     }
 }
 
@@ -100,7 +107,7 @@ pub(crate) struct ListenerTable<E: Event> {
     /// Buckets freed by `compact` (their kind had no listener left), reused before new ones.
     free_buckets: Vec<u32>,
     /// Lists holding dead listeners: `(bucket, mode, key)`, compacted between dispatches.
-    dirty: Vec<(u32, Mode, Option<u64>)>,
+    dirty: Vec<(u32, Mode, IndexKey)>,
     /// Dead listeners listed nowhere (expressions of timers only), freed by `compact`.
     unlisted: Vec<u32>,
     /// Buckets `compact` found empty (a reused buffer).
@@ -234,11 +241,14 @@ impl<E: Event> ListenerTable<E> {
         instance: u32,
         mode: Mode,
         body: Body<E>,
-        index: &[(E::Kind, Option<u64>)],
+        index: &[(E::Kind, IndexKey)],
     ) -> u32 {
-        let regs: SmallVec<[(u32, Option<u64>); 1]> = index
+        let regs: SmallVec<[(u32, IndexKey); 1]> = index
             .iter()
-            .map(|&(kind, key)| (self.bucket_for(kind), key))
+            .map(|&(kind, key)| {
+                let b = self.bucket_for(kind);
+                (b, self.listable(b, mode, key))
+            })
             .collect();
         let simple = mode == Mode::All
             && matches!(&body, Body::Template { template, .. } if !template.has_filter());
@@ -274,6 +284,21 @@ impl<E: Event> ListenerTable<E> {
         self.by_handle.insert(handle, index);
         self.live += 1;
         index
+    }
+
+    /// Where a listener meant for `key` is listed in bucket `b`'s `mode` lists: there, unless it
+    /// is a field that would be the lists' `FIELD_LISTS + 1`-th indexed field; such a listener is
+    /// listed unkeyed (its template checks the field as data, R6.10).
+    fn listable(&self, b: u32, mode: Mode, key: IndexKey) -> IndexKey {
+        let IndexKey::Field(f, _) = key else {
+            return key;
+        };
+        let ids = &self.buckets[b as usize].lists(mode).field_ids;
+        if ids.len() >= cursor::FIELD_LISTS && !ids.iter().any(|&(id, _)| id == f) {
+            IndexKey::Plain
+        } else {
+            key
+        }
     }
 
     /// The listener in `slot`, if the slot is occupied.
@@ -338,7 +363,7 @@ impl<E: Event> ListenerTable<E> {
     }
 
     /// Queues the list `(b, mode, key)` for compaction, if it exists and is not queued yet.
-    fn queue(&mut self, b: u32, mode: Mode, key: Option<u64>) {
+    fn queue(&mut self, b: u32, mode: Mode, key: IndexKey) {
         let Some(bucket) = self.buckets.get_mut(b as usize) else {
             return;
         };
@@ -393,7 +418,7 @@ impl<E: Event> ListenerTable<E> {
                 self.unlisted.push(slot);
             }
             for &(b, key) in &l.regs {
-                if key.is_some() && self.ending {
+                if key != IndexKey::Plain && self.ending {
                     // Not looked up (see `ending`); a keyed listener is never a bucket's solo.
                     continue;
                 }
@@ -415,7 +440,7 @@ impl<E: Event> ListenerTable<E> {
     fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
         bucket.solo = match lists.plain.slots[..] {
-            [only] if lists.keyed.is_empty() => slots[only as usize]
+            [only] if lists.keyed.is_empty() && lists.fields.is_empty() => slots[only as usize]
                 .as_ref()
                 .filter(|l| l.simple)
                 .map(|l| Solo {
@@ -468,8 +493,8 @@ impl<E: Event> ListenerTable<E> {
             });
             list.dead = 0;
             list.queued = false;
-            if let (Some(k), true) = (key, list.slots.is_empty()) {
-                lists.keyed.remove(&k);
+            if key != IndexKey::Plain && list.slots.is_empty() {
+                lists.remove(key);
             }
             bucket.has_completed = !bucket.completed.is_empty();
             Self::refresh_solo(slots, bucket);
