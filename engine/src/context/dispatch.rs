@@ -464,8 +464,13 @@ impl<E: Event> Context<E> {
         };
         // User code (the filters of its templates): a panic ends the listener's instance.
         let fired = &mut self.fired;
+        let before = expr.held();
         let stepped =
             panic::catch_unwind(AssertUnwindSafe(|| expr.step(stim, now, &mut out, fired)));
+        let after = expr.held();
+        if after != before {
+            self.table.note_held(before, after);
+        }
         self.step_timers = out.timers;
         let (progressed, alive) = match stepped {
             Ok(step) => step,

@@ -36,6 +36,7 @@ use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::Template;
 
+pub(crate) use crate::expr::Held;
 pub(crate) use cursor::{Cursor, KindView};
 pub(crate) use lists::{Bucket, KindMap, List, Lists, Solo};
 
@@ -109,6 +110,9 @@ pub(crate) struct ListenerTable<E: Event> {
     visited: u64,
     /// Live listeners in the table.
     live: usize,
+    /// What the live expression listeners hold: matches in progress with at least one event,
+    /// and their events (R7.6: bounded by the expressions; published in the status).
+    held: Held,
     /// Set by [`ending`](Self::ending): dead listeners' handles stay in `by_handle`, and keyed
     /// lists learn of their dead listeners from the dispatches that meet them.
     ending: bool,
@@ -138,6 +142,7 @@ impl<E: Event> Default for ListenerTable<E> {
             #[cfg(test)]
             visited: 0,
             live: 0,
+            held: Held::default(),
             ending: false,
             #[cfg(test)]
             walked: std::cell::Cell::new(0),
@@ -288,6 +293,17 @@ impl<E: Event> ListenerTable<E> {
         self.live
     }
 
+    /// What the live expression listeners hold (see [`Held`]).
+    pub(crate) fn held(&self) -> Held {
+        self.held
+    }
+
+    /// Notes that a step took an expression listener from holding `before` to `after`.
+    pub(crate) fn note_held(&mut self, before: Held, after: Held) {
+        self.held.sub(before);
+        self.held.add(after);
+    }
+
     /// The slot of a live listener's handle. Checked against the slot, since the map may keep the
     /// handles of dead listeners while shutdown ends the instances ([`ending`](Self::ending)).
     pub(crate) fn slot_of(&self, handle: u64) -> Option<u32> {
@@ -363,6 +379,9 @@ impl<E: Event> ListenerTable<E> {
         l.alive = false;
         l.simple = false;
         self.live -= 1;
+        if let Body::Expr { expr, .. } = &l.body {
+            self.held.sub(expr.held());
+        }
         if !self.ending {
             self.by_handle.remove(&l.handle);
         }
