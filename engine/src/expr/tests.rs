@@ -634,3 +634,25 @@ fn r7_8_all_with_and_within_and_not() {
     assert_eq!(r.log, ["@3 [2.1]", "@7 [2.2]"]);
     assert!(!r.alive, "no B within 5 of 7");
 }
+
+// R7.6: the after-match policy is the whole expression's, wherever a part set it.
+#[test]
+fn r7_6_a_part_sets_the_policy_of_the_whole() {
+    let skip = AfterMatch::SkipPastLastEvent;
+    let policy = |e: Expr<Ev>| e.compile().1;
+    assert_eq!(policy(p(1).then(p(2).times(2).after_match(skip))), skip);
+    assert_eq!(
+        policy(
+            p(1).times(2)
+                .after_match(skip)
+                .within(Duration::from_nanos(5))
+        ),
+        skip
+    );
+    assert_eq!(
+        policy(not(Expr::from(p(1)).after_match(skip)).and(p(2))),
+        skip
+    );
+    assert_eq!(policy(all(Expr::from(p(1)).after_match(skip))), skip);
+    assert_eq!(policy(p(1).then(p(2))), AfterMatch::NoSkip);
+}
