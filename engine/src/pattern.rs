@@ -86,16 +86,30 @@ pub fn ordered_f64(x: f64) -> u64 {
 /// and each template's name.
 #[derive(Debug, Default)]
 pub(crate) struct Labels {
-    pub(crate) ordinal: Vec<u32>,
-    /// For each definition, the first definition of its subtree (a subtree is the range
-    /// `lo..=d`: children come before their parent).
-    pub(crate) lo: Vec<u32>,
+    /// For each definition: its template number (`u32::MAX`: not a template), and the first
+    /// definition of its subtree (a subtree is the range `lo..=d`: children come before their
+    /// parent). One vector, allocated once with the definitions' count.
+    pub(crate) meta: Vec<(u32, u32)>,
+    /// Each template's name, by template number, up to the last named one (empty, allocating
+    /// nothing, when no template is named).
     pub(crate) names: Vec<Option<&'static str>>,
     /// `names`, shared with the matches the handler gets, if any template is named.
     pub(crate) shared: Option<Arc<[Option<&'static str>]>>,
 }
 
 impl Labels {
+    /// The template number of definition `d`, if it is a template.
+    #[inline]
+    pub(crate) fn ordinal(&self, d: usize) -> Option<u32> {
+        self.meta.get(d).map(|m| m.0).filter(|&o| o != u32::MAX)
+    }
+
+    /// The first definition of definition `d`'s subtree.
+    #[inline]
+    pub(crate) fn lo(&self, d: usize) -> usize {
+        self.meta.get(d).map_or(d, |m| m.1 as usize)
+    }
+
     /// The number of the first template named `name`.
     pub(crate) fn find(&self, name: &str) -> Option<u32> {
         self.names
@@ -107,8 +121,7 @@ impl Labels {
 
 /// No templates: what a template listener's condition sees (nothing matched before it).
 static NO_LABELS: Labels = Labels {
-    ordinal: Vec::new(),
-    lo: Vec::new(),
+    meta: Vec::new(),
     names: Vec::new(),
     shared: None,
 };
@@ -157,7 +170,7 @@ impl<'a, E> Prior<'a, E> {
     fn of(&self, template: u32) -> impl Iterator<Item = &'a E> + 'a {
         let (got, labels) = (self.got, self.labels);
         got.iter()
-            .filter(move |(d, _)| labels.ordinal.get(*d as usize) == Some(&template))
+            .filter(move |(d, _)| labels.ordinal(*d as usize) == Some(template))
             .map(|(_, e)| e)
     }
 
@@ -178,7 +191,7 @@ impl<'a, E> Prior<'a, E> {
         let (got, labels) = (self.got, self.labels);
         got.iter()
             .filter(move |(d, _)| {
-                template.is_some() && labels.ordinal.get(*d as usize).copied() == template
+                template.is_some() && labels.ordinal(*d as usize) == template
             })
             .map(|(_, e)| e)
     }

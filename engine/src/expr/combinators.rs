@@ -410,36 +410,59 @@ impl<E: Event> Expr<E> {
     /// Flattens the tree: children before parents; the root is the last definition. Also returns
     /// the templates' numbers and names, and the after-match policy.
     pub(crate) fn compile(self) -> (Prog<E>, AfterMatch) {
-        fn go<E: Event>(n: Node<E>, out: &mut Vec<Def<E>>, labels: &mut Labels) -> usize {
-            fn template(labels: &mut Labels, name: Option<&'static str>) -> u32 {
-                labels.names.push(name);
-                labels.names.len() as u32 - 1
+        /// The number of nodes of the tree under `n`.
+        fn count<E: Event>(n: &Node<E>) -> usize {
+            1 + match n {
+                Node::Leaf(..) | Node::Repeat(..) | Node::Wait(_) | Node::At(_) => 0,
+                Node::Then(a, b) | Node::And(a, b) | Node::Or(a, b) => count(a) + count(b),
+                Node::Not(a) | Node::Within(a, _) | Node::WithinFirst(a, _) | Node::All(a) => {
+                    count(a)
+                }
+            }
+        }
+        fn go<E: Event>(
+            n: Node<E>,
+            out: &mut Vec<Def<E>>,
+            labels: &mut Labels,
+            templates: &mut u32,
+        ) -> usize {
+            fn template(labels: &mut Labels, templates: &mut u32, name: Option<&'static str>) -> u32 {
+                let t = *templates;
+                *templates += 1;
+                if name.is_some() {
+                    labels.names.resize(t as usize, None);
+                    labels.names.push(name);
+                }
+                t
             }
             const NONE: u32 = u32::MAX;
             let lo = out.len() as u32;
             let (d, ordinal) = match n {
-                Node::Leaf(t, name) => (Def::Leaf(t), template(labels, name)),
+                Node::Leaf(t, name) => (Def::Leaf(t), template(labels, templates, name)),
                 Node::Repeat(t, name, min, max) => {
-                    (Def::Repeat(t, min, max), template(labels, name))
+                    (Def::Repeat(t, min, max), template(labels, templates, name))
                 }
                 Node::Wait(d) => (Def::Wait(d), NONE),
                 Node::At(t) => (Def::At(t), NONE),
-                Node::Then(a, b) => (Def::Then(go(*a, out, labels), go(*b, out, labels)), NONE),
-                Node::And(a, b) => (Def::And(go(*a, out, labels), go(*b, out, labels)), NONE),
-                Node::Or(a, b) => (Def::Or(go(*a, out, labels), go(*b, out, labels)), NONE),
-                Node::Not(a) => (Def::Not(go(*a, out, labels)), NONE),
-                Node::Within(a, d) => (Def::Within(go(*a, out, labels), d), NONE),
-                Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out, labels), d), NONE),
-                Node::All(a) => (Def::All(go(*a, out, labels)), NONE),
+                Node::Then(a, b) => (Def::Then(go(*a, out, labels, templates), go(*b, out, labels, templates)), NONE),
+                Node::And(a, b) => (Def::And(go(*a, out, labels, templates), go(*b, out, labels, templates)), NONE),
+                Node::Or(a, b) => (Def::Or(go(*a, out, labels, templates), go(*b, out, labels, templates)), NONE),
+                Node::Not(a) => (Def::Not(go(*a, out, labels, templates)), NONE),
+                Node::Within(a, d) => (Def::Within(go(*a, out, labels, templates), d), NONE),
+                Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out, labels, templates), d), NONE),
+                Node::All(a) => (Def::All(go(*a, out, labels, templates)), NONE),
             };
             out.push(d);
-            labels.ordinal.push(ordinal);
-            labels.lo.push(lo);
+            labels.meta.push((ordinal, lo));
             out.len() - 1
         }
-        let mut out = Vec::new();
-        let mut labels = Labels::default();
-        go(self.root, &mut out, &mut labels);
+        let n = count(&self.root);
+        let mut out = Vec::with_capacity(n);
+        let mut labels = Labels {
+            meta: Vec::with_capacity(n),
+            ..Labels::default()
+        };
+        go(self.root, &mut out, &mut labels, &mut 0);
         if labels.names.iter().any(Option::is_some) {
             labels.shared = Some(labels.names.clone().into());
         }

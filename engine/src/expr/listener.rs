@@ -198,17 +198,18 @@ impl<E: Event> ExprListener<E> {
         let mut completed = false;
         // Copies asked for by `all` (R7.8): they join the matches after this stimulus.
         let mut copies: Vec<Matcher<E>> = Vec::new();
+        let mut held = Held::default();
         while i < self.live as usize {
             let is_fresh = self.fresh && i + 1 == self.live as usize;
             out.progressed = false;
             out.expired = false;
-            out.alls.clear();
             let status = self.matchers[i].step(&self.prog.defs, &self.prog.labels, stim, now, out);
             progressed_any |= out.progressed;
             if !out.alls.is_empty() {
-                let alls = std::mem::take(&mut out.alls);
+                let mut alls = std::mem::take(&mut out.alls);
                 let (defs, labels) = (&self.prog.defs, &self.prog.labels);
                 copies.push(self.matchers[i].copy_restarting(defs, labels, &alls, now, out));
+                alls.clear();
                 out.alls = alls;
             }
             match status {
@@ -247,12 +248,21 @@ impl<E: Event> ExprListener<E> {
                     if is_fresh && out.progressed {
                         restart = true;
                     }
+                    let n = self.matchers[i].events_held();
+                    held.matches += u64::from(n > 0);
+                    held.events += n as u64;
                     i += 1;
                 }
             }
         }
         if completed && self.skip_past_last {
             copies.clear();
+            held = Held::default();
+        }
+        for c in &copies {
+            let n = c.events_held();
+            held.matches += u64::from(n > 0);
+            held.events += n as u64;
         }
         if completed && self.skip_past_last && self.live > 0 {
             // Every other match in progress started at or before the completed one's last
@@ -283,12 +293,7 @@ impl<E: Event> ExprListener<E> {
             self.live += 1;
             self.fresh = true;
         }
-        self.held = Held::default();
-        for m in &self.matchers[..self.live as usize] {
-            let n = m.events_held();
-            self.held.matches += u64::from(n > 0);
-            self.held.events += n as u64;
-        }
+        self.held = held;
         (progressed_any, self.live > 0)
     }
 

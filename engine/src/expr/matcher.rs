@@ -169,7 +169,7 @@ impl<E: Event> Matcher<E> {
             Def::Then(a, b) => {
                 self.start_node(defs, *a, now, out);
                 // A left side satisfied from the start (`between(0, n)`) lets the right start.
-                if self.peek(defs, *a) == Outcome::Satisfied {
+                if self.status_now(defs, *a) == Outcome::Satisfied {
                     self.start_node(defs, *b, now, out);
                 }
             }
@@ -203,6 +203,18 @@ impl<E: Event> Matcher<E> {
     ) -> Outcome {
         self.negated = 0;
         self.step_node(defs, labels, defs.len() - 1, stim, now, out)
+    }
+
+    /// [`peek`](Self::peek), answered in place for a primary (the usual case: the parts of
+    /// `then` are mostly templates).
+    #[inline(always)]
+    fn status_now(&self, defs: &[Def<E>], d: usize) -> Outcome {
+        match &defs[d] {
+            Def::Leaf(_) | Def::Wait(_) | Def::At(_) if self.nodes[d].fin.is_none() => {
+                Outcome::Pending
+            }
+            _ => self.peek(defs, d),
+        }
     }
 
     /// The outcome of started definition `d` as it stands, without a stimulus.
@@ -294,7 +306,7 @@ impl<E: Event> Matcher<E> {
                             // The right side starts now and does not see the stimulus that
                             // completed (or satisfied) the left side.
                             self.start_node(defs, b, now, out);
-                            self.peek(defs, b)
+                            self.status_now(defs, b)
                         }
                         Outcome::Failed => Outcome::Failed,
                         Outcome::Pending | Outcome::Holding => Outcome::Pending,
@@ -374,7 +386,7 @@ impl<E: Event> Matcher<E> {
         templates.extend(
             self.got
                 .iter()
-                .map(|&(d, _)| labels.ordinal.get(d as usize).copied().unwrap_or(u32::MAX)),
+                .map(|&(d, _)| labels.ordinal(d as usize).unwrap_or(u32::MAX)),
         );
         out.extend(self.got.drain(..).map(|(_, e)| e));
     }
@@ -399,13 +411,13 @@ impl<E: Event> Matcher<E> {
             negated: 0,
         };
         for &d in alls {
-            let (d, lo) = (d as usize, labels.lo[d as usize] as usize);
+            let (d, lo) = (d as usize, labels.lo(d as usize));
             m.got.retain(|&(g, _)| !(lo..=d).contains(&(g as usize)));
             for n in &mut m.nodes[lo..=d] {
                 *n = NodeState::default();
             }
             for (up, def) in defs.iter().enumerate().skip(d + 1) {
-                if labels.lo[up] as usize > lo {
+                if labels.lo(up) > lo {
                     continue;
                 }
                 m.nodes[up].fin = None;
@@ -413,7 +425,7 @@ impl<E: Event> Matcher<E> {
                 // this match: in the copy it has not started.
                 if let &Def::Then(a, b) = def {
                     if d <= a {
-                        let blo = labels.lo[b] as usize;
+                        let blo = labels.lo(b);
                         m.got.retain(|&(g, _)| !(blo..=b).contains(&(g as usize)));
                         for n in &mut m.nodes[blo..=b] {
                             *n = NodeState::default();

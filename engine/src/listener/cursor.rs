@@ -58,10 +58,42 @@ impl Cursor {
         self.next_merged(table, lists)
     }
 
-    /// [`next`](Self::next) while keyed or field listeners remain: the earliest registered of the
-    /// lists' heads (registration order is handle order).
+    /// [`next`](Self::next) while keyed listeners remain: the earlier registered of the two heads.
     #[inline(never)]
     fn next_merged<E: Event>(&mut self, table: &ListenerTable<E>, lists: &Lists) -> Option<u32> {
+        if self.nf > 0 {
+            return self.next_of_many(table, lists);
+        }
+        let keyed = lists
+            .keyed
+            .get(&self.key)
+            .and_then(|v| v.slots.get(self.j).copied());
+        let plain = (self.i < self.plain_len).then(|| lists.plain.slots[self.i]);
+        match (plain, keyed) {
+            (Some(p), Some(q)) if table.handle_at(p) < table.handle_at(q) => {
+                self.i += 1;
+                Some(p)
+            }
+            (_, Some(q)) => {
+                self.j += 1;
+                if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
+                    self.met_dead |= 1;
+                }
+                Some(q)
+            }
+            (Some(p), None) => {
+                self.i += 1;
+                self.j = self.keyed_len;
+                Some(p)
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// [`next`](Self::next) with field lists to merge too (R6.10): the earliest registered of the
+    /// lists' heads (registration order is handle order).
+    #[cold]
+    fn next_of_many<E: Event>(&mut self, table: &ListenerTable<E>, lists: &Lists) -> Option<u32> {
         /// Which list a head comes from.
         #[derive(Clone, Copy)]
         enum From {
@@ -175,11 +207,16 @@ impl<E: Event> ListenerTable<E> {
 
     /// After a walk: queues the lists `cursor` walked for compaction where the walk met dead
     /// listeners (see [`ending`](Self::ending)).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn walked(&mut self, cursor: &Cursor) {
-        if cursor.met_dead == 0 {
-            return;
+        if cursor.met_dead != 0 {
+            self.walked_dead(cursor);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn walked_dead(&mut self, cursor: &Cursor) {
         if cursor.met_dead & 1 != 0 {
             self.queue(cursor.bucket, cursor.mode, IndexKey::Key(cursor.key));
         }
