@@ -166,4 +166,8 @@ pub(crate) use listener::{ExprListener, Fired};
 pub(crate) use matcher::{StepOut, Stimulus};
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
