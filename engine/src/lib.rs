@@ -200,7 +200,7 @@ pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
-pub use expr::{at, not, wait, AfterMatch, Expr, Match};
+pub use expr::{all, at, not, wait, AfterMatch, Expr, Match};
 pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;

@@ -37,6 +37,9 @@ pub(crate) struct Template<E: Event> {
 #[derive(Debug, Default)]
 pub(crate) struct Labels {
     pub(crate) ordinal: Vec<u32>,
+    /// For each definition, the first definition of its subtree (a subtree is the range
+    /// `lo..=d`: children come before their parent).
+    pub(crate) lo: Vec<u32>,
     pub(crate) names: Vec<Option<&'static str>>,
     /// `names`, shared with the matches the handler gets, if any template is named.
     pub(crate) shared: Option<Arc<[Option<&'static str>]>>,
@@ -55,6 +58,7 @@ impl Labels {
 /// No templates: what a template listener's condition sees (nothing matched before it).
 static NO_LABELS: Labels = Labels {
     ordinal: Vec::new(),
+    lo: Vec::new(),
     names: Vec::new(),
     shared: None,
 };

@@ -10,7 +10,7 @@ use super::Context;
 use super::Panicked;
 use crate::entry::{Effects, Handler, Mode};
 use crate::event::Event;
-use crate::expr::{StepOut, Stimulus};
+use crate::expr::{Fired, StepOut, Stimulus};
 use crate::listener::{Body, Cursor, Solo};
 use crate::route::{RouteStack, Taken};
 use std::panic::{self, AssertUnwindSafe};
@@ -455,7 +455,6 @@ impl<E: Event> Context<E> {
     pub(super) fn fire_expr(&mut self, slot: u32, stim: Stimulus<'_, E>) -> bool {
         let now = self.fx.now;
         let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
-        let mut fired = std::mem::take(&mut self.fired);
         let Some(l) = self.table.slot_mut(slot) else {
             return false;
         };
@@ -464,16 +463,15 @@ impl<E: Event> Context<E> {
             return false;
         };
         // User code (the filters of its templates): a panic ends the listener's instance.
-        let stepped = panic::catch_unwind(AssertUnwindSafe(|| {
-            expr.step(stim, now, &mut out, &mut fired)
-        }));
+        let fired = &mut self.fired;
+        let stepped =
+            panic::catch_unwind(AssertUnwindSafe(|| expr.step(stim, now, &mut out, fired)));
         self.step_timers = out.timers;
         let (progressed, alive) = match stepped {
             Ok(step) => step,
             Err(payload) => {
                 self.step_timers.clear();
-                fired.clear();
-                self.fired = fired;
+                self.fired.clear();
                 self.after_handler(instance, Err(payload));
                 return false;
             }
@@ -488,12 +486,31 @@ impl<E: Event> Context<E> {
             // It can no longer fire: it ends before its last handler runs (R7.3).
             self.table.kill(slot);
             self.listener_ended(instance);
-            if fired.is_empty() && self.nesting == 0 {
+            if self.fired.is_empty() && self.nesting == 0 {
                 // No handler follows whose `after_handler` would see that its instance may have
                 // no listener left: end it now (R6.8), not at some later handler or at shutdown.
                 self.end_listenerless();
             }
         }
+        if !self.fired.is_empty() {
+            let mut fired = std::mem::take(&mut self.fired);
+            self.deliver_matches(slot, handle, instance, alive, &mut fired);
+            fired.clear();
+            self.fired = fired;
+        }
+        progressed
+    }
+
+    /// Runs the handlers of the matches (and timeouts) an expression listener's step produced,
+    /// while the listener is alive.
+    fn deliver_matches(
+        &mut self,
+        slot: u32,
+        handle: u64,
+        instance: u32,
+        alive: bool,
+        fired: &mut Vec<Fired<E>>,
+    ) {
         for f in fired.drain(..) {
             let Some(l) = self.table.slot_mut(slot) else {
                 break;
@@ -523,8 +540,5 @@ impl<E: Event> Context<E> {
                 break;
             }
         }
-        fired.clear();
-        self.fired = fired;
-        progressed
     }
 }

@@ -40,6 +40,7 @@ fn reach<E: Event>(defs: &[Def<E>], d: usize) -> Reach {
             r(possible && max != u32::MAX, false, possible && min < max)
         }
         Def::Not(_) => r(false, true, false),
+        Def::All(a) => reach(defs, *a),
         Def::Then(a, b) => {
             let (a, b) = (reach(defs, *a), reach(defs, *b));
             let starts = a.matches || a.satisfied;
@@ -91,7 +92,9 @@ fn has_template_outside_not<E: Event>(defs: &[Def<E>], d: usize) -> bool {
         Def::Then(a, b) | Def::And(a, b) | Def::Or(a, b) => {
             has_template_outside_not(defs, *a) || has_template_outside_not(defs, *b)
         }
-        Def::Within(a, _) | Def::WithinFirst(a, _) => has_template_outside_not(defs, *a),
+        Def::Within(a, _) | Def::WithinFirst(a, _) | Def::All(a) => {
+            has_template_outside_not(defs, *a)
+        }
     }
 }
 

@@ -29,6 +29,8 @@ pub(crate) enum Def<E: Event> {
     /// `within_from_first`: the bound starts at the first event a template of the inner part
     /// (outside a `not`) matches.
     WithinFirst(usize, Duration),
+    /// `all(x)`: each time `x` matches, the match goes on as a copy in which `x` starts again.
+    All(usize),
 }
 
 /// A flattened expression: its definitions and its templates' labels.
@@ -49,6 +51,7 @@ enum Node<E: Event> {
     Not(Box<Node<E>>),
     Within(Box<Node<E>>, Duration),
     WithinFirst(Box<Node<E>>, Duration),
+    All(Box<Node<E>>),
 }
 
 /// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
@@ -176,6 +179,56 @@ pub fn at<E: Event>(t: Time) -> Expr<E> {
 /// ```
 pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
     Expr::of(Node::Not(Box::new(x.into().root)))
+}
+
+/// Every match of `x`, inside an expression (SPEC R7.8; Apama's `all` operator): each time `x`
+/// matches, the match it is part of goes on (and may complete, firing the listener), and a copy of
+/// that match, in which `x` starts again after the event, looks for the next match of `x`. So
+/// `all(a).then(b)` pairs every `a` with the first `b` after it, and `a.then(all(b))` pairs the
+/// first `a` with every `b` after it; a listener whose expression holds an `all` can fire more than
+/// once even under [`when`](crate::Scope::when), and ends when no copy can match any more.
+///
+/// The copy keeps everything else of the match (the events matched outside `x`, the clocks of the
+/// `within` bounds around `all`), so `a.then(all(b)).within(d)` pairs `a` with every `b` until the
+/// bound. Under [`not`] an `all` is its inner part: the first match of `x` fails the `not`.
+///
+/// These are the Apama documentation's own examples, `on all A() -> B()` and `on A() -> all B()`
+/// over the events `C1 A1 F1 A2 C2 B1 D1 E1 B2 A3 G1 B3`:
+///
+/// ```
+/// use correlator::*;
+/// # #[derive(Clone, Debug)]
+/// # struct Ev(char, u32);
+/// # impl Event for Ev { type Kind = char; fn kind(&self) -> char { self.0 } }
+/// fn fire(expr: Expr<Ev>) -> Vec<String> {
+///     struct Listen(Option<Expr<Ev>>, std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+///     impl Monitor<Ev> for Listen {
+///         fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+///             cx.when(self.0.take().unwrap(), |m, _cx, hit| {
+///                 let names: Vec<String> = hit.events.iter().map(|e| format!("{}{}", e.0, e.1)).collect();
+///                 m.1.lock().unwrap().push(names.join(" "));
+///             });
+///         }
+///     }
+///     let got = std::sync::Arc::default();
+///     let c = Correlator::<Ev>::builder().build().unwrap();
+///     c.load(Listen(Some(expr), std::sync::Arc::clone(&got))).unwrap();
+///     let input = c.input();
+///     c.start();
+///     for (k, n) in [('C', 1), ('A', 1), ('F', 1), ('A', 2), ('C', 2), ('B', 1), ('D', 1),
+///                    ('E', 1), ('B', 2), ('A', 3), ('G', 1), ('B', 3)] {
+///         input.send_to(c.main(), Ev(k, n)).unwrap();
+///     }
+///     c.shutdown().unwrap();
+///     let v = got.lock().unwrap().clone();
+///     v
+/// }
+/// let (a, b) = (|| Pattern::kind('A'), || Pattern::kind('B'));
+/// assert_eq!(fire(all(a()).then(b())), ["A1 B1", "A2 B1", "A3 B3"]);
+/// assert_eq!(fire(a().then(all(b()))), ["A1 B1", "A1 B2", "A1 B3"]);
+/// ```
+pub fn all<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
+    Expr::of(Node::All(Box::new(x.into().root)))
 }
 
 impl<E: Event> Expr<E> {
@@ -357,6 +410,7 @@ impl<E: Event> Expr<E> {
                 labels.names.len() as u32 - 1
             }
             const NONE: u32 = u32::MAX;
+            let lo = out.len() as u32;
             let (d, ordinal) = match n {
                 Node::Leaf(t, name) => (Def::Leaf(t), template(labels, name)),
                 Node::Repeat(t, name, min, max) => {
@@ -370,9 +424,11 @@ impl<E: Event> Expr<E> {
                 Node::Not(a) => (Def::Not(go(*a, out, labels)), NONE),
                 Node::Within(a, d) => (Def::Within(go(*a, out, labels), d), NONE),
                 Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out, labels), d), NONE),
+                Node::All(a) => (Def::All(go(*a, out, labels)), NONE),
             };
             out.push(d);
             labels.ordinal.push(ordinal);
+            labels.lo.push(lo);
             out.len() - 1
         }
         let mut out = Vec::new();

@@ -111,7 +111,7 @@ impl<E: Event> ExprListener<E> {
         out: &mut StepOut,
     ) -> Self {
         let (prog, after) = expr.compile();
-        let first = Matcher::start(&prog, now, out, None);
+        let first = Matcher::start(&prog.defs, now, out, None);
         Self {
             prog,
             matchers: vec![first],
@@ -146,7 +146,7 @@ impl<E: Event> ExprListener<E> {
     fn hit(&self, m: &mut Matcher<E>, now: Time) -> Match<E> {
         let mut events = Vec::new();
         let mut templates = Vec::new();
-        m.collect(&self.prog, &mut events, &mut templates);
+        m.collect(&self.prog.labels, &mut events, &mut templates);
         Match {
             events,
             time: now,
@@ -168,12 +168,21 @@ impl<E: Event> ExprListener<E> {
         let mut i = 0;
         let mut restart = false;
         let mut completed = false;
+        // Copies asked for by `all` (R7.8): they join the matches after this stimulus.
+        let mut copies: Vec<Matcher<E>> = Vec::new();
         while i < self.live as usize {
             let is_fresh = self.fresh && i + 1 == self.live as usize;
             out.progressed = false;
             out.expired = false;
-            let status = self.matchers[i].step(&self.prog, stim, now, out);
+            out.alls.clear();
+            let status = self.matchers[i].step(&self.prog.defs, &self.prog.labels, stim, now, out);
             progressed_any |= out.progressed;
+            if !out.alls.is_empty() {
+                let alls = std::mem::take(&mut out.alls);
+                let (defs, labels) = (&self.prog.defs, &self.prog.labels);
+                copies.push(self.matchers[i].copy_restarting(defs, labels, &alls, now, out));
+                out.alls = alls;
+            }
             match status {
                 Outcome::Matched => {
                     let mut m = self.retire(i);
@@ -213,11 +222,9 @@ impl<E: Event> ExprListener<E> {
                     i += 1;
                 }
             }
-            if !self.all && fired.iter().any(|f| !f.timed_out) {
-                self.matchers.clear();
-                self.live = 0;
-                return (true, false);
-            }
+        }
+        if completed && self.skip_past_last {
+            copies.clear();
         }
         if completed && self.skip_past_last && self.live > 0 {
             // Every other match in progress started at or before the completed one's last
@@ -229,6 +236,13 @@ impl<E: Event> ExprListener<E> {
             self.live = 0;
             restart = self.all && self.fresh;
         }
+        if !copies.is_empty() {
+            // Before the fresh matcher, if it is still fresh: it stays the last one.
+            let at = self.live as usize - usize::from(self.fresh && !restart && self.live > 0);
+            let n = copies.len() as u32;
+            self.matchers.splice(at..at, copies);
+            self.live += n;
+        }
         if restart && self.all {
             out.progressed = false;
             let spare = if self.matchers.len() > self.live as usize {
@@ -236,7 +250,7 @@ impl<E: Event> ExprListener<E> {
             } else {
                 None
             };
-            let fresh = Matcher::start(&self.prog, now, out, spare);
+            let fresh = Matcher::start(&self.prog.defs, now, out, spare);
             self.matchers.push(fresh);
             self.live += 1;
             self.fresh = true;

@@ -9,7 +9,8 @@ use crate::event::Event;
 use crate::pattern::Prior;
 use crate::time::Time;
 
-use super::{Def, Prog};
+use super::Def;
+use crate::pattern::Labels;
 
 use smallvec::SmallVec;
 
@@ -50,6 +51,9 @@ pub(crate) struct StepOut {
     /// Whether a bound (`within`, `within_from_first`) expired and failed its part in this step:
     /// a match that fails in such a step timed out (R7.7).
     pub(crate) expired: bool,
+    /// The `all` definitions whose part matched in this step: the matcher is copied with each
+    /// restarted (R7.8).
+    pub(crate) alls: Vec<u32>,
 }
 
 impl StepOut {
@@ -59,6 +63,7 @@ impl StepOut {
             timers,
             progressed: false,
             expired: false,
+            alls: Vec::new(),
         }
     }
 }
@@ -117,12 +122,15 @@ pub(crate) struct Matcher<E> {
     /// it back after its inner part): a `within_from_first` whose inner part changed it has seen
     /// its first event.
     hits: u32,
+    /// How many `not`s the step is inside: what a template matches there is not part of the
+    /// match.
+    negated: u32,
 }
 
 impl<E: Event> Matcher<E> {
     /// A matcher of `defs` with its root started at `now`, in `reuse`'s vectors if given.
     pub(crate) fn start(
-        p: &Prog<E>,
+        defs: &[Def<E>],
         now: Time,
         out: &mut StepOut,
         reuse: Option<Matcher<E>>,
@@ -131,19 +139,20 @@ impl<E: Event> Matcher<E> {
             nodes: SmallVec::new(),
             got: Vec::new(),
             hits: 0,
+            negated: 0,
         });
         m.hits = 0;
         m.nodes.clear();
-        m.nodes.resize(p.defs.len(), NodeState::default());
+        m.nodes.resize(defs.len(), NodeState::default());
         m.got.clear();
-        m.start_node(p, p.defs.len() - 1, now, out);
+        m.start_node(defs, defs.len() - 1, now, out);
         m
     }
 
     /// Starts definition `d` (and what of its subtree starts with it) at `now`.
-    fn start_node(&mut self, p: &Prog<E>, d: usize, now: Time, out: &mut StepOut) {
+    fn start_node(&mut self, defs: &[Def<E>], d: usize, now: Time, out: &mut StepOut) {
         let mut time = None;
-        match &p.defs[d] {
+        match &defs[d] {
             Def::Leaf(_) | Def::Repeat(..) => {}
             Def::Wait(dur) => {
                 time = now.checked_add(*dur);
@@ -154,22 +163,24 @@ impl<E: Event> Matcher<E> {
                 out.timers.push(*t);
             }
             // `within_from_first` sets no timer yet: its clock starts at its first event.
-            Def::Not(a) | Def::WithinFirst(a, _) => self.start_node(p, *a, now, out),
+            Def::Not(a) | Def::WithinFirst(a, _) | Def::All(a) => {
+                self.start_node(defs, *a, now, out)
+            }
             Def::Then(a, b) => {
-                self.start_node(p, *a, now, out);
+                self.start_node(defs, *a, now, out);
                 // A left side satisfied from the start (`between(0, n)`) lets the right start.
-                if self.peek(p, *a) == Outcome::Satisfied {
-                    self.start_node(p, *b, now, out);
+                if self.peek(defs, *a) == Outcome::Satisfied {
+                    self.start_node(defs, *b, now, out);
                 }
             }
             Def::And(a, b) | Def::Or(a, b) => {
-                self.start_node(p, *a, now, out);
-                self.start_node(p, *b, now, out);
+                self.start_node(defs, *a, now, out);
+                self.start_node(defs, *b, now, out);
             }
             Def::Within(a, dur) => {
                 time = now.checked_add(*dur);
                 out.timers.extend(time);
-                self.start_node(p, *a, now, out);
+                self.start_node(defs, *a, now, out);
             }
         }
         let mut state = NodeState {
@@ -184,51 +195,53 @@ impl<E: Event> Matcher<E> {
     #[inline]
     pub(crate) fn step(
         &mut self,
-        p: &Prog<E>,
+        defs: &[Def<E>],
+        labels: &Labels,
         stim: Stimulus<'_, E>,
         now: Time,
         out: &mut StepOut,
     ) -> Outcome {
-        self.step_node(p, p.defs.len() - 1, stim, now, out, true)
+        self.negated = 0;
+        self.step_node(defs, labels, defs.len() - 1, stim, now, out)
     }
 
     /// The outcome of started definition `d` as it stands, without a stimulus.
-    fn peek(&self, p: &Prog<E>, d: usize) -> Outcome {
+    fn peek(&self, defs: &[Def<E>], d: usize) -> Outcome {
         let node = &self.nodes[d];
         if let Some(s) = node.fin {
             return s;
         }
-        match &p.defs[d] {
+        match &defs[d] {
             Def::Leaf(_) | Def::Wait(_) | Def::At(_) => Outcome::Pending,
             &Def::Repeat(_, min, max) => repeat_status(node.count, min, max),
-            &Def::Then(_, b) if self.nodes[b].started => self.peek(p, b),
+            &Def::Then(_, b) if self.nodes[b].started => self.peek(defs, b),
             Def::Then(..) => Outcome::Pending,
-            &Def::And(a, b) => combine_and(self.peek(p, a), self.peek(p, b)),
-            &Def::Or(a, b) => combine_or(self.peek(p, a), self.peek(p, b)),
+            &Def::And(a, b) => combine_and(self.peek(defs, a), self.peek(defs, b)),
+            &Def::Or(a, b) => combine_or(self.peek(defs, a), self.peek(defs, b)),
             Def::Not(_) => Outcome::Holding,
-            &Def::Within(a, _) | &Def::WithinFirst(a, _) => self.peek(p, a),
+            &Def::All(a) => self.peek(defs, a),
+            &Def::Within(a, _) | &Def::WithinFirst(a, _) => self.peek(defs, a),
         }
     }
 
-    /// Steps definition `d`; `keep`: whether a template matched here is part of the match (not
-    /// under a `not`).
+    /// Steps definition `d`.
     fn step_node(
         &mut self,
-        p: &Prog<E>,
+        defs: &[Def<E>],
+        labels: &Labels,
         d: usize,
         stim: Stimulus<'_, E>,
         now: Time,
         out: &mut StepOut,
-        keep: bool,
     ) -> Outcome {
         let node = self.nodes[d];
         if let Some(s) = node.fin {
             return s;
         }
-        let status = match &p.defs[d] {
+        let status = match &defs[d] {
             Def::Leaf(t) => match stim {
-                Stimulus::Event(e) if t.matches_after(&Prior::new(&self.got, &p.labels), e) => {
-                    if keep {
+                Stimulus::Event(e) if t.matches_after(&Prior::new(&self.got, labels), e) => {
+                    if self.negated == 0 {
                         self.got.push((d as u32, e.clone()));
                     }
                     self.hits = self.hits.wrapping_add(1);
@@ -240,8 +253,8 @@ impl<E: Event> Matcher<E> {
             &Def::Repeat(ref t, min, max) => {
                 let mut count = node.count;
                 if let Stimulus::Event(e) = stim {
-                    if count < max && t.matches_after(&Prior::new(&self.got, &p.labels), e) {
-                        if keep {
+                    if count < max && t.matches_after(&Prior::new(&self.got, labels), e) {
+                        if self.negated == 0 {
                             self.got.push((d as u32, e.clone()));
                         }
                         self.hits = self.hits.wrapping_add(1);
@@ -263,26 +276,25 @@ impl<E: Event> Matcher<E> {
                 if self.nodes[b].started {
                     // A satisfied left side (a greedy repetition) goes on taking the events it
                     // can, before the right side sees them; if it fails first, so does `then`.
-                    let hits = self.hits;
-                    let left = if self.nodes[a].fin.is_none() {
-                        self.step_node(p, a, stim, now, out, keep)
+                    if self.nodes[a].fin.is_some() {
+                        self.step_node(defs, labels, b, stim, now, out)
                     } else {
-                        Outcome::Matched
-                    };
-                    if left == Outcome::Failed {
-                        Outcome::Failed
-                    } else if self.hits != hits {
-                        self.peek(p, b)
-                    } else {
-                        self.step_node(p, b, stim, now, out, keep)
+                        let hits = self.hits;
+                        if self.step_node(defs, labels, a, stim, now, out) == Outcome::Failed {
+                            Outcome::Failed
+                        } else if self.hits != hits {
+                            self.peek(defs, b)
+                        } else {
+                            self.step_node(defs, labels, b, stim, now, out)
+                        }
                     }
                 } else {
-                    match self.step_node(p, a, stim, now, out, keep) {
+                    match self.step_node(defs, labels, a, stim, now, out) {
                         Outcome::Matched | Outcome::Satisfied => {
                             // The right side starts now and does not see the stimulus that
                             // completed (or satisfied) the left side.
-                            self.start_node(p, b, now, out);
-                            self.peek(p, b)
+                            self.start_node(defs, b, now, out);
+                            self.peek(defs, b)
                         }
                         Outcome::Failed => Outcome::Failed,
                         Outcome::Pending | Outcome::Holding => Outcome::Pending,
@@ -290,19 +302,29 @@ impl<E: Event> Matcher<E> {
                 }
             }
             &Def::And(a, b) => {
-                let sa = self.step_node(p, a, stim, now, out, keep);
-                let sb = self.step_node(p, b, stim, now, out, keep);
+                let sa = self.step_node(defs, labels, a, stim, now, out);
+                let sb = self.step_node(defs, labels, b, stim, now, out);
                 combine_and(sa, sb)
             }
             &Def::Or(a, b) => {
-                let sa = self.step_node(p, a, stim, now, out, keep);
-                let sb = self.step_node(p, b, stim, now, out, keep);
+                let sa = self.step_node(defs, labels, a, stim, now, out);
+                let sb = self.step_node(defs, labels, b, stim, now, out);
                 combine_or(sa, sb)
+            }
+            &Def::All(a) => {
+                let s = self.step_node(defs, labels, a, stim, now, out);
+                // Outside a `not`, a match of `x` asks for a copy that looks for the next one.
+                if s == Outcome::Matched && self.negated == 0 {
+                    out.alls.push(d as u32);
+                }
+                s
             }
             &Def::Not(a) => {
                 // What matched inside a `not` starts no `within_from_first` clock above it.
                 let hits = self.hits;
-                let inner = self.step_node(p, a, stim, now, out, false);
+                self.negated += 1;
+                let inner = self.step_node(defs, labels, a, stim, now, out);
+                self.negated -= 1;
                 self.hits = hits;
                 match inner {
                     // Enough of a repetition is its happening.
@@ -314,13 +336,13 @@ impl<E: Event> Matcher<E> {
                 }
             }
             &Def::Within(a, _) => {
-                let s = self.step_node(p, a, stim, now, out, keep);
+                let s = self.step_node(defs, labels, a, stim, now, out);
                 let expired = matches!((stim, node.time()), (Stimulus::Time(t), Some(d)) if t >= d);
                 at_bound(s, expired, out)
             }
             &Def::WithinFirst(a, dur) => {
                 let hits = self.hits;
-                let s = self.step_node(p, a, stim, now, out, keep);
+                let s = self.step_node(defs, labels, a, stim, now, out);
                 // Its first event starts the clock (once: a bound beyond the end of logical time
                 // stays `None`, and so would every later try).
                 if self.hits != hits
@@ -347,10 +369,61 @@ impl<E: Event> Matcher<E> {
     /// numbered children first, left before right, so their order is the expression's; a
     /// repetition's events in the order they came: the sort is stable), and the number of the
     /// template each matched into `templates`.
-    pub(crate) fn collect(&mut self, p: &Prog<E>, out: &mut Vec<E>, templates: &mut Vec<u32>) {
+    pub(crate) fn collect(&mut self, labels: &Labels, out: &mut Vec<E>, templates: &mut Vec<u32>) {
         self.got.sort_by_key(|&(d, _)| d);
-        templates.extend(self.got.iter().map(|&(d, _)| p.labels.ordinal[d as usize]));
+        templates.extend(
+            self.got
+                .iter()
+                .map(|&(d, _)| labels.ordinal.get(d as usize).copied().unwrap_or(u32::MAX)),
+        );
         out.extend(self.got.drain(..).map(|(_, e)| e));
+    }
+
+    /// A copy of this matcher (as it is after a step) in which each `all` definition of `alls`
+    /// starts again at `now` (R7.8): its part's states and events go, so do those of the right
+    /// side of every `then` whose left side holds it (started by this match), and the
+    /// definitions above it, which its match may have finished, are open again (each recomputes
+    /// its outcome from its parts at the next step).
+    pub(crate) fn copy_restarting(
+        &self,
+        defs: &[Def<E>],
+        labels: &Labels,
+        alls: &[u32],
+        now: Time,
+        out: &mut StepOut,
+    ) -> Self {
+        let mut m = Matcher {
+            nodes: self.nodes.clone(),
+            got: self.got.clone(),
+            hits: self.hits,
+            negated: 0,
+        };
+        for &d in alls {
+            let (d, lo) = (d as usize, labels.lo[d as usize] as usize);
+            m.got.retain(|&(g, _)| !(lo..=d).contains(&(g as usize)));
+            for n in &mut m.nodes[lo..=d] {
+                *n = NodeState::default();
+            }
+            for (up, def) in defs.iter().enumerate().skip(d + 1) {
+                if labels.lo[up] as usize > lo {
+                    continue;
+                }
+                m.nodes[up].fin = None;
+                // A `then` whose left side holds the `all` started its right side because of
+                // this match: in the copy it has not started.
+                if let &Def::Then(a, b) = def {
+                    if d <= a {
+                        let blo = labels.lo[b] as usize;
+                        m.got.retain(|&(g, _)| !(blo..=b).contains(&(g as usize)));
+                        for n in &mut m.nodes[blo..=b] {
+                            *n = NodeState::default();
+                        }
+                    }
+                }
+            }
+            m.start_node(defs, d, now, out);
+        }
+        m
     }
 
     /// Whether the matcher has matched any event (outside a `not`).

@@ -15,6 +15,7 @@
 //!       | template.times(n)        exactly n events of the template (R7.6)
 //!       | template.at_least(n)     n or more, greedily
 //!       | template.between(n, m)   n to m, greedily
+//!       | all(expr)                every match of expr, each going on as its own copy (R7.8)
 //! template := Pattern::kind(k).key(..).filter(..).given(..).named(..)
 //!                                  given: a condition on the events matched before (R7.5)
 //! ```
@@ -88,6 +89,13 @@
 //! one: by default all of them (matches may overlap); `SkipPastLastEvent` drops them, so no two
 //! matches share an event.
 //!
+//! # `all` inside expressions
+//! [`all(x)`](crate::all) (SPEC R7.8, Apama's `all` operator) makes every match of `x` count: the
+//! match goes on, and a copy in which `x` starts again looks for the next one. `all(a).then(b)`
+//! pairs every `a` with the first `b` after it; `a.then(all(b))` pairs the first `a` with every
+//! later `b`; `all(a.then(b))` starts the sequence again after each match. See [`all`](crate::all)
+//! for the Apama documentation's own examples, run.
+//!
 //! # Timeouts
 //! [`Scope::when_with_timeout`](crate::Scope::when_with_timeout) and
 //! [`when_all_with_timeout`](crate::Scope::when_all_with_timeout) take a second handler for a match
@@ -158,7 +166,7 @@ mod combinators;
 mod listener;
 mod matcher;
 
-pub use combinators::{at, not, wait, AfterMatch, Expr};
+pub use combinators::{all, at, not, wait, AfterMatch, Expr};
 pub use listener::Match;
 
 pub(crate) use combinators::{Def, Prog};

@@ -553,3 +553,83 @@ fn r7_7_a_bound_that_fails_a_match_with_events_is_a_timeout() {
     r.tick(11);
     assert_eq!(r.log, ["T@11 [1.1 1.2]"]);
 }
+
+/// Feeds the Apama documentation's events `C1 A1 F1 A2 C2 B1 D1 E1 B2 A3 G1 B3` (kinds A=1, B=2,
+/// C=3, D=4, E=5, F=6, G=7; the value is the number) to a `when` listener on `e`.
+fn apama(e: Expr<Ev>) -> Run {
+    let mut r = Run::new(e, false);
+    let seq = [
+        (3, 1),
+        (1, 1),
+        (6, 1),
+        (1, 2),
+        (3, 2),
+        (2, 1),
+        (4, 1),
+        (5, 1),
+        (2, 2),
+        (1, 3),
+        (7, 1),
+        (2, 3),
+    ];
+    for (t, (k, v)) in seq.into_iter().enumerate() {
+        r.ev(k, v, t as u64);
+    }
+    r
+}
+
+// R7.8: the Apama documentation's own examples: `on all A() -> B()` matches {A1, B1}, {A2, B1}
+// and {A3, B3}; `on A() -> all B()` matches {A1, B1}, {A1, B2} and {A1, B3} and never ends.
+#[test]
+fn r7_8_all_inside_expressions_follows_the_apama_examples() {
+    let r = apama(all(p(1)).then(p(2)));
+    assert_eq!(r.log, ["@5 [1.1 2.1]", "@5 [1.2 2.1]", "@11 [1.3 2.3]"]);
+    assert!(r.alive, "a copy still looks for the next A");
+    let r = apama(p(1).then(all(p(2))));
+    assert_eq!(r.log, ["@5 [1.1 2.1]", "@8 [1.1 2.2]", "@11 [1.1 2.3]"]);
+    assert!(r.alive, "the master listener never terminates");
+    // `all` of a sequence starts the sequence again after each match: {A1, B1}, {A3, B3}.
+    let r = apama(all(p(1).then(p(2))));
+    assert_eq!(r.log, ["@5 [1.1 2.1]", "@11 [1.3 2.3]"]);
+    // Without `all`, `when` fires once: {A1, B1}.
+    let r = apama(p(1).then(p(2)));
+    assert_eq!(r.log, ["@5 [1.1 2.1]"]);
+    assert!(!r.alive);
+}
+
+// R7.8: with `and`, the other side stays matched in the copies; with `within`, the copies keep
+// the bound's clock, and the listener ends at the bound; under `not`, `all` is its part.
+#[test]
+fn r7_8_all_with_and_within_and_not() {
+    // A and all B: each B after the A (and the B before it) pairs with the A.
+    let mut r = Run::new(p(1).and(all(p(2))), false);
+    r.ev(2, 1, 1);
+    r.ev(1, 1, 2);
+    r.ev(2, 2, 3);
+    r.ev(2, 3, 4);
+    assert_eq!(r.log, ["@2 [1.1 2.1]", "@3 [1.1 2.2]", "@4 [1.1 2.3]"]);
+    // A then every B, within 10 of the start.
+    let ten = Duration::from_nanos(10);
+    let mut r = Run::new(p(1).then(all(p(2))).within(ten), false);
+    r.ev(1, 1, 1);
+    r.ev(2, 1, 3);
+    r.ev(2, 2, 6);
+    r.tick(10);
+    r.ev(2, 3, 12);
+    assert_eq!(r.log, ["@3 [1.1 2.1]", "@6 [1.1 2.2]"]);
+    assert!(!r.alive, "the bound ended the last copy");
+    // A, unless B came first (twice or once: `all` under `not` is its part).
+    let mut r = Run::new(p(1).and(not(all(p(2)))), false);
+    r.ev(2, 1, 1);
+    r.ev(1, 1, 2);
+    assert!(r.log.is_empty() && !r.alive);
+    // `all` of a `within` restarts its bound: every B within 5 of the previous one (or start).
+    let five = Duration::from_nanos(5);
+    let mut r = Run::new(all(p(2).within(five)), false);
+    r.ev(2, 1, 3);
+    r.ev(2, 2, 7);
+    r.tick(12);
+    r.ev(2, 3, 13);
+    assert_eq!(r.log, ["@3 [2.1]", "@7 [2.2]"]);
+    assert!(!r.alive, "no B within 5 of 7");
+}
