@@ -18,6 +18,8 @@
 //!   already due fires at the next tick;
 //! - `a.then(b)` starts `b` once `a` is satisfied or matched; while `a` is a satisfied
 //!   repetition it sees each event first, and `b` sees only the events `a` did not take (R7.6);
+//!   once `a` fails, `b` is not stepped (a match its left side's `not` fails is no timeout, even
+//!   if a bound on its right side is reached on the same stimulus);
 //! - `a.and(b)`: both sides see every stimulus; matched when one side matched and the other
 //!   matched, holds or is satisfied;
 //! - `a.or(b)`: matched when a side matched, satisfied when a side is; a holding side is
@@ -31,9 +33,13 @@
 //!   the bound are not offered to `x` (but see [`Reading`]). The bound of
 //!   `within_from_first` starts at the first event a template of `x` outside a `not` takes (R7.4).
 //!
-//! A listener (R7.3, R7.6, R7.7): `when` steps one match and ends at its first match (or when
-//! it fails: a failure in a step where a bound expired, with events, is a timeout when timeouts
-//! are asked for). `when_all` steps its matches oldest first, the fresh one last; a fresh match
+//! - `all(x)` is `x`; when `x` matches (outside a `not`) the listener makes a copy of the match
+//!   after the stimulus in which `x` starts again (its events dropped), the right side of a
+//!   `then` whose left side holds it is not started, and the nodes above are open again (R7.8).
+//!
+//! A listener (R7.3, R7.6, R7.7, R7.8): `when` steps one match (and the copies `all` makes) and
+//! ends when none is left: a match ends when it completes (it fires) or fails (a failure in a
+//! step where a bound expired, with events, is a timeout when timeouts are asked for). `when_all` steps its matches oldest first, the fresh one last; a fresh match
 //! that made progress (took an event, a timer or a bound fired) or completed is followed by a new
 //! fresh one, started after the stimulus; a fresh one that failed is never replaced. Under
 //! `SkipPastLastEvent` only the first match completing on a stimulus fires, and every other match
@@ -120,6 +126,7 @@ pub(super) enum Desc {
     Not(Box<Desc>),
     Within(Box<Desc>, u64),
     WithinFirst(Box<Desc>, u64),
+    All(Box<Desc>),
 }
 
 impl std::fmt::Debug for Desc {
@@ -153,6 +160,7 @@ impl std::fmt::Debug for Desc {
             Desc::Not(a) => write!(f, "not({a:?})"),
             Desc::Within(a, d) => write!(f, "{a:?}.within({d})"),
             Desc::WithinFirst(a, d) => write!(f, "{a:?}.within_from_first({d})"),
+            Desc::All(a) => write!(f, "all({a:?})"),
         }
     }
 }
@@ -169,7 +177,9 @@ impl Desc {
                     go(a, out);
                     go(b, out);
                 }
-                Desc::Not(a) | Desc::Within(a, _) | Desc::WithinFirst(a, _) => go(a, out),
+                Desc::Not(a) | Desc::Within(a, _) | Desc::WithinFirst(a, _) | Desc::All(a) => {
+                    go(a, out)
+                }
             }
         }
         go(self, &mut out);
@@ -223,6 +233,10 @@ pub(super) struct Reading {
     /// fire at the next tick) is still offered to the part, rather than being too late for it
     /// (the bound is exclusive).
     pub(super) event_before_due_bound: bool,
+    /// Whether a `within_from_first` whose part matches on its first event starts its clock
+    /// all the same, rather than none; it shows in the copies an `all` inside it makes (R7.8),
+    /// which keep the clocks of the bounds around the `all`.
+    pub(super) clock_when_matched_at_once: bool,
 }
 
 /// What one stimulus did to a match, collected while its tree is stepped.
@@ -239,17 +253,21 @@ struct Cx<'a> {
     progressed: bool,
     /// Whether a bound expired and failed its part.
     expired: bool,
+    /// Whether an `all` saw its part match: the listener makes a copy.
+    all_matched: bool,
     /// Timers the started nodes ask for (due times).
     timers: Vec<u64>,
 }
 
 /// The model's node: what it is, and its state.
+#[derive(Clone)]
 struct Node {
     out: Out,
     started: bool,
     what: What,
 }
 
+#[derive(Clone)]
 enum What {
     Tpl {
         number: usize,
@@ -279,6 +297,14 @@ enum What {
         clock_started: bool,
         /// How many `not`s are above it: a template with as many is "outside a `not`" of it.
         depth: usize,
+    },
+    /// `all(x)` (R7.8): `x`, and when `x` matches (outside a `not`), the listener makes a copy of
+    /// the match in which `x` starts again.
+    All {
+        inner: Box<Node>,
+        depth: usize,
+        /// Whether `x` matched in this stimulus: the copy restarts it.
+        copy: bool,
     },
 }
 
@@ -313,6 +339,11 @@ impl Node {
                 Box::new(Node::build(b, next_number, depth)),
             ),
             Desc::Not(a) => What::Not(Box::new(Node::build(a, next_number, depth + 1))),
+            Desc::All(a) => What::All {
+                inner: Box::new(Node::build(a, next_number, depth)),
+                depth,
+                copy: false,
+            },
             Desc::Within(a, d) => What::Within {
                 inner: Box::new(Node::build(a, next_number, depth)),
                 d: *d,
@@ -393,7 +424,7 @@ impl Node {
                 a.start(cx);
                 b.start(cx);
             }
-            What::Not(x) => x.start(cx),
+            What::Not(x) | What::All { inner: x, .. } => x.start(cx),
             What::Within {
                 inner,
                 d,
@@ -471,7 +502,9 @@ impl Node {
                 // Taken by a template of `a` outside a `not` (what a `not` in `a` sees is not
                 // part of the match).
                 let a_took = took(cx) > took_before;
-                if b.started {
+                if a.out == Out::Failed {
+                    // Failed by its left side: the right side has nothing more to do.
+                } else if b.started {
                     // A satisfied left side sees each event first; the right side sees only what
                     // it did not take (R7.6).
                     if !b.out.done() && !a_took {
@@ -492,6 +525,16 @@ impl Node {
             What::Not(x) => {
                 if !x.out.done() {
                     x.step(stim, cx);
+                }
+            }
+            What::All {
+                inner, depth, copy, ..
+            } => {
+                inner.step(stim, cx);
+                // Under a `not`, `all(x)` is `x`.
+                if inner.out == Out::Matched && *depth == 0 {
+                    *copy = true;
+                    cx.all_matched = true;
                 }
             }
             What::Within {
@@ -530,7 +573,8 @@ impl Node {
                 let before = cx.took_at_depth.get(*depth).copied().unwrap_or(0);
                 inner.step(stim, cx);
                 let after = cx.took_at_depth.get(*depth).copied().unwrap_or(0);
-                if *from_first && !*clock_started && after > before {
+                let at_once = inner.out == Out::Matched && !cx.reading.clock_when_matched_at_once;
+                if *from_first && !*clock_started && after > before && !at_once {
                     *clock_started = true;
                     *bound = cx.now.checked_add(*d);
                     cx.timers.extend(*bound);
@@ -538,6 +582,114 @@ impl Node {
             }
         }
         self.settle(cx.reading);
+    }
+
+    /// The numbers of the templates under this node.
+    fn numbers(&self, out: &mut Vec<usize>) {
+        match &self.what {
+            What::Tpl { number, .. } => out.push(*number),
+            What::Wait { .. } | What::At(_) => {}
+            What::Then(a, b, _) | What::And(a, b) | What::Or(a, b) => {
+                a.numbers(out);
+                b.numbers(out);
+            }
+            What::Not(x) | What::Within { inner: x, .. } | What::All { inner: x, .. } => {
+                x.numbers(out)
+            }
+        }
+    }
+
+    /// Back to not started, with nothing seen; the events its templates took leave `got`.
+    fn reset(&mut self, got: &mut Vec<(usize, REv)>) {
+        let mut numbers = Vec::new();
+        self.numbers(&mut numbers);
+        got.retain(|(n, _)| !numbers.contains(n));
+        self.reset_state();
+    }
+
+    fn reset_state(&mut self) {
+        self.out = Out::Pending;
+        self.started = false;
+        match &mut self.what {
+            What::Tpl { count, .. } => *count = 0,
+            What::Wait { due, .. } => *due = None,
+            What::At(_) => {}
+            What::Then(a, b, _) | What::And(a, b) | What::Or(a, b) => {
+                a.reset_state();
+                b.reset_state();
+            }
+            What::Not(x) => x.reset_state(),
+            What::Within {
+                inner,
+                bound,
+                clock_started,
+                ..
+            } => {
+                *bound = None;
+                *clock_started = false;
+                inner.reset_state();
+            }
+            What::All { inner, copy, .. } => {
+                *copy = false;
+                inner.reset_state();
+            }
+        }
+    }
+
+    /// In the copy of a match that an `all` asked for (R7.8): starts the part of every `all` whose
+    /// part matched in this stimulus again (its events leave the copy), resets the right side of a
+    /// `then` whose left side holds such an `all` to not started, and reopens the nodes above
+    /// (pending until the next stimulus settles them).
+    /// Returns whether it restarted anything under this node.
+    fn restart_alls(&mut self, cx: &mut Cx<'_>) -> bool {
+        let restarted = match &mut self.what {
+            What::Tpl { .. } | What::Wait { .. } | What::At(_) | What::Not(_) => false,
+            What::All { inner, copy, .. } => {
+                if std::mem::take(copy) {
+                    inner.reset(cx.got);
+                    inner.start(cx);
+                    true
+                } else {
+                    inner.restart_alls(cx)
+                }
+            }
+            What::Then(a, b, _) => {
+                if a.restart_alls(cx) {
+                    b.reset(cx.got);
+                    true
+                } else {
+                    b.restart_alls(cx)
+                }
+            }
+            What::And(a, b) | What::Or(a, b) => {
+                let ra = a.restart_alls(cx);
+                let rb = b.restart_alls(cx);
+                ra || rb
+            }
+            What::Within { inner, .. } => inner.restart_alls(cx),
+        };
+        if restarted {
+            // Open again: its outcome is worked out anew at the next stimulus (so an `or` whose
+            // other side had matched completes again only then).
+            self.out = Out::Pending;
+        }
+        restarted
+    }
+
+    /// Forgets which `all`s matched in this stimulus (the match itself goes on as it is).
+    fn clear_copies(&mut self) {
+        match &mut self.what {
+            What::Tpl { .. } | What::Wait { .. } | What::At(_) => {}
+            What::Then(a, b, _) | What::And(a, b) | What::Or(a, b) => {
+                a.clear_copies();
+                b.clear_copies();
+            }
+            What::Not(x) | What::Within { inner: x, .. } => x.clear_copies(),
+            What::All { inner, copy, .. } => {
+                *copy = false;
+                inner.clear_copies();
+            }
+        }
     }
 
     /// Sets the node's outcome from its state and its children's.
@@ -593,6 +745,7 @@ impl Node {
                 Out::Matched | Out::Satisfied => Out::Failed,
                 _ => Out::Holding,
             },
+            What::All { inner, .. } => inner.out,
             What::Within { inner, .. } => match inner.out {
                 Out::Matched => Out::Matched,
                 Out::Failed => Out::Failed,
@@ -619,6 +772,7 @@ pub(super) struct Fire {
 pub(super) const NAMES: [&str; 3] = ["a", "b", "c"];
 
 /// One match in progress: the tree and the events its templates took.
+#[derive(Clone)]
 struct RefMatch {
     root: Node,
     got: Vec<(usize, REv)>,
@@ -629,6 +783,7 @@ struct Stepped {
     out: Out,
     progressed: bool,
     expired: bool,
+    all_matched: bool,
 }
 
 impl RefMatch {
@@ -664,7 +819,25 @@ impl RefMatch {
             out: self.root.out,
             progressed: cx.progressed,
             expired: cx.expired,
+            all_matched: cx.all_matched,
         }
+    }
+
+    /// The copy an `all` asks for (R7.8), made after the stimulus: the match as it is, with the
+    /// parts of the `all`s that matched started again at `now`.
+    fn copy_restarting(
+        &mut self,
+        reading: Reading,
+        now: u64,
+        names: &[Option<&'static str>],
+        timers: &mut Vec<u64>,
+    ) -> RefMatch {
+        let mut copy = self.clone();
+        self.root.clear_copies();
+        let mut cx = Cx::new(reading, now, &mut copy.got, names);
+        copy.root.restart_alls(&mut cx);
+        timers.extend(cx.timers);
+        copy
     }
 
     /// The match (or timeout) it hands the handler.
@@ -700,6 +873,7 @@ impl<'a> Cx<'a> {
             took_at_depth: Vec::new(),
             progressed: false,
             expired: false,
+            all_matched: false,
             timers: Vec::new(),
         }
     }
@@ -753,9 +927,15 @@ impl RefListener {
         let mut start_fresh = false;
         let count = self.matches.len();
         let mut kept = Vec::new();
+        // Copies asked for by `all` (R7.8): they join the matches after this stimulus.
+        let mut copies = Vec::new();
+        let mut fresh_kept = false;
         for (i, mut m) in std::mem::take(&mut self.matches).into_iter().enumerate() {
             let is_fresh = self.fresh && i + 1 == count;
             let r = m.step(self.reading, stim, now, &self.names, &mut timers);
+            if r.all_matched {
+                copies.push(m.copy_restarting(self.reading, now, &self.names, &mut timers));
+            }
             match r.out {
                 Out::Matched => {
                     if !(completed && self.skip_past_last) {
@@ -775,18 +955,21 @@ impl RefListener {
                 }
                 _ => {
                     start_fresh |= is_fresh && r.progressed;
+                    fresh_kept = is_fresh;
                     kept.push(m);
                 }
             }
-            if !self.all && fired.iter().any(|f| !f.timed_out) {
-                return (fired, false, Vec::new());
-            }
         }
         if completed && self.skip_past_last {
-            // Every other match in progress is dropped; a fresh one starts after this stimulus.
+            // Every other match in progress, and every copy, is dropped; a fresh one starts
+            // after this stimulus.
             kept.clear();
+            copies.clear();
             start_fresh = self.fresh;
         }
+        // The copies go before the fresh match if it is still the fresh one.
+        let at = kept.len() - usize::from(fresh_kept && !start_fresh);
+        kept.splice(at..at, copies);
         self.matches = kept;
         if self.all && self.fresh && start_fresh {
             let fresh = RefMatch::start(self.reading, &self.desc, &self.names, now, &mut timers);
