@@ -61,6 +61,42 @@ pub trait Event: Clone + Send + 'static {
         None
     }
 
+    /// The value of the event's field number `field`, if it has one: what templates constrain as
+    /// data ([`Pattern::field`](crate::Pattern::field), [`Pattern::field_in`](crate::Pattern::field_in),
+    /// SPEC R6.10), numbered as the event type chooses. A template with an equality on a field
+    /// (and no key) is dispatched through a hash index on that field, as a keyed one is on the
+    /// key. Values are `u64`: map signed integers and floating-point numbers with
+    /// [`ordered_i64`](crate::ordered_i64) and [`ordered_f64`](crate::ordered_f64), which keep
+    /// their order, so ranges work. Same contract as [`kind`](Self::kind): the same answer every
+    /// time, no panic. Default: no fields.
+    ///
+    /// ```
+    /// use correlator::{ordered_f64, Event, Pattern};
+    /// #[derive(Clone, Debug)]
+    /// struct Trade { venue: u64, side: u64, price: f64 }
+    /// impl Event for Trade {
+    ///     type Kind = ();
+    ///     fn kind(&self) {}
+    ///     fn field(&self, field: usize) -> Option<u64> {
+    ///         match field {
+    ///             0 => Some(self.venue),
+    ///             1 => Some(self.side),
+    ///             2 => Some(ordered_f64(self.price)),
+    ///             _ => None,
+    ///         }
+    ///     }
+    /// }
+    /// // Buys (side 1) on venue 3 between 100 and 110: indexed on the venue.
+    /// let p = Pattern::<Trade>::any().field(0, 3).field(1, 1).field_in(2, ordered_f64(100.0)..=ordered_f64(110.0));
+    /// assert!(p.matches(&Trade { venue: 3, side: 1, price: 105.5 }));
+    /// assert!(!p.matches(&Trade { venue: 3, side: 1, price: 99.0 }));
+    /// assert!(!p.matches(&Trade { venue: 4, side: 1, price: 105.5 }));
+    /// ```
+    fn field(&self, field: usize) -> Option<u64> {
+        let _ = field;
+        None
+    }
+
     /// The event's own timestamp, if it has one (a trade's exchange time, a sensor reading's
     /// sample time), on the same scale as the context clocks: [`Time`] counts from an origin the
     /// stream chooses (the first event's time, midnight, the Unix epoch). Default: none.

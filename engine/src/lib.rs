@@ -213,7 +213,7 @@ pub use output::{
     TryIter, TryRecvError, DEFAULT_OUTPUT_BLOCK_WARNING, DEFAULT_OUTPUT_CAPACITY,
     MAX_OUTPUT_CAPACITY,
 };
-pub use pattern::{Pattern, Prior};
+pub use pattern::{ordered_f64, ordered_i64, Pattern, Prior};
 pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
 pub use status::{BlockedOnOutput, ContextStatus, Status, Totals};
 pub use time::Time;

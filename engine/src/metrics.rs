@@ -19,6 +19,8 @@
 //! | `correlator_late_events_total` | counter | context | events | [`ContextStatus::late_events`] |
 //! | `correlator_listeners` | gauge | context | listeners | [`ContextStatus::listeners`] |
 //! | `correlator_instances` | gauge | context | instances | [`ContextStatus::instances`] |
+//! | `correlator_partial_matches` | gauge | context | matches | [`ContextStatus::partial_matches`] |
+//! | `correlator_partial_events` | gauge | context | events | [`ContextStatus::partial_events`] |
 //! | `correlator_blocked_ns_total` | counter | context | nanoseconds | [`ContextStatus::blocked_ns`] |
 //! | `correlator_output_blocked_ns_total` | counter | context | nanoseconds | [`ContextStatus::output_blocked_ns`] |
 //! | `correlator_output_drops_total` | counter | context | events | [`ContextStatus::output_drops`] |
@@ -107,6 +109,20 @@ const PER_CONTEXT: &[(&str, &str, Kind, Unit, &str)] = &[
         Kind::Gauge,
         Unit::Count,
         "Live monitor instances.",
+    ),
+    (
+        "partial_matches",
+        "correlator_partial_matches",
+        Kind::Gauge,
+        Unit::Count,
+        "Matches in progress of expression listeners that hold at least one event.",
+    ),
+    (
+        "partial_events",
+        "correlator_partial_events",
+        Kind::Gauge,
+        Unit::Count,
+        "Events held by matches in progress.",
     ),
     (
         "blocked_ns",

@@ -15,6 +15,7 @@
 //! Owns templates, their names and [`Prior`]. May import `event` only.
 
 use std::fmt;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use crate::event::Event;
@@ -22,13 +23,62 @@ use crate::event::Event;
 type Filter<E> = Box<dyn Fn(&E) -> bool + Send>;
 type Given<E> = Box<dyn Fn(&Prior<'_, E>, &E) -> bool + Send>;
 
-/// A template: an event kind, an optional key, an optional filter and an optional condition on the
-/// events matched before it ([`Pattern::given`]).
+/// A template: an event kind, an optional key, constraints on further fields as data, an optional
+/// filter and an optional condition on the events matched before it ([`Pattern::given`]).
 pub(crate) struct Template<E: Event> {
     pub(crate) kind: E::Kind,
     pub(crate) key: Option<u64>,
+    /// Boxed slice, not a vector: 16 bytes, so a template listener's slot does not grow.
+    fields: Box<[FieldTest]>,
     filter: Option<Filter<E>>,
     given: Option<Given<E>>,
+}
+
+/// A constraint on a field ([`Event::field`]): its value within `lo..=hi` (an equality: `lo ==
+/// hi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FieldTest {
+    field: usize,
+    lo: u64,
+    hi: u64,
+}
+
+/// Where a listener is listed in its kind's lists: unkeyed, under its key, or under the value of
+/// an indexed field (SPEC R6.9, R6.10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum IndexKey {
+    Plain,
+    Key(u64),
+    Field(usize, u64),
+}
+
+/// `x` as a `u64` that orders as `x` does, for [`Event::field`] (`i64::MIN` is 0).
+///
+/// ```
+/// use correlator::ordered_i64;
+/// assert!(ordered_i64(-5) < ordered_i64(3));
+/// assert_eq!(ordered_i64(i64::MIN), 0);
+/// ```
+pub fn ordered_i64(x: i64) -> u64 {
+    (x as u64) ^ (1 << 63)
+}
+
+/// `x` as a `u64` that orders as `x` does (total order: `-0.0` before `0.0`, NaNs after +∞ or
+/// before −∞ by their sign), for [`Event::field`].
+///
+/// ```
+/// use correlator::ordered_f64;
+/// assert!(ordered_f64(-1.5) < ordered_f64(-0.5));
+/// assert!(ordered_f64(-0.5) < ordered_f64(0.25));
+/// assert!(ordered_f64(0.25) < ordered_f64(f64::INFINITY));
+/// ```
+pub fn ordered_f64(x: f64) -> u64 {
+    let b = x.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
 }
 
 /// What an expression's [`Prior`] needs besides the matched events: for each definition of the
@@ -153,13 +203,29 @@ impl<E: Event> Template<E> {
     /// Whether the template has filters beyond kind and key.
     #[inline]
     pub(crate) fn has_filter(&self) -> bool {
-        self.filter.is_some() || self.given.is_some()
+        !self.fields.is_empty() || self.filter.is_some() || self.given.is_some()
     }
 
-    /// Whether the template's condition holds for `event` after what `prior` holds.
+    /// Where the listener index lists the template: under its key; else under its first field
+    /// equality; else unkeyed.
+    pub(crate) fn index(&self) -> IndexKey {
+        if let Some(k) = self.key {
+            return IndexKey::Key(k);
+        }
+        match self.fields.iter().find(|t| t.lo == t.hi) {
+            Some(t) => IndexKey::Field(t.field, t.lo),
+            None => IndexKey::Plain,
+        }
+    }
+
+    /// Whether the template's conditions hold for `event` after what `prior` holds: the fields
+    /// (data) first, then the filters, then the `given` conditions.
     #[inline]
     fn passes(&self, prior: &Prior<'_, E>, event: &E) -> bool {
-        self.filter.as_ref().is_none_or(|f| f(event))
+        self.fields
+            .iter()
+            .all(|t| event.field(t.field).is_some_and(|v| t.lo <= v && v <= t.hi))
+            && self.filter.as_ref().is_none_or(|f| f(event))
             && self.given.as_ref().is_none_or(|g| g(prior, event))
     }
 
@@ -217,6 +283,7 @@ impl<E: Event> Pattern<E> {
             template: Template {
                 kind,
                 key: None,
+                fields: Box::new([]),
                 filter: None,
                 given: None,
             },
@@ -228,6 +295,41 @@ impl<E: Event> Pattern<E> {
     /// index (R6.9).
     pub fn key(mut self, key: u64) -> Self {
         self.template.key = Some(key);
+        self
+    }
+
+    /// Only events whose field number `field` ([`Event::field`]) is `value` (SPEC R6.10): a
+    /// constraint as data, checked before any filter closure. A template without a
+    /// [`key`](Self::key) is indexed by its first field equality, as a keyed one is by its key:
+    /// delivering an event costs no more because of listeners waiting on other values of that
+    /// field (R6.9). Constraints combine with *and*.
+    pub fn field(self, field: usize, value: u64) -> Self {
+        self.field_in(field, value..=value)
+    }
+
+    /// Only events whose field number `field` ([`Event::field`]) lies in `range` (SPEC R6.10): a
+    /// constraint as data, checked before any filter closure (not indexed). For signed and
+    /// floating-point values, encode the field and the bounds with [`ordered_i64`] or
+    /// [`ordered_f64`]. An empty range matches nothing.
+    pub fn field_in(mut self, field: usize, range: impl RangeBounds<u64>) -> Self {
+        let lo = match range.start_bound() {
+            Bound::Included(&x) => Some(x),
+            Bound::Excluded(&x) => x.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(&x) => Some(x),
+            Bound::Excluded(&x) => x.checked_sub(1),
+            Bound::Unbounded => Some(u64::MAX),
+        };
+        // An empty range (`5..5`, `u64::MAX + 1..`): a test no value passes.
+        let (lo, hi) = match (lo, hi) {
+            (Some(lo), Some(hi)) => (lo, hi),
+            _ => (1, 0),
+        };
+        let mut fields = std::mem::take(&mut self.template.fields).into_vec();
+        fields.push(FieldTest { field, lo, hi });
+        self.template.fields = fields.into_boxed_slice();
         self
     }
 

@@ -160,6 +160,12 @@ status_counters! {
         listeners,
         /// Live monitor instances.
         instances,
+        /// Matches in progress of its expression listeners that have matched at least one event
+        /// (a `when_all`'s fresh match, which has seen nothing, does not count). Bounded by the
+        /// expressions (R7.6): a match under `within` ends at its bound.
+        partial_matches,
+        /// Events those matches hold (a copy of each event a template matched, outside `not`).
+        partial_events,
         /// Time its handlers spent waiting for room in full inboxes, in nanoseconds.
         blocked_ns,
         /// Events its handlers' emits and channel sends lost to full outputs' overflow policies

@@ -37,11 +37,18 @@ pub const KEYS_THROUGHPUT_RATIO: f64 = 0.5;
 pub const KEYS_SHUTDOWN_RATIO: f64 = 2.0;
 /// What RSS per live instance of a one-listener keyed monitor should be (bytes): reported only.
 pub const KEYS_RSS_AIM: f64 = 256.0;
-/// workload/{fraud,absence,spike} (the engine) must be at least this fraction of its twin (the
-/// same rules written by hand), issue 31.
+/// workload/{fraud,absence,spike} (issue 31) and workload/{travel,burst,unconfirmed} (issue 33)
+/// (the engine) must be at least this fraction of its twin (the same rules written by hand).
 pub const WORKLOAD_RATIO: f64 = 0.5;
 /// The workloads judged against their twins by [`WORKLOAD_RATIO`].
-pub const WORKLOADS: [&str; 3] = ["fraud", "absence", "spike"];
+pub const WORKLOADS: [&str; 6] = [
+    "fraud",
+    "absence",
+    "spike",
+    "travel",
+    "burst",
+    "unconfirmed",
+];
 /// A scenario recording its run to a file (`record/*`) must keep at least this fraction of the
 /// same scenario's throughput not recording: at most 5 % cost (issue 35).
 pub const RECORD_RATIO: f64 = 0.95;
@@ -772,6 +779,11 @@ mod tests {
                 "throughput",
                 &[10.0, 10.0, 10.0, 10.0],
             ),
+            // The pattern language's (issue 33): burst 0.6x, unconfirmed 0.4x.
+            row("workload/burst", "throughput", &[6.0, 6.0, 6.0, 6.0]),
+            row("workload/burst/twin", "throughput", &[10.0; 4]),
+            row("workload/unconfirmed", "throughput", &[4.0, 4.0, 4.0, 4.0]),
+            row("workload/unconfirmed/twin", "throughput", &[10.0; 4]),
             alloc,
         ]);
         let t = evaluate_all(&s);
@@ -780,10 +792,16 @@ mod tests {
         assert!((fraud.median.unwrap() - 0.2).abs() < 1e-9, "{fraud:?}");
         assert_eq!(fraud.verdict, NOT_MET);
         assert_eq!(find(&t, "workload/absence >=").verdict, MET);
-        // spike did not run: not measured, never met.
-        assert!(find(&t, "workload/spike >=")
-            .verdict
-            .starts_with("NOT MEASURED"));
+        let burst = find(&t, "workload/burst >=");
+        assert_eq!(burst.baselines, vec!["workload/burst/twin"]);
+        assert_eq!(burst.verdict, MET);
+        assert_eq!(find(&t, "workload/unconfirmed >=").verdict, NOT_MET);
+        // spike and travel did not run: not measured, never met.
+        for w in ["spike", "travel"] {
+            assert!(find(&t, &format!("workload/{w} >="))
+                .verdict
+                .starts_with("NOT MEASURED"));
+        }
         assert_eq!(find(&t, "alloc/workload").verdict, MET);
     }
 

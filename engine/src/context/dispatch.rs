@@ -154,7 +154,7 @@ impl<E: Event> Context<E> {
         }
         let b = view.bucket as usize;
         // The key matters only where some listener of the kind is keyed.
-        let all = self.table.cursor(b, Mode::All, || e.key(), u64::MAX);
+        let all = self.table.cursor(b, Mode::All, e, u64::MAX);
         if !self.fire_cursor(all, e) {
             self.dispatch_unmatched(b, e);
         }
@@ -164,7 +164,7 @@ impl<E: Event> Context<E> {
     /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).
     #[inline(never)]
     pub(super) fn dispatch_unmatched(&mut self, b: usize, e: &E) {
-        let unmatched = self.table.cursor(b, Mode::Unmatched, || e.key(), u64::MAX);
+        let unmatched = self.table.cursor(b, Mode::Unmatched, e, u64::MAX);
         self.fire_cursor(unmatched, e);
     }
 
@@ -173,7 +173,7 @@ impl<E: Event> Context<E> {
     #[inline(never)]
     pub(super) fn dispatch_completed(&mut self, e: &E, first_new: u64) {
         if let Some(b) = self.table.bucket_of(&e.kind()) {
-            let completed = self.table.cursor(b, Mode::Completed, || e.key(), first_new);
+            let completed = self.table.cursor(b, Mode::Completed, e, first_new);
             self.fire_cursor(completed, e);
         }
     }
@@ -191,7 +191,6 @@ impl<E: Event> Context<E> {
         // The event's own code (`kind()`, `key()`) may panic: that unwinds to `recover`, which
         // drops the event being processed, as in any dispatch.
         if let Some(b) = self.table.bucket_of(&e.kind()) {
-            let key = e.key();
             // A copy: the handlers' operations may prune the instance's list as they go.
             let handles = self.instances[instance as usize]
                 .as_ref()
@@ -204,7 +203,7 @@ impl<E: Event> Context<E> {
                 let offered = self.table.slot(slot).is_some_and(|l| {
                     l.alive
                         && matches!(l.mode, Mode::All | Mode::Once)
-                        && l.listed_under(b as u32, key)
+                        && l.listed_under(b as u32, &e)
                 });
                 if offered {
                     self.try_fire_other(slot, &e);
@@ -464,8 +463,13 @@ impl<E: Event> Context<E> {
         };
         // User code (the filters of its templates): a panic ends the listener's instance.
         let fired = &mut self.fired;
+        let before = expr.held();
         let stepped =
             panic::catch_unwind(AssertUnwindSafe(|| expr.step(stim, now, &mut out, fired)));
+        let after = expr.held();
+        if after != before {
+            self.table.note_held(before, after);
+        }
         self.step_timers = out.timers;
         let (progressed, alive) = match stepped {
             Ok(step) => step,

@@ -297,7 +297,7 @@ impl<E: Event> Context<E> {
         }
         let (body, index): (_, SmallVec<[_; 1]>) = match spec {
             Spec::Template(p, handler) => {
-                let index = smallvec![(p.template.kind, p.template.key)];
+                let index = smallvec![(p.template.kind, p.template.index())];
                 let body = Body::Template {
                     template: p.template,
                     handler,

@@ -329,6 +329,9 @@ impl<E: Event> Context<E> {
         let c = &mut self.fx.stats;
         c.max_route_depth = self.fx.routes.max_depth() as u64;
         c.listeners = self.table.live() as u64;
+        let held = self.table.held();
+        c.partial_matches = held.matches;
+        c.partial_events = held.events;
         c.instances = self.live_instances as u64;
         self.shared.stats.counters.store(c);
     }

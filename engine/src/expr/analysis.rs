@@ -5,7 +5,7 @@
 //! Owns these checks. May import `event` and `pattern`.
 
 use crate::event::Event;
-use crate::pattern::Labels;
+use crate::pattern::{IndexKey, Labels};
 
 use super::Def;
 
@@ -150,13 +150,15 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
     )
 }
 
-/// The templates of an expression: `(kind, key)` of every template, for the listener index.
-pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, Option<u64>)> {
-    let mut v: Vec<(E::Kind, Option<u64>)> = Vec::new();
+/// The templates of an expression: `(kind, where it is listed)` of every template, for the
+/// listener index.
+pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, IndexKey)> {
+    let mut v: Vec<(E::Kind, IndexKey)> = Vec::new();
     for d in defs {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
-            if !v.iter().any(|(k, key)| *k == t.kind && *key == t.key) {
-                v.push((t.kind, t.key));
+            let at = (t.kind, t.index());
+            if !v.contains(&at) {
+                v.push(at);
             }
         }
     }

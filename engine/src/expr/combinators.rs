@@ -178,7 +178,8 @@ pub fn at<E: Event>(t: Time) -> Expr<E> {
 /// assert_eq!(first_match(unconfirmed, &[(1, 10), (3, 12)]), Some((15, vec![1])));
 /// ```
 pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
-    Expr::of(Node::Not(Box::new(x.into().root)))
+    x.into()
+        .map(|root, after| (Node::Not(Box::new(root)), after))
 }
 
 /// Every match of `x`, inside an expression (SPEC R7.8; Apama's `all` operator): each time `x`
@@ -228,7 +229,8 @@ pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
 /// assert_eq!(fire(a().then(all(b()))), ["A1 B1", "A1 B2", "A1 B3"]);
 /// ```
 pub fn all<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
-    Expr::of(Node::All(Box::new(x.into().root)))
+    x.into()
+        .map(|root, after| (Node::All(Box::new(root)), after))
 }
 
 impl<E: Event> Expr<E> {
@@ -241,12 +243,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (2, 2), (3, 4)]), Some((4, vec![1, 2, 3])));
     /// ```
     pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
-        self.map(|root, after| {
-            (
-                Node::Then(Box::new(root), Box::new(next.into().root)),
-                after,
-            )
-        })
+        self.join(next.into(), Node::Then)
     }
 
     /// Both, in any order.
@@ -258,12 +255,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (3, 2)]), Some((2, vec![1, 3, 2])));
     /// ```
     pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        self.map(|root, after| {
-            (
-                Node::And(Box::new(root), Box::new(other.into().root)),
-                after,
-            )
-        })
+        self.join(other.into(), Node::And)
     }
 
     /// Either.
@@ -276,7 +268,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(1, 0), (2, 1), (3, 2)]), Some((1, vec![1, 2])));
     /// ```
     pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        self.map(|root, after| (Node::Or(Box::new(root), Box::new(other.into().root)), after))
+        self.join(other.into(), Node::Or)
     }
 
     /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
@@ -379,8 +371,8 @@ impl<E: Event> Expr<E> {
 
     /// What a repeating listener ([`when_all`](crate::Scope::when_all)) does with its other
     /// matches in progress when one completes (SPEC R7.6): [`AfterMatch::NoSkip`] by default.
-    /// It belongs to the whole expression: set it last (an expression combined into another
-    /// keeps the outer one's policy).
+    /// It belongs to the whole expression, wherever it is set: an expression built from parts
+    /// keeps the policy a part set (the leftmost, if parts set different ones).
     pub fn after_match(self, policy: AfterMatch) -> Expr<E> {
         Expr {
             root: self.root,
@@ -392,6 +384,20 @@ impl<E: Event> Expr<E> {
         Expr {
             root,
             after: AfterMatch::NoSkip,
+        }
+    }
+
+    /// `self` and `other` under a binary node; the policy is the one either part set (the left
+    /// one's if both did).
+    fn join(self, other: Expr<E>, node: fn(Box<Node<E>>, Box<Node<E>>) -> Node<E>) -> Expr<E> {
+        let after = if self.after == AfterMatch::NoSkip {
+            other.after
+        } else {
+            self.after
+        };
+        Expr {
+            root: node(Box::new(self.root), Box::new(other.root)),
+            after,
         }
     }
 

@@ -77,6 +77,26 @@ impl<E> Match<E> {
     }
 }
 
+/// What an expression listener holds: its matches in progress that have matched at least one
+/// event, and those events (SPEC R7.6; the status's `partial_matches` and `partial_events`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) matches: u64,
+    pub(crate) events: u64,
+}
+
+impl Held {
+    pub(crate) fn add(&mut self, o: Held) {
+        self.matches += o.matches;
+        self.events += o.events;
+    }
+
+    pub(crate) fn sub(&mut self, o: Held) {
+        self.matches = self.matches.saturating_sub(o.matches);
+        self.events = self.events.saturating_sub(o.events);
+    }
+}
+
 /// What stepping a listener produced: a match, or a match that timed out (R7.7).
 pub(crate) struct Fired<E> {
     pub(crate) hit: Match<E>,
@@ -100,6 +120,8 @@ pub(crate) struct ExprListener<E: Event> {
     skip_past_last: bool,
     /// Whether matches that time out are reported (R7.7).
     timeouts: bool,
+    /// What its matches in progress hold, as of its last step.
+    held: Held,
 }
 
 impl<E: Event> ExprListener<E> {
@@ -120,10 +142,16 @@ impl<E: Event> ExprListener<E> {
             fresh: all,
             skip_past_last: after == AfterMatch::SkipPastLastEvent,
             timeouts,
+            held: Held::default(),
         }
     }
 
-    pub(crate) fn leaves(&self) -> Vec<(E::Kind, Option<u64>)> {
+    /// What its matches in progress hold.
+    pub(crate) fn held(&self) -> Held {
+        self.held
+    }
+
+    pub(crate) fn leaves(&self) -> Vec<(E::Kind, crate::pattern::IndexKey)> {
         leaves(&self.prog.defs)
     }
 
@@ -254,6 +282,12 @@ impl<E: Event> ExprListener<E> {
             self.matchers.push(fresh);
             self.live += 1;
             self.fresh = true;
+        }
+        self.held = Held::default();
+        for m in &self.matchers[..self.live as usize] {
+            let n = m.events_held();
+            self.held.matches += u64::from(n > 0);
+            self.held.events += n as u64;
         }
         (progressed_any, self.live > 0)
     }

@@ -430,6 +430,11 @@ impl<E: Event> Matcher<E> {
     pub(crate) fn has_events(&self) -> bool {
         !self.got.is_empty()
     }
+
+    /// How many events it has matched (outside a `not`).
+    pub(crate) fn events_held(&self) -> usize {
+        self.got.len()
+    }
 }
 
 /// The outcome of a repetition of `min..=max` that has taken `count` events: one whose bounds

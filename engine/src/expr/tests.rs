@@ -288,7 +288,8 @@ fn r7_3_within_from_first_with_and_or_not() {
 fn leaves_are_deduplicated() {
     let e = p(1).then(p(2)).or(p(1)).and(not(Pattern::kind(4).key(9)));
     let (prog, _) = e.compile();
-    assert_eq!(leaves(&prog.defs), [(1, None), (2, None), (4, Some(9))]);
+    use crate::pattern::IndexKey::{Key, Plain};
+    assert_eq!(leaves(&prog.defs), [(1, Plain), (2, Plain), (4, Key(9))]);
 }
 
 /// The matches `l` fired for `events` (kind, value, time), as handed to the handler.
@@ -632,4 +633,26 @@ fn r7_8_all_with_and_within_and_not() {
     r.ev(2, 3, 13);
     assert_eq!(r.log, ["@3 [2.1]", "@7 [2.2]"]);
     assert!(!r.alive, "no B within 5 of 7");
+}
+
+// R7.6: the after-match policy is the whole expression's, wherever a part set it.
+#[test]
+fn r7_6_a_part_sets_the_policy_of_the_whole() {
+    let skip = AfterMatch::SkipPastLastEvent;
+    let policy = |e: Expr<Ev>| e.compile().1;
+    assert_eq!(policy(p(1).then(p(2).times(2).after_match(skip))), skip);
+    assert_eq!(
+        policy(
+            p(1).times(2)
+                .after_match(skip)
+                .within(Duration::from_nanos(5))
+        ),
+        skip
+    );
+    assert_eq!(
+        policy(not(Expr::from(p(1)).after_match(skip)).and(p(2))),
+        skip
+    );
+    assert_eq!(policy(all(Expr::from(p(1)).after_match(skip))), skip);
+    assert_eq!(policy(p(1).then(p(2))), AfterMatch::NoSkip);
 }

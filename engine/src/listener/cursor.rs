@@ -1,14 +1,19 @@
 //! How dispatch reads the listener table: the [`KindView`] of an event's kind, and the
 //! [`Cursor`] that walks a bucket's lists for one event, merging the unkeyed list with the one
-//! keyed on the event's key in registration order (R6.4) and stopping at the listeners present
-//! when the dispatch started (R6.5).
+//! keyed on the event's key and those of its indexed fields in registration order (R6.4, R6.10)
+//! and stopping at the listeners present when the dispatch started (R6.5).
 //!
-//! Owns the cursor (its fields are its own). May import `event` and `entry`.
+//! Owns the cursor (its fields are its own). May import `event`, `entry` and `pattern`.
 
 use crate::entry::Mode;
 use crate::event::Event;
+use crate::pattern::IndexKey;
 
 use super::{List, ListenerTable, Lists, Solo};
+
+/// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
+/// a template constraining another field by equality is listed unkeyed and checked as data.
+pub(crate) const FIELD_LISTS: usize = 3;
 
 /// A walk over the listeners of one bucket's lists for one event (see
 /// [`ListenerTable::cursor`]): positions, not borrows, since the handlers it leads to change the
@@ -25,9 +30,14 @@ pub(crate) struct Cursor {
     /// Next position in, and length taken of, the list keyed on `key`.
     j: usize,
     keyed_len: usize,
-    /// Whether the walk met a dead listener in the keyed list while the table is
-    /// [`ending`](ListenerTable::ending), which does not count them there.
-    met_dead: bool,
+    /// How many of `fields` the walk merges (0 for a kind without field lists: the usual case).
+    nf: u8,
+    /// The lists of the event's indexed fields: `(field, value, next position, length taken)`.
+    fields: [(u32, u64, u32, u32); FIELD_LISTS],
+    /// Which of the keyed list (bit 0) and the field lists (bit 1 + n) the walk met a dead
+    /// listener in while the table is [`ending`](ListenerTable::ending), which does not count
+    /// them there.
+    met_dead: u8,
 }
 
 impl Cursor {
@@ -37,8 +47,8 @@ impl Cursor {
         #[cfg(test)]
         table.walked.set(table.walked.get() + 1);
         let lists = table.buckets[self.bucket as usize].lists(self.mode);
-        if self.j >= self.keyed_len {
-            // The usual case: no keyed listener to merge with.
+        if self.j >= self.keyed_len && self.nf == 0 {
+            // The usual case: no keyed or field listener to merge with.
             if self.i >= self.plain_len {
                 return None;
             }
@@ -48,33 +58,65 @@ impl Cursor {
         self.next_merged(table, lists)
     }
 
-    /// [`next`](Self::next) while keyed listeners remain: the earlier registered of the two heads.
+    /// [`next`](Self::next) while keyed or field listeners remain: the earliest registered of the
+    /// lists' heads (registration order is handle order).
     #[inline(never)]
     fn next_merged<E: Event>(&mut self, table: &ListenerTable<E>, lists: &Lists) -> Option<u32> {
-        let keyed = lists
-            .keyed
-            .get(&self.key)
-            .and_then(|v| v.slots.get(self.j).copied());
-        let plain = (self.i < self.plain_len).then(|| lists.plain.slots[self.i]);
-        match (plain, keyed) {
-            (Some(p), Some(q)) if table.handle_at(p) < table.handle_at(q) => {
-                self.i += 1;
-                Some(p)
-            }
-            (_, Some(q)) => {
-                self.j += 1;
-                if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
-                    self.met_dead = true;
-                }
-                Some(q)
-            }
-            (Some(p), None) => {
-                self.i += 1;
-                self.j = self.keyed_len;
-                Some(p)
-            }
-            (None, None) => None,
+        /// Which list a head comes from.
+        #[derive(Clone, Copy)]
+        enum From {
+            Plain,
+            Keyed,
+            Field(usize),
         }
+        let mut best: Option<(u64, From, u32)> = None;
+        let mut offer = |slot: u32, from: From| {
+            let h = table.handle_at(slot);
+            if best.is_none_or(|(b, _, _)| h < b) {
+                best = Some((h, from, slot));
+            }
+        };
+        if self.i < self.plain_len {
+            offer(lists.plain.slots[self.i], From::Plain);
+        }
+        if self.j < self.keyed_len {
+            match lists.keyed.get(&self.key).and_then(|v| v.slots.get(self.j)) {
+                Some(&q) => offer(q, From::Keyed),
+                None => self.j = self.keyed_len,
+            }
+        }
+        for n in 0..self.nf as usize {
+            let (f, v, pos, len) = &mut self.fields[n];
+            if *pos < *len {
+                match lists
+                    .fields
+                    .get(&(*f as usize, *v))
+                    .and_then(|l| l.slots.get(*pos as usize))
+                {
+                    Some(&q) => offer(q, From::Field(n)),
+                    None => *pos = *len,
+                }
+            }
+        }
+        let (_, from, slot) = best?;
+        let dead_bit = match from {
+            From::Plain => {
+                self.i += 1;
+                return Some(slot);
+            }
+            From::Keyed => {
+                self.j += 1;
+                1
+            }
+            From::Field(n) => {
+                self.fields[n].2 += 1;
+                2 << n
+            }
+        };
+        if table.ending && !table.slot(slot).is_some_and(|l| l.alive) {
+            self.met_dead |= dead_bit;
+        }
+        Some(slot)
     }
 }
 
@@ -87,19 +129,14 @@ pub(crate) struct KindView {
 }
 
 impl<E: Event> ListenerTable<E> {
-    /// A cursor over the listeners of bucket `b` in `mode`'s lists that an event with the key
-    /// `key()` is offered to: the unkeyed ones and those keyed on its key, merged in registration
-    /// order (R6.4), and only those whose handle is below `first_new` (`u64::MAX`: all of them),
-    /// that is those present when its dispatch started (R6.5). `key` runs only if some listener
-    /// of the lists is keyed.
+    /// A cursor over the listeners of bucket `b` in `mode`'s lists that `event` is offered to:
+    /// the unkeyed ones, those keyed on its key and those listed under the values of its indexed
+    /// fields, merged in registration order (R6.4, R6.10), and only those whose handle is below
+    /// `first_new` (`u64::MAX`: all of them), that is those present when its dispatch started
+    /// (R6.5). The event's `key()` and `field()` run only if some listener of the lists is keyed,
+    /// or indexed on that field.
     #[inline(always)]
-    pub(crate) fn cursor(
-        &self,
-        b: usize,
-        mode: Mode,
-        key: impl FnOnce() -> Option<u64>,
-        first_new: u64,
-    ) -> Cursor {
+    pub(crate) fn cursor(&self, b: usize, mode: Mode, event: &E, first_new: u64) -> Cursor {
         let lists = self.buckets[b].lists(mode);
         // Each list is in registration order, so in handle order: cut it at the first new handle.
         // (Between dispatches every listed slot is occupied: compaction unlists before it frees.)
@@ -113,12 +150,12 @@ impl<E: Event> ListenerTable<E> {
         };
         let (key, keyed_len) = match lists.keyed.is_empty() {
             true => (0, 0),
-            false => match key() {
-                Some(k) => (k, lists.keyed.get(&k).map_or(0, &cut)),
+            false => match event.key() {
+                Some(k) => (k, lists.keyed.get(&k).map_or(0, cut)),
                 None => (0, 0),
             },
         };
-        Cursor {
+        let mut c = Cursor {
             bucket: b as u32,
             mode,
             key,
@@ -126,16 +163,48 @@ impl<E: Event> ListenerTable<E> {
             plain_len: cut(&lists.plain),
             j: 0,
             keyed_len,
-            met_dead: false,
+            nf: 0,
+            fields: [(0, 0, 0, 0); FIELD_LISTS],
+            met_dead: 0,
+        };
+        if !lists.field_ids.is_empty() {
+            c.add_fields(lists, event, &cut);
         }
+        c
     }
 
-    /// After a walk: queues the keyed list `cursor` walked for compaction if the walk met dead
-    /// listeners there (see [`ending`](Self::ending)).
+    /// After a walk: queues the lists `cursor` walked for compaction where the walk met dead
+    /// listeners (see [`ending`](Self::ending)).
     #[inline]
     pub(crate) fn walked(&mut self, cursor: &Cursor) {
-        if cursor.met_dead {
-            self.queue(cursor.bucket, cursor.mode, Some(cursor.key));
+        if cursor.met_dead == 0 {
+            return;
+        }
+        if cursor.met_dead & 1 != 0 {
+            self.queue(cursor.bucket, cursor.mode, IndexKey::Key(cursor.key));
+        }
+        for n in 0..cursor.nf as usize {
+            if cursor.met_dead & (2 << n) != 0 {
+                let (f, v, _, _) = cursor.fields[n];
+                self.queue(cursor.bucket, cursor.mode, IndexKey::Field(f as usize, v));
+            }
+        }
+    }
+}
+
+impl Cursor {
+    /// Adds the lists of `event`'s indexed fields (R6.10).
+    #[inline(never)]
+    fn add_fields<E: Event>(&mut self, lists: &Lists, event: &E, cut: &dyn Fn(&List) -> usize) {
+        for &(f, _) in lists.field_ids.iter().take(FIELD_LISTS) {
+            let Some(v) = event.field(f) else {
+                continue;
+            };
+            let len = lists.fields.get(&(f, v)).map_or(0, cut);
+            if len > 0 {
+                self.fields[self.nf as usize] = (f as u32, v, 0, len as u32);
+                self.nf += 1;
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The lists the listener table is made of: a kind's [`Bucket`], its [`Lists`] of one mode
-//! (unkeyed, and by key), each [`List`] of slots in registration order with its count of dead
-//! entries, a bucket's lone listener ([`Solo`]), and the kind map with its hasher.
+//! (unkeyed, by key, and by the value of an indexed field), each [`List`] of slots in
+//! registration order with its count of dead entries, a bucket's lone listener ([`Solo`]), and
+//! the kind map with its hasher.
 //!
-//! Owns these structures; the table fills and compacts them. May import `entry` only.
+//! Owns these structures; the table fills and compacts them. May import `entry` and `pattern`.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -10,6 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use smallvec::SmallVec;
 
 use crate::entry::Mode;
+use crate::pattern::IndexKey;
 
 /// A list at most this long is compacted as soon as one of its listeners ends: cheap, and it
 /// keeps a kind's lone listener recognisable as its [`Bucket::solo`] right after the others end.
@@ -40,32 +42,67 @@ impl List {
     }
 }
 
-/// The listeners of one event kind in one mode: unkeyed ones, and keyed ones by key; each list in
-/// registration order.
+/// The listeners of one event kind in one mode: unkeyed ones, keyed ones by key, and those
+/// indexed on a field by `(field, value)`; each list in registration order.
 #[derive(Default)]
 pub(crate) struct Lists {
     pub(crate) plain: List,
     pub(crate) keyed: KindMap<u64, List>,
+    pub(crate) fields: KindMap<(usize, u64), List>,
+    /// The fields `fields` has lists for, each with its number of lists: what a dispatch looks
+    /// up in an event (R6.10).
+    pub(crate) field_ids: SmallVec<[(usize, u32); 2]>,
 }
 
 impl Lists {
-    pub(super) fn list_mut(&mut self, key: Option<u64>) -> &mut List {
+    pub(super) fn list_mut(&mut self, key: IndexKey) -> &mut List {
         match key {
-            None => &mut self.plain,
-            Some(k) => self.keyed.entry(k).or_default(),
+            IndexKey::Plain => &mut self.plain,
+            IndexKey::Key(k) => self.keyed.entry(k).or_default(),
+            IndexKey::Field(f, v) => {
+                let ids = &mut self.field_ids;
+                self.fields.entry((f, v)).or_insert_with(|| {
+                    match ids.iter_mut().find(|(id, _)| *id == f) {
+                        Some((_, n)) => *n += 1,
+                        None => ids.push((f, 1)),
+                    }
+                    List::default()
+                })
+            }
         }
     }
 
-    pub(super) fn get_mut(&mut self, key: Option<u64>) -> Option<&mut List> {
+    pub(super) fn get_mut(&mut self, key: IndexKey) -> Option<&mut List> {
         match key {
-            None => Some(&mut self.plain),
-            Some(k) => self.keyed.get_mut(&k),
+            IndexKey::Plain => Some(&mut self.plain),
+            IndexKey::Key(k) => self.keyed.get_mut(&k),
+            IndexKey::Field(f, v) => self.fields.get_mut(&(f, v)),
+        }
+    }
+
+    /// Drops the list of `key` (a keyed or field list that compaction emptied).
+    pub(super) fn remove(&mut self, key: IndexKey) {
+        match key {
+            IndexKey::Plain => {}
+            IndexKey::Key(k) => {
+                self.keyed.remove(&k);
+            }
+            IndexKey::Field(f, v) => {
+                if self.fields.remove(&(f, v)).is_some() {
+                    if let Some(i) = self.field_ids.iter().position(|(id, _)| *id == f) {
+                        self.field_ids[i].1 -= 1;
+                        if self.field_ids[i].1 == 0 {
+                            self.field_ids.remove(i);
+                        }
+                    }
+                }
+            }
         }
     }
 
     /// Whether no listener is registered.
     pub(crate) fn is_empty(&self) -> bool {
-        self.plain.slots.is_empty() && self.keyed.is_empty()
+        self.plain.slots.is_empty() && self.keyed.is_empty() && self.fields.is_empty()
     }
 }
 

@@ -34,8 +34,10 @@ use smallvec::SmallVec;
 use crate::entry::{Handler, MatchHandler, Mode};
 use crate::event::Event;
 use crate::expr::ExprListener;
+use crate::pattern::IndexKey;
 use crate::pattern::Template;
 
+pub(crate) use crate::expr::Held;
 pub(crate) use cursor::{Cursor, KindView};
 pub(crate) use lists::{Bucket, KindMap, List, Lists, Solo};
 
@@ -64,7 +66,7 @@ pub(crate) struct ListenerSlot<E: Event> {
     pub(crate) mode: Mode,
     pub(crate) body: Body<E>,
     /// Where the slot is listed: `(bucket, key)`; a template is listed once, inline.
-    pub(super) regs: SmallVec<[(u32, Option<u64>); 1]>,
+    pub(super) regs: SmallVec<[(u32, IndexKey); 1]>,
     /// How many lists still hold the slot: it is freed when a dead listener's count reaches 0.
     pub(super) listed: u32,
     pub(crate) alive: bool,
@@ -74,12 +76,18 @@ pub(crate) struct ListenerSlot<E: Event> {
 }
 
 impl<E: Event> ListenerSlot<E> {
-    /// Whether the listener is listed under bucket `bucket` unkeyed, or keyed on `key`: whether a
-    /// dispatch of an event of that bucket's kind with that key would offer it the event.
-    pub(crate) fn listed_under(&self, bucket: u32, key: Option<u64>) -> bool {
-        self.regs
-            .iter()
-            .any(|&(b, k)| b == bucket && (k.is_none() || k == key))
+    /// Whether the listener is listed under bucket `bucket` where a dispatch of `event` (of that
+    /// bucket's kind) would offer it the event: unkeyed, under its key, or under the value of one
+    /// of its fields.
+    pub(crate) fn listed_under(&self, bucket: u32, event: &E) -> bool {
+        self.regs.iter().any(|&(b, k)| {
+            b == bucket
+                && match k {
+                    IndexKey::Plain => true,
+                    IndexKey::Key(key) => event.key() == Some(key),
+                    IndexKey::Field(f, v) => event.field(f) == Some(v),
+                }
+        })
     }
 }
 
@@ -99,7 +107,7 @@ pub(crate) struct ListenerTable<E: Event> {
     /// Buckets freed by `compact` (their kind had no listener left), reused before new ones.
     free_buckets: Vec<u32>,
     /// Lists holding dead listeners: `(bucket, mode, key)`, compacted between dispatches.
-    dirty: Vec<(u32, Mode, Option<u64>)>,
+    dirty: Vec<(u32, Mode, IndexKey)>,
     /// Dead listeners listed nowhere (expressions of timers only), freed by `compact`.
     unlisted: Vec<u32>,
     /// Buckets `compact` found empty (a reused buffer).
@@ -109,6 +117,9 @@ pub(crate) struct ListenerTable<E: Event> {
     visited: u64,
     /// Live listeners in the table.
     live: usize,
+    /// What the live expression listeners hold: matches in progress with at least one event,
+    /// and their events (R7.6: bounded by the expressions; published in the status).
+    held: Held,
     /// Set by [`ending`](Self::ending): dead listeners' handles stay in `by_handle`, and keyed
     /// lists learn of their dead listeners from the dispatches that meet them.
     ending: bool,
@@ -138,6 +149,7 @@ impl<E: Event> Default for ListenerTable<E> {
             #[cfg(test)]
             visited: 0,
             live: 0,
+            held: Held::default(),
             ending: false,
             #[cfg(test)]
             walked: std::cell::Cell::new(0),
@@ -229,11 +241,14 @@ impl<E: Event> ListenerTable<E> {
         instance: u32,
         mode: Mode,
         body: Body<E>,
-        index: &[(E::Kind, Option<u64>)],
+        index: &[(E::Kind, IndexKey)],
     ) -> u32 {
-        let regs: SmallVec<[(u32, Option<u64>); 1]> = index
+        let regs: SmallVec<[(u32, IndexKey); 1]> = index
             .iter()
-            .map(|&(kind, key)| (self.bucket_for(kind), key))
+            .map(|&(kind, key)| {
+                let b = self.bucket_for(kind);
+                (b, self.listable(b, mode, key))
+            })
             .collect();
         let simple = mode == Mode::All
             && matches!(&body, Body::Template { template, .. } if !template.has_filter());
@@ -271,6 +286,21 @@ impl<E: Event> ListenerTable<E> {
         index
     }
 
+    /// Where a listener meant for `key` is listed in bucket `b`'s `mode` lists: there, unless it
+    /// is a field that would be the lists' `FIELD_LISTS + 1`-th indexed field; such a listener is
+    /// listed unkeyed (its template checks the field as data, R6.10).
+    fn listable(&self, b: u32, mode: Mode, key: IndexKey) -> IndexKey {
+        let IndexKey::Field(f, _) = key else {
+            return key;
+        };
+        let ids = &self.buckets[b as usize].lists(mode).field_ids;
+        if ids.len() >= cursor::FIELD_LISTS && !ids.iter().any(|&(id, _)| id == f) {
+            IndexKey::Plain
+        } else {
+            key
+        }
+    }
+
     /// The listener in `slot`, if the slot is occupied.
     #[inline(always)]
     pub(crate) fn slot(&self, slot: u32) -> Option<&ListenerSlot<E>> {
@@ -286,6 +316,17 @@ impl<E: Event> ListenerTable<E> {
     /// Live listeners in the table.
     pub(crate) fn live(&self) -> usize {
         self.live
+    }
+
+    /// What the live expression listeners hold (see [`Held`]).
+    pub(crate) fn held(&self) -> Held {
+        self.held
+    }
+
+    /// Notes that a step took an expression listener from holding `before` to `after`.
+    pub(crate) fn note_held(&mut self, before: Held, after: Held) {
+        self.held.sub(before);
+        self.held.add(after);
     }
 
     /// The slot of a live listener's handle. Checked against the slot, since the map may keep the
@@ -322,7 +363,7 @@ impl<E: Event> ListenerTable<E> {
     }
 
     /// Queues the list `(b, mode, key)` for compaction, if it exists and is not queued yet.
-    fn queue(&mut self, b: u32, mode: Mode, key: Option<u64>) {
+    fn queue(&mut self, b: u32, mode: Mode, key: IndexKey) {
         let Some(bucket) = self.buckets.get_mut(b as usize) else {
             return;
         };
@@ -363,6 +404,9 @@ impl<E: Event> ListenerTable<E> {
         l.alive = false;
         l.simple = false;
         self.live -= 1;
+        if let Body::Expr { expr, .. } = &l.body {
+            self.held.sub(expr.held());
+        }
         if !self.ending {
             self.by_handle.remove(&l.handle);
         }
@@ -374,7 +418,7 @@ impl<E: Event> ListenerTable<E> {
                 self.unlisted.push(slot);
             }
             for &(b, key) in &l.regs {
-                if key.is_some() && self.ending {
+                if key != IndexKey::Plain && self.ending {
                     // Not looked up (see `ending`); a keyed listener is never a bucket's solo.
                     continue;
                 }
@@ -396,7 +440,7 @@ impl<E: Event> ListenerTable<E> {
     fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
         bucket.solo = match lists.plain.slots[..] {
-            [only] if lists.keyed.is_empty() => slots[only as usize]
+            [only] if lists.keyed.is_empty() && lists.fields.is_empty() => slots[only as usize]
                 .as_ref()
                 .filter(|l| l.simple)
                 .map(|l| Solo {
@@ -449,8 +493,8 @@ impl<E: Event> ListenerTable<E> {
             });
             list.dead = 0;
             list.queued = false;
-            if let (Some(k), true) = (key, list.slots.is_empty()) {
-                lists.keyed.remove(&k);
+            if key != IndexKey::Plain && list.slots.is_empty() {
+                lists.remove(key);
             }
             bucket.has_completed = !bucket.completed.is_empty();
             Self::refresh_solo(slots, bucket);

@@ -25,7 +25,7 @@ fn template(pattern: Pattern<Ev>) -> Body<Ev> {
 
 /// Registers a listener of `instance` on `pattern`; returns its slot.
 fn add(t: &mut ListenerTable<Ev>, handle: u64, instance: u32, mode: Mode, p: Pattern<Ev>) -> u32 {
-    let index = [(p.template.kind, p.template.key)];
+    let index = [(p.template.kind, p.template.index())];
     t.insert(handle, instance, mode, template(p), &index)
 }
 
@@ -147,4 +147,97 @@ fn r6_9_a_kind_without_listeners_gives_its_bucket_back() {
     t.compact();
     assert_eq!(t.bucket_of(&3), None);
     assert_eq!(t.free_buckets, [b2 as u32]);
+}
+
+/// An event with a key and three fields (`f[i]` is field `i`).
+#[derive(Clone, Debug)]
+struct Fx {
+    key: u64,
+    f: [u64; 4],
+}
+
+impl Event for Fx {
+    type Kind = ();
+    fn kind(&self) {}
+    fn key(&self) -> Option<u64> {
+        Some(self.key)
+    }
+    fn field(&self, field: usize) -> Option<u64> {
+        self.f.get(field).copied()
+    }
+}
+
+fn add_fx(t: &mut ListenerTable<Fx>, handle: u64, p: Pattern<Fx>) -> u32 {
+    let index = [(p.template.kind, p.template.index())];
+    let body = Body::Template {
+        template: p.template,
+        handler: Box::new(|_, _, _| {}),
+    };
+    t.insert(handle, 0, Mode::All, body, &index)
+}
+
+/// The slots a dispatch of `e` walks, in order, and the table's walk count after it.
+fn walk(t: &mut ListenerTable<Fx>, e: &Fx) -> Vec<u32> {
+    let b = t.bucket_of(&()).unwrap();
+    let mut c = t.cursor(b, Mode::All, e, u64::MAX);
+    let mut v = Vec::new();
+    while let Some(s) = c.next(t) {
+        v.push(s);
+    }
+    t.walked(&c);
+    v
+}
+
+// R6.10, R6.9, R6.4: a template with a field equality (and no key) is listed under the field's
+// value: a dispatch walks the unkeyed listeners, those keyed on the event's key and those under
+// its fields' values only, merged in registration order; templates beyond the lists' indexed
+// fields are listed unkeyed; emptied field lists go at compaction.
+#[test]
+fn r6_10_field_equalities_are_indexed_and_merged_in_registration_order() {
+    let mut t = ListenerTable::<Fx>::default();
+    let p = Pattern::<Fx>::any;
+    let a = add_fx(&mut t, 1, p().field(0, 5));
+    let b = add_fx(&mut t, 2, p());
+    let c = add_fx(&mut t, 3, p().key(9));
+    let d = add_fx(&mut t, 4, p().field(1, 7).field(0, 6)); // indexed on field 1 (its first)
+    let e = add_fx(&mut t, 5, p().field(0, 5).key(1)); // keyed: the key wins
+    let f = add_fx(&mut t, 6, p().field_in(2, 3..=4)); // a range: unkeyed
+                                                       // Thousands of listeners on other values cost this dispatch nothing.
+    for h in 100..2_100 {
+        add_fx(&mut t, h, p().field(0, h));
+    }
+    let ev = |key, f0, f1| Fx {
+        key,
+        f: [f0, f1, 3, 0],
+    };
+    assert_eq!(walk(&mut t, &ev(9, 5, 7)), [a, b, c, d, f]);
+    assert_eq!(walk(&mut t, &ev(1, 5, 0)), [a, b, e, f]);
+    assert_eq!(walk(&mut t, &ev(0, 6, 8)), [b, f]);
+    let before = t.work();
+    walk(&mut t, &ev(0, 0, 0));
+    assert_eq!(
+        t.work() - before,
+        3,
+        "two unkeyed listeners and the end: no field list walked"
+    );
+    // Fields 0, 1 and 3 indexed: a fourth field's template is listed unkeyed, and still checked.
+    let g = add_fx(&mut t, 7, p().field(3, 1));
+    let h = add_fx(&mut t, 8, p().field(2, 3));
+    let i = add_fx(&mut t, 9, p().field(3, 2));
+    assert_eq!(t.slot(g).map(|l| l.regs[0].1), Some(IndexKey::Field(3, 1)));
+    assert_eq!(t.slot(h).map(|l| l.regs[0].1), Some(IndexKey::Plain));
+    assert_eq!(t.slot(i).map(|l| l.regs[0].1), Some(IndexKey::Field(3, 2)));
+    let mut x = ev(0, 0, 0);
+    x.f[3] = 2;
+    assert_eq!(walk(&mut t, &x), [b, f, h, i]);
+    // A field list whose listeners end goes, and its field with its last list.
+    t.kill(d);
+    t.compact();
+    assert!(!t.buckets[0].ordinary.fields.contains_key(&(1, 7)));
+    assert!(t.buckets[0]
+        .ordinary
+        .field_ids
+        .iter()
+        .all(|&(id, _)| id != 1));
+    assert_eq!(walk(&mut t, &ev(9, 5, 7)), [a, b, c, f, h]);
 }

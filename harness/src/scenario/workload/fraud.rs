@@ -48,7 +48,7 @@ pub const RULE2_WINDOW_MS: u64 = 600_000;
 const SEED: u64 = 0x0f4a_0d00_2031;
 
 /// Cards and transactions per mode: `(cards, transactions)`.
-fn sizes(mode: crate::scenario::Mode) -> (usize, usize) {
+pub(super) fn sizes(mode: crate::scenario::Mode) -> (usize, usize) {
     mode.pick((1_000, 20_000), (20_000, 1_000_000), (20_000, 1_000_000))
 }
 
@@ -71,8 +71,8 @@ pub struct Tx {
     pub mark: bool,
 }
 
-/// The generated stream: `n` transactions over `cards` cards.
-fn generate(cards: usize, n: usize) -> Data<Tx> {
+/// The generated stream: `n` transactions over `cards` cards (also `workload/travel`'s).
+pub(super) fn generate(cards: usize, n: usize) -> Data<Tx> {
     let mut rng = Rng::new(SEED);
     let keys: Vec<(u64, u16)> = (0..cards as u64)
         .map(|i| (super::common::mix(i ^ SEED), rng.below(40) as u16))
@@ -109,6 +109,31 @@ fn generate(cards: usize, n: usize) -> Data<Tx> {
     }
 }
 
+/// Rule 2 by hand, for one card: the pending watches of its large transactions, `(large tx id,
+/// its country)`. Shared with `workload/travel`, the same rule as one expression.
+#[derive(Default)]
+pub(super) struct Rule2(Watches<(u64, u16)>);
+
+impl Rule2 {
+    /// Takes one of the card's transactions: the watches registered before it first (it may
+    /// complete them: `alert(large id, tx id)`), then its own watch if it is large.
+    #[inline]
+    pub(super) fn step(&mut self, tx: &Tx, mut alert: impl FnMut(u64, u64)) {
+        if tx.present {
+            self.0.fire(
+                tx.t_ms,
+                |&(_, c)| c != tx.country,
+                |&(a, _)| alert(a, tx.id),
+            );
+        } else {
+            self.0.fire(tx.t_ms, |_| false, |_| {});
+        }
+        if tx.amount > RULE2_AMOUNT {
+            self.0.push(tx.t_ms + RULE2_WINDOW_MS, (tx.id, tx.country));
+        }
+    }
+}
+
 /// One card's state in the twin.
 #[derive(Default)]
 struct Card {
@@ -116,8 +141,8 @@ struct Card {
     over: [(u64, u64); 2],
     /// How many of `over` are set (0 to 2).
     seen: u8,
-    /// Rule 2's pending watches: `(large tx id, its country)`.
-    large: Watches<(u64, u16)>,
+    /// Rule 2's pending watches.
+    large: Rule2,
 }
 
 /// The two rules by hand: a map from card to [`Card`].
@@ -136,26 +161,14 @@ impl Twin<Tx> for FraudTwin {
             first,
             last,
         };
-        // Rule 2: the watches registered before this transaction.
-        if tx.present {
-            card.large.fire(
-                tx.t_ms,
-                |&(_, c)| c != tx.country,
-                |&(a, _)| alerts.push(alert(2, a, tx.id)),
-            );
-        } else {
-            card.large.fire(tx.t_ms, |_| false, |_| {});
-        }
+        // Rule 2 (its watches see this transaction before it registers its own).
+        card.large.step(tx, |a, x| alerts.push(alert(2, a, x)));
         if tx.amount > RULE1_AMOUNT {
             if card.seen == 2 && tx.t_ms < card.over[0].0 + RULE1_WINDOW_MS {
                 alerts.push(alert(1, card.over[0].1, tx.id));
             }
             card.over = [card.over[1], (tx.t_ms, tx.id)];
             card.seen = (card.seen + 1).min(2);
-        }
-        if tx.amount > RULE2_AMOUNT {
-            card.large
-                .push(tx.t_ms + RULE2_WINDOW_MS, (tx.id, tx.country));
         }
     }
 
@@ -248,7 +261,7 @@ pub(super) fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Tx>>) -> Outcome {
 }
 
 #[cfg(feature = "engine")]
-mod imp {
+pub(super) mod imp {
     use super::super::common::{engine, Alert, Timed};
     use super::*;
     use crate::alloc::{allocations, counting_installed};
@@ -274,7 +287,7 @@ mod imp {
     }
 
     /// The kind of every transaction.
-    const TX: bool = false;
+    pub(in crate::scenario::workload) const TX: bool = false;
     /// The kind of `alloc/workload`'s markers.
     const MARK: bool = true;
 
@@ -472,21 +485,30 @@ mod imp {
         }
         out
     }
+    /// A transaction for the rules' tests (fraud's and travel's).
+    #[cfg(test)]
+    pub(in crate::scenario::workload) fn tx(
+        id: u64,
+        card: u64,
+        t_ms: u64,
+        amount: u32,
+        country: u16,
+        present: bool,
+    ) -> Tx {
+        Tx {
+            id,
+            card,
+            t_ms,
+            amount,
+            country,
+            present,
+            mark: false,
+        }
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
-
-        fn tx(id: u64, card: u64, t_ms: u64, amount: u32, country: u16, present: bool) -> Tx {
-            Tx {
-                id,
-                card,
-                t_ms,
-                amount,
-                country,
-                present,
-                mark: false,
-            }
-        }
 
         /// Sorts by time (stable), numbers the events in that order, runs both sides.
         fn both(mut v: Vec<Tx>) -> (Vec<Alert>, Vec<Alert>) {

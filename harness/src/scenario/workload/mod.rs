@@ -4,15 +4,19 @@
 //! equals its twin's exactly; its headline is the paired ratio engine / twin (issue 31).
 //!
 //! One file per workload: [`fraud`], [`spike`], [`absence`], [`keys`]; a CEP peer of fraud in
-//! [`varpulis`].
+//! [`varpulis`]. The pattern language's workloads (issue 33): [`travel`] (a condition across
+//! events), [`burst`] (counted repetition), [`unconfirmed`] (timed-out partial matches).
 
 use super::Scenario;
 
 pub mod absence;
+pub mod burst;
 mod common;
 pub mod fraud;
 pub mod keys;
 pub mod spike;
+pub mod travel;
+pub mod unconfirmed;
 pub mod varpulis;
 
 /// Registers every workload scenario and its twin, next to each other.
@@ -22,4 +26,7 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     absence::register(v, cores);
     spike::register(v, cores);
     keys::register(v, cores);
+    travel::register(v, cores);
+    burst::register(v, cores);
+    unconfirmed::register(v, cores);
 }
