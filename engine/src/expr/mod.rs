@@ -174,4 +174,8 @@ pub(crate) use listener::{ExprListener, Fired, Held};
 pub(crate) use matcher::{StepOut, Stimulus};
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
