@@ -190,9 +190,7 @@ impl<'a, E> Prior<'a, E> {
         let template = self.labels.find(name);
         let (got, labels) = (self.got, self.labels);
         got.iter()
-            .filter(move |(d, _)| {
-                template.is_some() && labels.ordinal(*d as usize) == template
-            })
+            .filter(move |(d, _)| template.is_some() && labels.ordinal(*d as usize) == template)
             .map(|(_, e)| e)
     }
 

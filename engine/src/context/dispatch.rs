@@ -462,13 +462,17 @@ impl<E: Event> Context<E> {
             return false;
         };
         // User code (the filters of its templates): a panic ends the listener's instance.
+        if let Stimulus::Time(t) = stim {
+            if !expr.first_at(self.tick, t) {
+                self.step_timers = out.timers;
+                return false;
+            }
+        }
         let fired = &mut self.fired;
-        let before = expr.held();
         let stepped =
             panic::catch_unwind(AssertUnwindSafe(|| expr.step(stim, now, &mut out, fired)));
-        let after = expr.held();
-        if after != before {
-            self.table.note_held(before, after);
+        if stepped.is_ok() && out.held.0 != out.held.1 {
+            self.table.note_held(out.held.0, out.held.1);
         }
         self.step_timers = out.timers;
         let (progressed, alive) = match stepped {

@@ -22,6 +22,8 @@ impl<E: Event> Context<E> {
     /// logical time and the tick would never end.
     pub(super) fn advance_time(&mut self, t: Time) {
         self.advancing = true;
+        // A new tick: an expression listener takes one clock stimulus per time in it.
+        self.tick = self.tick.wrapping_add(1);
         while let Some((due, _, handle, slot)) = self.timers.pop_if(|e| e.0 <= t) {
             if due > self.fx.now {
                 self.fx.now = due;

@@ -33,6 +33,9 @@ pub(crate) enum Def<E: Event> {
     All(usize),
 }
 
+/// A binary node's constructor (`Node::Then`, `Node::And`, `Node::Or`).
+type Binary<E> = fn(Box<Node<E>>, Box<Node<E>>) -> Node<E>;
+
 /// A flattened expression: its definitions and its templates' labels.
 pub(crate) struct Prog<E: Event> {
     pub(crate) defs: Vec<Def<E>>,
@@ -389,7 +392,7 @@ impl<E: Event> Expr<E> {
 
     /// `self` and `other` under a binary node; the policy is the one either part set (the left
     /// one's if both did).
-    fn join(self, other: Expr<E>, node: fn(Box<Node<E>>, Box<Node<E>>) -> Node<E>) -> Expr<E> {
+    fn join(self, other: Expr<E>, node: Binary<E>) -> Expr<E> {
         let after = if self.after == AfterMatch::NoSkip {
             other.after
         } else {
@@ -426,7 +429,11 @@ impl<E: Event> Expr<E> {
             labels: &mut Labels,
             templates: &mut u32,
         ) -> usize {
-            fn template(labels: &mut Labels, templates: &mut u32, name: Option<&'static str>) -> u32 {
+            fn template(
+                labels: &mut Labels,
+                templates: &mut u32,
+                name: Option<&'static str>,
+            ) -> u32 {
                 let t = *templates;
                 *templates += 1;
                 if name.is_some() {
@@ -444,12 +451,32 @@ impl<E: Event> Expr<E> {
                 }
                 Node::Wait(d) => (Def::Wait(d), NONE),
                 Node::At(t) => (Def::At(t), NONE),
-                Node::Then(a, b) => (Def::Then(go(*a, out, labels, templates), go(*b, out, labels, templates)), NONE),
-                Node::And(a, b) => (Def::And(go(*a, out, labels, templates), go(*b, out, labels, templates)), NONE),
-                Node::Or(a, b) => (Def::Or(go(*a, out, labels, templates), go(*b, out, labels, templates)), NONE),
+                Node::Then(a, b) => (
+                    Def::Then(
+                        go(*a, out, labels, templates),
+                        go(*b, out, labels, templates),
+                    ),
+                    NONE,
+                ),
+                Node::And(a, b) => (
+                    Def::And(
+                        go(*a, out, labels, templates),
+                        go(*b, out, labels, templates),
+                    ),
+                    NONE,
+                ),
+                Node::Or(a, b) => (
+                    Def::Or(
+                        go(*a, out, labels, templates),
+                        go(*b, out, labels, templates),
+                    ),
+                    NONE,
+                ),
                 Node::Not(a) => (Def::Not(go(*a, out, labels, templates)), NONE),
                 Node::Within(a, d) => (Def::Within(go(*a, out, labels, templates), d), NONE),
-                Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out, labels, templates), d), NONE),
+                Node::WithinFirst(a, d) => {
+                    (Def::WithinFirst(go(*a, out, labels, templates), d), NONE)
+                }
                 Node::All(a) => (Def::All(go(*a, out, labels, templates)), NONE),
             };
             out.push(d);

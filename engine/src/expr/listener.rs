@@ -14,7 +14,7 @@ use crate::time::Time;
 
 use super::analysis::{leaves, never_matches};
 use super::combinators::AfterMatch;
-use super::matcher::{Matcher, Outcome, StepOut, Stimulus};
+use super::matcher::{Held, Matcher, Outcome, StepOut, Stimulus};
 use super::{Def, Expr, Prog};
 
 /// A completed match, handed to `when`/`when_all` handlers; or, for a listener registered with a
@@ -77,26 +77,6 @@ impl<E> Match<E> {
     }
 }
 
-/// What an expression listener holds: its matches in progress that have matched at least one
-/// event, and those events (SPEC R7.6; the status's `partial_matches` and `partial_events`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Held {
-    pub(crate) matches: u64,
-    pub(crate) events: u64,
-}
-
-impl Held {
-    pub(crate) fn add(&mut self, o: Held) {
-        self.matches += o.matches;
-        self.events += o.events;
-    }
-
-    pub(crate) fn sub(&mut self, o: Held) {
-        self.matches = self.matches.saturating_sub(o.matches);
-        self.events = self.events.saturating_sub(o.events);
-    }
-}
-
 /// What stepping a listener produced: a match, or a match that timed out (R7.7).
 pub(crate) struct Fired<E> {
     pub(crate) hit: Match<E>,
@@ -120,8 +100,9 @@ pub(crate) struct ExprListener<E: Event> {
     skip_past_last: bool,
     /// Whether matches that time out are reported (R7.7).
     timeouts: bool,
-    /// What its matches in progress hold, as of its last step.
-    held: Held,
+    /// The tick and time of the last clock stimulus it was stepped with (see
+    /// [`first_at`](Self::first_at)).
+    stepped: (u32, Time),
 }
 
 impl<E: Event> ExprListener<E> {
@@ -142,13 +123,29 @@ impl<E: Event> ExprListener<E> {
             fresh: all,
             skip_past_last: after == AfterMatch::SkipPastLastEvent,
             timeouts,
-            held: Held::default(),
+            stepped: (u32::MAX, Time::ZERO),
         }
     }
 
     /// What its matches in progress hold.
     pub(crate) fn held(&self) -> Held {
-        self.held
+        let mut held = Held::default();
+        for m in &self.matchers[..self.live as usize] {
+            held.count(m.events_held());
+        }
+        held
+    }
+
+    /// Whether a clock stimulus at `t` in the context's tick number `tick` is the first this
+    /// listener gets (and notes it). Its timers' entries can name one time more than once (two
+    /// timers of one match, or of two matches, due at once); every timer of its matches due by
+    /// `t` fires at the first, and a match started since then in the same tick has its due
+    /// timers deferred to the next one (R7.2): so a second stimulus at `t` in the same tick is
+    /// skipped, or it would fire that match early.
+    pub(crate) fn first_at(&mut self, tick: u32, t: Time) -> bool {
+        let first = self.stepped != (tick, t);
+        self.stepped = (tick, t);
+        first
     }
 
     pub(crate) fn leaves(&self) -> Vec<(E::Kind, crate::pattern::IndexKey)> {
@@ -198,9 +195,11 @@ impl<E: Event> ExprListener<E> {
         let mut completed = false;
         // Copies asked for by `all` (R7.8): they join the matches after this stimulus.
         let mut copies: Vec<Matcher<E>> = Vec::new();
+        let mut before = Held::default();
         let mut held = Held::default();
         while i < self.live as usize {
             let is_fresh = self.fresh && i + 1 == self.live as usize;
+            before.count(self.matchers[i].events_held());
             out.progressed = false;
             out.expired = false;
             let status = self.matchers[i].step(&self.prog.defs, &self.prog.labels, stim, now, out);
@@ -248,9 +247,7 @@ impl<E: Event> ExprListener<E> {
                     if is_fresh && out.progressed {
                         restart = true;
                     }
-                    let n = self.matchers[i].events_held();
-                    held.matches += u64::from(n > 0);
-                    held.events += n as u64;
+                    held.count(self.matchers[i].events_held());
                     i += 1;
                 }
             }
@@ -260,9 +257,7 @@ impl<E: Event> ExprListener<E> {
             held = Held::default();
         }
         for c in &copies {
-            let n = c.events_held();
-            held.matches += u64::from(n > 0);
-            held.events += n as u64;
+            held.count(c.events_held());
         }
         if completed && self.skip_past_last && self.live > 0 {
             // Every other match in progress started at or before the completed one's last
@@ -293,7 +288,7 @@ impl<E: Event> ExprListener<E> {
             self.live += 1;
             self.fresh = true;
         }
-        self.held = held;
+        out.held = (before, held);
         (progressed_any, self.live > 0)
     }
 

@@ -42,6 +42,32 @@ impl<E> Clone for Stimulus<'_, E> {
 
 impl<E> Copy for Stimulus<'_, E> {}
 
+/// What an expression listener holds: its matches in progress that have matched at least one
+/// event, and those events (SPEC R7.6; the status's `partial_matches` and `partial_events`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) matches: u64,
+    pub(crate) events: u64,
+}
+
+impl Held {
+    pub(crate) fn add(&mut self, o: Held) {
+        self.matches += o.matches;
+        self.events += o.events;
+    }
+
+    /// Adds a match holding `n` events (none: nothing).
+    pub(crate) fn count(&mut self, n: usize) {
+        self.matches += u64::from(n > 0);
+        self.events += n as u64;
+    }
+
+    pub(crate) fn sub(&mut self, o: Held) {
+        self.matches = self.matches.saturating_sub(o.matches);
+        self.events = self.events.saturating_sub(o.events);
+    }
+}
+
 /// Side effects of stepping a matcher.
 pub(crate) struct StepOut {
     /// Timers the new states need, as trigger times.
@@ -54,6 +80,9 @@ pub(crate) struct StepOut {
     /// The `all` definitions whose part matched in this step: the matcher is copied with each
     /// restarted (R7.8).
     pub(crate) alls: Vec<u32>,
+    /// What the listener's matches in progress held before and after the step (set by
+    /// [`ExprListener::step`](super::ExprListener::step)).
+    pub(crate) held: (Held, Held),
 }
 
 impl StepOut {
@@ -64,6 +93,7 @@ impl StepOut {
             progressed: false,
             expired: false,
             alls: Vec::new(),
+            held: (Held::default(), Held::default()),
         }
     }
 }
@@ -188,6 +218,23 @@ impl<E: Event> Matcher<E> {
             ..NodeState::default()
         };
         state.set_time(time);
+        // A part that fails from its start (a `not` of a repetition satisfied at once) fails what
+        // holds it from the start too, before any stimulus, so no sibling takes an event for it.
+        let failed = |n: usize| self.nodes[n].fin == Some(Outcome::Failed);
+        let fails = match &defs[d] {
+            &Def::Not(a) => matches!(
+                self.status_now(defs, a),
+                Outcome::Matched | Outcome::Satisfied
+            ),
+            &Def::And(a, b) => failed(a) || failed(b),
+            &Def::Or(a, b) => failed(a) && failed(b),
+            &Def::Then(a, b) => failed(a) || (self.nodes[b].started && failed(b)),
+            &Def::Within(a, _) | &Def::WithinFirst(a, _) | &Def::All(a) => failed(a),
+            _ => false,
+        };
+        if fails {
+            state.fin = Some(Outcome::Failed);
+        }
         self.nodes[d] = state;
     }
 
@@ -230,9 +277,16 @@ impl<E: Event> Matcher<E> {
             Def::Then(..) => Outcome::Pending,
             &Def::And(a, b) => combine_and(self.peek(defs, a), self.peek(defs, b)),
             &Def::Or(a, b) => combine_or(self.peek(defs, a), self.peek(defs, b)),
-            Def::Not(_) => Outcome::Holding,
+            &Def::Not(a) => match self.peek(defs, a) {
+                Outcome::Matched | Outcome::Satisfied => Outcome::Failed,
+                _ => Outcome::Holding,
+            },
             &Def::All(a) => self.peek(defs, a),
-            &Def::Within(a, _) | &Def::WithinFirst(a, _) => self.peek(defs, a),
+            // Before its bound, a holding part is pending (see `at_bound`).
+            &Def::Within(a, _) | &Def::WithinFirst(a, _) => match self.peek(defs, a) {
+                Outcome::Holding => Outcome::Pending,
+                s => s,
+            },
         }
     }
 
@@ -357,10 +411,9 @@ impl<E: Event> Matcher<E> {
                 let s = self.step_node(defs, labels, a, stim, now, out);
                 // Its first event starts the clock (once: a bound beyond the end of logical time
                 // stays `None`, and so would every later try).
-                if self.hits != hits
-                    && !node.timed
-                    && matches!(s, Outcome::Pending | Outcome::Holding | Outcome::Satisfied)
-                {
+                // Also when that event completes the part: the copies `all` makes of the match
+                // keep the clock (R7.8).
+                if self.hits != hits && !node.timed && s != Outcome::Failed {
                     let bound = now.checked_add(dur);
                     self.nodes[d].set_time(bound);
                     out.timers.extend(bound);
@@ -479,6 +532,8 @@ fn at_bound(s: Outcome, expired: bool, out: &mut StepOut) -> Outcome {
             out.expired = true;
             Outcome::Failed
         }
+        // A holding part is an absence established only at the bound: pending until then.
+        Outcome::Holding => Outcome::Pending,
         other => other,
     }
 }

@@ -170,7 +170,8 @@ pub use combinators::{all, at, not, wait, AfterMatch, Expr};
 pub use listener::Match;
 
 pub(crate) use combinators::{Def, Prog};
-pub(crate) use listener::{ExprListener, Fired, Held};
+pub(crate) use listener::{ExprListener, Fired};
+pub(crate) use matcher::Held;
 pub(crate) use matcher::{StepOut, Stimulus};
 
 #[cfg(test)]

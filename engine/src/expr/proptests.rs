@@ -11,11 +11,11 @@
 //!
 //! Limits, on purpose: the driver gives one time stimulus per due time (two timers due at once
 //! are one stimulus, which the context does not do: see
-//! `disputed_repeating_already_due_timers_fire_once_per_tick`); an expression holds at most one
+//! `r7_2_repeating_already_due_timers_fire_once_per_tick`); an expression holds at most one
 //! `all` (copies of copies grow fast); `given` conditions are not generated under `not`, nor a
-//! `not` under a `not`; the model reads the disputed points as the engine does (`ENGINE_READING`)
-//! so that the tests check everything else, and the `disputed_*` tests below, ignored with their
-//! reasons, assert the SPEC's reading of each.
+//! `not` under a `not`. The model reads the two points SPEC and docs leave open as the engine
+//! does (`ENGINE_READING`, see the note above the tests of the disagreements found, which are
+//! fixed); `the_model_reads_the_open_points_both_ways` checks the model's other reading.
 //!
 //! May import `event`, `pattern` and `time`.
 
@@ -87,14 +87,16 @@ fn expr(d: &Desc) -> Expr<Ev> {
 
 /// The engine's reading of the disputed points (see `Reading` and the `disputed` test).
 const ENGINE_READING: Reading = Reading {
-    within_passes_through: true,
+    within_passes_holding: false,
+    within_passes_satisfied: true,
     event_before_due_bound: true,
-    clock_when_matched_at_once: false,
+    clock_when_matched_at_once: true,
 };
 
 /// The other reading, which the disputed cases check.
 const DOCS_READING: Reading = Reading {
-    within_passes_through: false,
+    within_passes_holding: false,
+    within_passes_satisfied: false,
     event_before_due_bound: false,
     clock_when_matched_at_once: true,
 };
@@ -219,16 +221,6 @@ fn restrict(d: Desc, lang: Lang, under_not: bool) -> Desc {
             }
             if !lang.reps {
                 t.rep = Rep::Once;
-            }
-            // A `not` over a repetition satisfied from the start is a disagreement of its own
-            // (`disputed_not_of_a_repetition_satisfied_at_start`); elsewhere such repetitions
-            // are generated.
-            if under_not {
-                t.rep = match t.rep {
-                    Rep::AtLeast(0) => Rep::AtLeast(1),
-                    Rep::Between(0, b) if b > 0 => Rep::Between(1, b),
-                    r => r,
-                };
             }
             Desc::Tpl(t)
         }
@@ -594,12 +586,12 @@ fn fired_per_tick(expr: Expr<Ev>) -> Vec<u64> {
     v
 }
 
-// Disagreements between the engine and the SPEC/docs that the differential tests found. Each is
-// the minimal case, asserting what the SPEC and docs say; they fail against the engine as it is,
-// so they are ignored with the reason (run them with `--ignored`) until the engine is fixed or
-// the docs are changed to say what the engine does. The property tests above model the engine's
-// side of each (`ENGINE_READING`, and `restrict` for the `not` of a repetition satisfied at its
-// start) so that they check everything else.
+// Disagreements between the engine and the SPEC/docs that the differential tests found, each its
+// minimal case, asserting what the SPEC and docs say; the engine was fixed for each. Two readings
+// remain where SPEC and docs allow both (`ENGINE_READING` against `DOCS_READING`): a satisfied
+// repetition under `within` is passed on before the bound (R7.6's decision says so), and an event
+// taken at the start of a `within(0)`, before the next tick, still counts (R7.2: a bound already
+// due fires at the next tick).
 
 fn p(k: u32) -> Pattern<Ev> {
     Pattern::kind(k)
@@ -644,38 +636,35 @@ fn engine_log(expr: Expr<Ev>, all: bool, stims: &[(Stim, u64)]) -> (Vec<String>,
     (log, alive)
 }
 
-// DISAGREEMENT (R7.3, "`not` is a guard"; `not` and `within` docs): "`not(x).within(d)` matches
+// Found by the differential tests, fixed in the engine (R7.3, "`not` is a guard"; `not` and `within` docs): "`not(x).within(d)` matches
 // at the bound if `x` did not happen", and a holding `not` counts as matched only inside `and`
 // and at the bound of `within`. The engine passes a holding part of `within` on to its parent
 // before the bound, so "a 1, and no 3 for 5" fires at the 1 (at 1), not at the bound (5).
 #[test]
-#[ignore = "DISAGREEMENT (R7.3): engine fires `not(p(3)).within(5).and(p(1))` at the 1, before the bound"]
-fn disputed_not_within_matches_only_at_its_bound() {
+fn r7_3_not_within_matches_only_at_its_bound() {
     let five = Duration::from_nanos(5);
     let stims = [(Stim::Event((1, 1)), 1), (Stim::Time(5), 5)];
     let (log, _) = engine_log(not(p(3)).within(five).and(p(1)), false, &stims);
     assert_eq!(log, ["@5 [1.1]"]);
 }
 
-// DISAGREEMENT (R7.4, "`within` and `within_from_first`"): "`not(x).within_from_first(d)` has no
+// Found by the differential tests, fixed in the engine (R7.4, "`within` and `within_from_first`"): "`not(x).within_from_first(d)` has no
 // first event, can never match". The engine passes its holding `not` on, so inside `and` it
 // completes the match: `not(p(3)).within_from_first(5).and(wait(0))` fires at the first tick.
 #[test]
-#[ignore = "DISAGREEMENT (R7.4): `not(x).within_from_first(d)` completes an `and` in the engine"]
-fn disputed_not_within_from_first_never_matches() {
+fn r7_4_not_within_from_first_never_matches() {
     let five = Duration::from_nanos(5);
     let expr = not(p(3)).within_from_first(five).and(wait(Duration::ZERO));
     let (log, alive) = engine_log(expr, false, &[(Stim::Time(0), 1), (Stim::Time(100), 100)]);
     assert_eq!((log, alive), (vec![], true));
 }
 
-// DISAGREEMENT (R7.6, "Repetition": "`not(r)` of a repetition fails once `r` is satisfied"):
+// Found by the differential tests, fixed in the engine (R7.6, "Repetition": "`not(r)` of a repetition fails once `r` is satisfied"):
 // `at_least(0)` is satisfied from its start. A `not` of it set up at registration fails at once
 // (the first assertion, which holds), but one that `then` starts inside a step holds for that
 // step, so the `and` below fires with it.
 #[test]
-#[ignore = "DISAGREEMENT (R7.6): a `not` started by `then` over a repetition satisfied at its start holds"]
-fn disputed_not_of_a_repetition_satisfied_at_start() {
+fn r7_6_a_not_of_a_repetition_satisfied_at_start_fails_at_once() {
     let (log, alive) = engine_log(
         not(p(1).at_least(0)).and(p(3)),
         false,
@@ -695,28 +684,26 @@ fn disputed_not_of_a_repetition_satisfied_at_start() {
     );
 }
 
-// DISAGREEMENT (R7.2, "Timers already due": "a repeating timer therefore fires at most once per
+// Found by the differential tests, fixed in the engine (R7.2, "Timers already due": "a repeating timer therefore fires at most once per
 // tick"). A match that asks for two timers already due (`wait(0).and(wait(0))`) gets two
 // entries in the context's queue; the first fires it, the fresh match restarts (its timers
 // deferred to the next tick), and the second entry, popped in the same tick, fires the fresh
 // match too: two matches at time 0 on the first tick.
 #[test]
-#[ignore = "DISAGREEMENT (R7.2): `when_all(wait(0).and(wait(0)))` fires twice on one tick"]
-fn disputed_repeating_already_due_timers_fire_once_per_tick() {
+fn r7_2_repeating_already_due_timers_fire_once_per_tick() {
     let zero = || wait::<Ev>(Duration::ZERO);
     assert_eq!(fired_per_tick(zero()), [0, 1, 2]);
     assert_eq!(fired_per_tick(zero().and(zero())), [0, 1, 2]);
     assert_eq!(fired_per_tick(zero().or(zero())), [0, 1, 2]);
 }
 
-// DISAGREEMENT (R7.8, "`all` inside expressions": "the copy keeps ... the clocks of the bounds
+// Found by the differential tests, fixed in the engine (R7.8, "`all` inside expressions": "the copy keeps ... the clocks of the bounds
 // around `all`"; R7.4: the clock of `within_from_first` starts at its part's first event). In the
 // engine a `within_from_first` whose part matches on its first event starts no clock, so the
 // copies `all` makes of it have none: `all(p(3)).within_from_first(8)` fires for every 3, however
 // late, where the first 3 (at 2) should bound them all to before 10.
 #[test]
-#[ignore = "DISAGREEMENT (R7.8): the copies of `all(x).within_from_first(d)` have no bound"]
-fn disputed_all_copies_keep_the_clock_of_within_from_first() {
+fn r7_8_all_copies_keep_the_clock_of_within_from_first() {
     let eight = Duration::from_nanos(8);
     let stims = [
         (Stim::Event((3, 1)), 2),
@@ -754,10 +741,10 @@ fn model_log(desc: &Desc, reading: Reading, stims: &[(Stim, u64)]) -> (Vec<Strin
     (log, alive)
 }
 
-// The model under the other reading of the disputed points says what the SPEC and docs say
-// (and what the disputed tests above expect); under the engine's it agrees with the engine.
+// The model under the other reading of the open points says what that reading says; under the
+// engine's it agrees with the engine (the disagreements fixed since read alike under both).
 #[test]
-fn the_model_reads_the_disputed_cases_both_ways() {
+fn the_model_reads_the_open_points_both_ways() {
     use Desc::*;
     let t = |kind| {
         Tpl(super::reference::Tpl {
@@ -777,12 +764,28 @@ fn the_model_reads_the_disputed_cases_both_ways() {
     );
     assert_eq!(
         model_log(&absence_and, ENGINE_READING, &stims).0,
-        ["@1 [1.1]"]
+        ["@5 [1.1]"]
     );
     let never = And(b(WithinFirst(b(Not(b(t(3)))), 5)), b(Wait(0)));
     let stims = [(Stim::Time(0), 1), (Stim::Time(100), 100)];
     assert_eq!(model_log(&never, DOCS_READING, &stims), (vec![], true));
-    assert_eq!(model_log(&never, ENGINE_READING, &stims).0, ["@1 []"]);
+    assert_eq!(model_log(&never, ENGINE_READING, &stims), (vec![], true));
+    // A satisfied repetition under `within`: passed on before the bound (the engine), or pending
+    // until it (the other reading).
+    let rep1 = Tpl(super::reference::Tpl {
+        kind: 1,
+        filter: None,
+        given: None,
+        name: None,
+        rep: Rep::AtLeast(1),
+    });
+    let greedy = Then(b(Within(b(rep1), 10)), b(t(2)));
+    let stims = [(Stim::Event((1, 1)), 1), (Stim::Event((2, 2)), 2)];
+    assert_eq!(
+        model_log(&greedy, ENGINE_READING, &stims).0,
+        ["@2 [1.1 2.2]"]
+    );
+    assert!(model_log(&greedy, DOCS_READING, &stims).0.is_empty());
     // `within(0)`: an event at its start, before the next tick, is too late (the bound is
     // exclusive) or still counts (the bound fires at the next tick).
     let absence0 = Within(b(Not(b(t(1)))), 0);
@@ -806,6 +809,5 @@ fn the_model_reads_the_disputed_cases_both_ways() {
         docs,
         (vec!["@2 [3.1]".to_string(), "@4 [3.2]".into()], false)
     );
-    let engine = model_log(&every, ENGINE_READING, &stims).0;
-    assert_eq!(engine, ["@2 [3.1]", "@4 [3.2]", "@11 [3.3]"]);
+    assert_eq!(model_log(&every, ENGINE_READING, &stims), docs);
 }

@@ -223,11 +223,14 @@ impl Out {
 /// the other).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Reading {
-    /// Whether a `within`/`within_from_first` whose part holds (a `not`) or is satisfied (a
-    /// repetition) before its bound says so to its parent (so `not(x).within(d).and(b)` matches
-    /// at `b`, and `a.at_least(1).within(d).then(b)` looks for `b` from the first `a`), rather
-    /// than being pending until the bound, where it matches.
-    pub(super) within_passes_through: bool,
+    /// Whether a `within`/`within_from_first` whose part holds (a `not`) before its bound says
+    /// so to its parent (so `not(x).within(d).and(b)` would match at `b`), rather than being
+    /// pending until the bound, where it matches.
+    pub(super) within_passes_holding: bool,
+    /// Whether a `within`/`within_from_first` whose part is satisfied (a repetition) before its
+    /// bound says so to its parent (so `a.at_least(1).within(d).then(b)` looks for `b` from the
+    /// first `a`), rather than being pending until the bound.
+    pub(super) within_passes_satisfied: bool,
     /// Whether an event taken at or after a bound that no clock stimulus has reached yet (only
     /// a bound already due when it was set can be: `within(0)`, `within_from_first(0)`, which
     /// fire at the next tick) is still offered to the part, rather than being too late for it
@@ -749,7 +752,8 @@ impl Node {
             What::Within { inner, .. } => match inner.out {
                 Out::Matched => Out::Matched,
                 Out::Failed => Out::Failed,
-                Out::Holding | Out::Satisfied if reading.within_passes_through => inner.out,
+                Out::Holding if reading.within_passes_holding => inner.out,
+                Out::Satisfied if reading.within_passes_satisfied => inner.out,
                 _ => Out::Pending,
             },
         };
