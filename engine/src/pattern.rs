@@ -86,10 +86,14 @@ pub fn ordered_f64(x: f64) -> u64 {
 /// and each template's name.
 #[derive(Debug, Default)]
 pub(crate) struct Labels {
-    /// For each definition: its template number (`u32::MAX`: not a template), and the first
+    /// For each definition: its template number (`u32::MAX`: not a template), the first
     /// definition of its subtree (a subtree is the range `lo..=d`: children come before their
-    /// parent). One vector, allocated once with the definitions' count.
-    pub(crate) meta: Vec<(u32, u32)>,
+    /// parent), and its outcome when just started, as the matcher encodes it (filled in by the
+    /// expression listener). One vector, allocated once with the definitions' count.
+    pub(crate) meta: Vec<(u32, u32, u32)>,
+    /// Whether some definition is satisfied or fails the moment it starts (a repetition with no
+    /// minimum, a `not` of one): only then does starting a definition look its outcome up.
+    pub(crate) odd_start: bool,
     /// Each template's name, by template number, up to the last named one (empty, allocating
     /// nothing, when no template is named).
     pub(crate) names: Vec<Option<&'static str>>,
@@ -110,6 +114,12 @@ impl Labels {
         self.meta.get(d).map_or(d, |m| m.1 as usize)
     }
 
+    /// Definition `d`'s outcome when just started, as the matcher encoded it.
+    #[inline]
+    pub(crate) fn start(&self, d: usize) -> u32 {
+        self.meta.get(d).map_or(0, |m| m.2)
+    }
+
     /// The number of the first template named `name`.
     pub(crate) fn find(&self, name: &str) -> Option<u32> {
         self.names
@@ -122,6 +132,7 @@ impl Labels {
 /// No templates: what a template listener's condition sees (nothing matched before it).
 static NO_LABELS: Labels = Labels {
     meta: Vec::new(),
+    odd_start: false,
     names: Vec::new(),
     shared: None,
 };

@@ -480,7 +480,7 @@ impl<E: Event> Expr<E> {
                 Node::All(a) => (Def::All(go(*a, out, labels, templates)), NONE),
             };
             out.push(d);
-            labels.meta.push((ordinal, lo));
+            labels.meta.push((ordinal, lo, 0));
             out.len() - 1
         }
         let n = count(&self.root);

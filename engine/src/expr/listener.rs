@@ -14,7 +14,7 @@ use crate::time::Time;
 
 use super::analysis::{leaves, never_matches};
 use super::combinators::AfterMatch;
-use super::matcher::{Held, Matcher, Outcome, StepOut, Stimulus};
+use super::matcher::{fill_start, Held, Matcher, Outcome, StepOut, Stimulus};
 use super::{Def, Expr, Prog};
 
 /// A completed match, handed to `when`/`when_all` handlers; or, for a listener registered with a
@@ -113,8 +113,9 @@ impl<E: Event> ExprListener<E> {
         now: Time,
         out: &mut StepOut,
     ) -> Self {
-        let (prog, after) = expr.compile();
-        let first = Matcher::start(&prog.defs, now, out, None);
+        let (mut prog, after) = expr.compile();
+        fill_start(&prog.defs, &mut prog.labels);
+        let first = Matcher::start(&prog.defs, &prog.labels, now, out, None);
         Self {
             prog,
             matchers: vec![first],
@@ -283,7 +284,7 @@ impl<E: Event> ExprListener<E> {
             } else {
                 None
             };
-            let fresh = Matcher::start(&self.prog.defs, now, out, spare);
+            let fresh = Matcher::start(&self.prog.defs, &self.prog.labels, now, out, spare);
             self.matchers.push(fresh);
             self.live += 1;
             self.fresh = true;

@@ -28,6 +28,61 @@ pub(crate) enum Outcome {
     Satisfied,
 }
 
+impl Outcome {
+    /// The outcome as a number, for the table of outcomes at start ([`fill_start`]).
+    fn code(self) -> u32 {
+        match self {
+            Outcome::Pending => 0,
+            Outcome::Matched => 1,
+            Outcome::Failed => 2,
+            Outcome::Holding => 3,
+            Outcome::Satisfied => 4,
+        }
+    }
+
+    fn from_code(c: u32) -> Self {
+        match c {
+            1 => Outcome::Matched,
+            2 => Outcome::Failed,
+            3 => Outcome::Holding,
+            4 => Outcome::Satisfied,
+            _ => Outcome::Pending,
+        }
+    }
+}
+
+/// Fills in `labels` the outcome of every definition when just started (before any stimulus),
+/// which depends on the expression only: what [`Matcher::peek`] says of a part the moment it
+/// starts (a `then` whose left side is satisfied from the start starts its right side with it).
+/// Children come before their parents, so one pass suffices.
+pub(crate) fn fill_start<E: Event>(defs: &[Def<E>], labels: &mut Labels) {
+    for (d, def) in defs.iter().enumerate().take(labels.meta.len()) {
+        let st = |n: usize| Outcome::from_code(labels.meta[n].2);
+        let s = match *def {
+            Def::Leaf(_) | Def::Wait(_) | Def::At(_) => Outcome::Pending,
+            Def::Repeat(_, min, max) => repeat_status(0, min, max),
+            Def::Then(a, b) => match st(a) {
+                Outcome::Failed => Outcome::Failed,
+                Outcome::Satisfied => st(b),
+                _ => Outcome::Pending,
+            },
+            Def::And(a, b) => combine_and(st(a), st(b)),
+            Def::Or(a, b) => combine_or(st(a), st(b)),
+            Def::Not(a) => match st(a) {
+                Outcome::Matched | Outcome::Satisfied => Outcome::Failed,
+                _ => Outcome::Holding,
+            },
+            Def::Within(a, _) | Def::WithinFirst(a, _) => match st(a) {
+                Outcome::Holding => Outcome::Pending,
+                s => s,
+            },
+            Def::All(a) => st(a),
+        };
+        labels.meta[d].2 = s.code();
+        labels.odd_start |= matches!(s, Outcome::Failed | Outcome::Satisfied);
+    }
+}
+
 /// What a matcher is stepped with.
 pub(crate) enum Stimulus<'a, E> {
     Event(&'a E),
@@ -161,6 +216,7 @@ impl<E: Event> Matcher<E> {
     /// A matcher of `defs` with its root started at `now`, in `reuse`'s vectors if given.
     pub(crate) fn start(
         defs: &[Def<E>],
+        labels: &Labels,
         now: Time,
         out: &mut StepOut,
         reuse: Option<Matcher<E>>,
@@ -175,12 +231,19 @@ impl<E: Event> Matcher<E> {
         m.nodes.clear();
         m.nodes.resize(defs.len(), NodeState::default());
         m.got.clear();
-        m.start_node(defs, defs.len() - 1, now, out);
+        m.start_node(defs, labels, defs.len() - 1, now, out);
         m
     }
 
     /// Starts definition `d` (and what of its subtree starts with it) at `now`.
-    fn start_node(&mut self, defs: &[Def<E>], d: usize, now: Time, out: &mut StepOut) {
+    fn start_node(
+        &mut self,
+        defs: &[Def<E>],
+        labels: &Labels,
+        d: usize,
+        now: Time,
+        out: &mut StepOut,
+    ) {
         let mut time = None;
         match &defs[d] {
             Def::Leaf(_) | Def::Repeat(..) => {}
@@ -194,23 +257,23 @@ impl<E: Event> Matcher<E> {
             }
             // `within_from_first` sets no timer yet: its clock starts at its first event.
             Def::Not(a) | Def::WithinFirst(a, _) | Def::All(a) => {
-                self.start_node(defs, *a, now, out)
+                self.start_node(defs, labels, *a, now, out)
             }
             Def::Then(a, b) => {
-                self.start_node(defs, *a, now, out);
+                self.start_node(defs, labels, *a, now, out);
                 // A left side satisfied from the start (`between(0, n)`) lets the right start.
-                if self.status_now(defs, *a) == Outcome::Satisfied {
-                    self.start_node(defs, *b, now, out);
+                if labels.odd_start && self.status_now(labels, *a) == Outcome::Satisfied {
+                    self.start_node(defs, labels, *b, now, out);
                 }
             }
             Def::And(a, b) | Def::Or(a, b) => {
-                self.start_node(defs, *a, now, out);
-                self.start_node(defs, *b, now, out);
+                self.start_node(defs, labels, *a, now, out);
+                self.start_node(defs, labels, *b, now, out);
             }
             Def::Within(a, dur) => {
                 time = now.checked_add(*dur);
                 out.timers.extend(time);
-                self.start_node(defs, *a, now, out);
+                self.start_node(defs, labels, *a, now, out);
             }
         }
         let mut state = NodeState {
@@ -220,18 +283,7 @@ impl<E: Event> Matcher<E> {
         state.set_time(time);
         // A part that fails from its start (a `not` of a repetition satisfied at once) fails what
         // holds it from the start too, before any stimulus, so no sibling takes an event for it.
-        let failed = |n: usize| self.nodes[n].fin == Some(Outcome::Failed);
-        let fails = match &defs[d] {
-            &Def::Not(a) => matches!(
-                self.status_now(defs, a),
-                Outcome::Matched | Outcome::Satisfied
-            ),
-            &Def::And(a, b) => failed(a) || failed(b),
-            &Def::Or(a, b) => failed(a) && failed(b),
-            &Def::Then(a, b) => failed(a) || (self.nodes[b].started && failed(b)),
-            &Def::Within(a, _) | &Def::WithinFirst(a, _) | &Def::All(a) => failed(a),
-            _ => false,
-        };
+        let fails = labels.odd_start && self.status_now(labels, d) == Outcome::Failed;
         if fails {
             state.fin = Some(Outcome::Failed);
         }
@@ -252,16 +304,11 @@ impl<E: Event> Matcher<E> {
         self.step_node(defs, labels, defs.len() - 1, stim, now, out)
     }
 
-    /// [`peek`](Self::peek), answered in place for a primary (the usual case: the parts of
-    /// `then` are mostly templates).
+    /// The outcome of definition `d` just started: [`peek`](Self::peek) without the walk, read
+    /// from the table [`fill_start`] made when the expression was compiled.
     #[inline(always)]
-    fn status_now(&self, defs: &[Def<E>], d: usize) -> Outcome {
-        match &defs[d] {
-            Def::Leaf(_) | Def::Wait(_) | Def::At(_) if self.nodes[d].fin.is_none() => {
-                Outcome::Pending
-            }
-            _ => self.peek(defs, d),
-        }
+    fn status_now(&self, labels: &Labels, d: usize) -> Outcome {
+        Outcome::from_code(labels.start(d))
     }
 
     /// The outcome of started definition `d` as it stands, without a stimulus.
@@ -359,8 +406,8 @@ impl<E: Event> Matcher<E> {
                         Outcome::Matched | Outcome::Satisfied => {
                             // The right side starts now and does not see the stimulus that
                             // completed (or satisfied) the left side.
-                            self.start_node(defs, b, now, out);
-                            self.status_now(defs, b)
+                            self.start_node(defs, labels, b, now, out);
+                            self.status_now(labels, b)
                         }
                         Outcome::Failed => Outcome::Failed,
                         Outcome::Pending | Outcome::Holding => Outcome::Pending,
@@ -486,7 +533,7 @@ impl<E: Event> Matcher<E> {
                     }
                 }
             }
-            m.start_node(defs, d, now, out);
+            m.start_node(defs, labels, d, now, out);
         }
         m
     }
