@@ -28,8 +28,10 @@ type Given<E> = Box<dyn Fn(&Prior<'_, E>, &E) -> bool + Send>;
 pub(crate) struct Template<E: Event> {
     pub(crate) kind: E::Kind,
     pub(crate) key: Option<u64>,
-    /// Boxed slice, not a vector: 16 bytes, so a template listener's slot does not grow.
-    fields: Box<[FieldTest]>,
+    /// Boxed once more: 8 bytes, so a template listener's slot does not grow (a template with
+    /// field constraints pays one more load to test them).
+    #[allow(clippy::box_collection)]
+    fields: Option<Box<Vec<FieldTest>>>,
     filter: Option<Filter<E>>,
     given: Option<Given<E>>,
 }
@@ -49,7 +51,9 @@ struct FieldTest {
 pub(crate) enum IndexKey {
     Plain,
     Key(u64),
-    Field(usize, u64),
+    /// A field's number (`u32`: 16 bytes in all, so a listener's registrations stay small) and
+    /// value.
+    Field(u32, u64),
 }
 
 /// `x` as a `u64` that orders as `x` does, for [`Event::field`] (`i64::MIN` is 0).
@@ -99,6 +103,10 @@ pub(crate) struct Labels {
     pub(crate) names: Vec<Option<&'static str>>,
     /// `names`, shared with the matches the handler gets, if any template is named.
     pub(crate) shared: Option<Arc<[Option<&'static str>]>>,
+    /// The tick and time (ns) of the last clock stimulus the expression's listener took: kept
+    /// here, off the listener slot, which it would make a cache line longer (the listener's
+    /// `first_at`).
+    pub(crate) stepped: (u32, u64),
 }
 
 impl Labels {
@@ -135,6 +143,7 @@ static NO_LABELS: Labels = Labels {
     odd_start: false,
     names: Vec::new(),
     shared: None,
+    stepped: (u32::MAX, 0),
 };
 
 /// The events a match in progress has matched so far, as a [`given`](Pattern::given) condition
@@ -225,7 +234,7 @@ impl<E: Event> Template<E> {
     /// Whether the template has filters beyond kind and key.
     #[inline]
     pub(crate) fn has_filter(&self) -> bool {
-        !self.fields.is_empty() || self.filter.is_some() || self.given.is_some()
+        self.fields.is_some() || self.filter.is_some() || self.given.is_some()
     }
 
     /// Where the listener index lists the template: under its key; else under its first field
@@ -234,8 +243,11 @@ impl<E: Event> Template<E> {
         if let Some(k) = self.key {
             return IndexKey::Key(k);
         }
-        match self.fields.iter().find(|t| t.lo == t.hi) {
-            Some(t) => IndexKey::Field(t.field, t.lo),
+        // Field numbers from `u32::MAX - 1` up are not indexed (the listener table's
+        // registrations keep them for the key and the unkeyed lists).
+        let indexable = |t: &&FieldTest| t.lo == t.hi && t.field < (u32::MAX - 1) as usize;
+        match self.fields.iter().flat_map(|f| f.iter()).find(indexable) {
+            Some(t) => IndexKey::Field(t.field as u32, t.lo),
             None => IndexKey::Plain,
         }
     }
@@ -244,10 +256,10 @@ impl<E: Event> Template<E> {
     /// (data) first, then the filters, then the `given` conditions.
     #[inline]
     fn passes(&self, prior: &Prior<'_, E>, event: &E) -> bool {
-        self.fields
-            .iter()
-            .all(|t| event.field(t.field).is_some_and(|v| t.lo <= v && v <= t.hi))
-            && self.filter.as_ref().is_none_or(|f| f(event))
+        self.fields.as_ref().is_none_or(|fs| {
+            fs.iter()
+                .all(|t| event.field(t.field).is_some_and(|v| t.lo <= v && v <= t.hi))
+        }) && self.filter.as_ref().is_none_or(|f| f(event))
             && self.given.as_ref().is_none_or(|g| g(prior, event))
     }
 
@@ -305,7 +317,7 @@ impl<E: Event> Pattern<E> {
             template: Template {
                 kind,
                 key: None,
-                fields: Box::new([]),
+                fields: None,
                 filter: None,
                 given: None,
             },
@@ -349,9 +361,10 @@ impl<E: Event> Pattern<E> {
             (Some(lo), Some(hi)) => (lo, hi),
             _ => (1, 0),
         };
-        let mut fields = std::mem::take(&mut self.template.fields).into_vec();
-        fields.push(FieldTest { field, lo, hi });
-        self.template.fields = fields.into_boxed_slice();
+        self.template
+            .fields
+            .get_or_insert_with(Box::default)
+            .push(FieldTest { field, lo, hi });
         self
     }
 

@@ -523,17 +523,13 @@ impl<E: Event> Context<E> {
             let Some(l) = self.table.slot_mut(slot) else {
                 break;
             };
-            let Body::Expr {
-                handler,
-                on_timeout,
-                ..
-            } = &mut l.body
-            else {
+            let Body::Expr { handlers, .. } = &mut l.body else {
                 break;
             };
-            let handler = match on_timeout {
-                Some(on_timeout) if f.timed_out => &mut **on_timeout,
-                _ => handler,
+            let handlers = &mut **handlers;
+            let handler = match &mut handlers.on_timeout {
+                Some(on_timeout) if f.timed_out => on_timeout,
+                _ => &mut handlers.on_match,
             };
             let Some(inst) = self.instances[instance as usize].as_mut() else {
                 break;

@@ -9,7 +9,7 @@ use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
 use crate::event::Event;
 use crate::expr::{ExprListener, StepOut};
-use crate::listener::Body;
+use crate::listener::{Body, ExprHandlers};
 use crate::state::State;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
@@ -315,11 +315,12 @@ impl<E: Event> Context<E> {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }
                 let index = SmallVec::from_vec(l.leaves());
-                let on_timeout = on_timeout.map(Box::new);
                 let body = Body::Expr {
                     expr: l,
-                    handler,
-                    on_timeout,
+                    handlers: Box::new(ExprHandlers {
+                        on_match: handler,
+                        on_timeout,
+                    }),
                 };
                 (body, index)
             }

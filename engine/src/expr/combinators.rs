@@ -487,6 +487,7 @@ impl<E: Event> Expr<E> {
         let mut out = Vec::with_capacity(n);
         let mut labels = Labels {
             meta: Vec::with_capacity(n),
+            stepped: (u32::MAX, u64::MAX),
             ..Labels::default()
         };
         go(self.root, &mut out, &mut labels, &mut 0);

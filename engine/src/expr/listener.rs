@@ -100,9 +100,6 @@ pub(crate) struct ExprListener<E: Event> {
     skip_past_last: bool,
     /// Whether matches that time out are reported (R7.7).
     timeouts: bool,
-    /// The tick and time of the last clock stimulus it was stepped with (see
-    /// [`first_at`](Self::first_at)).
-    stepped: (u32, Time),
 }
 
 impl<E: Event> ExprListener<E> {
@@ -124,7 +121,6 @@ impl<E: Event> ExprListener<E> {
             fresh: all,
             skip_past_last: after == AfterMatch::SkipPastLastEvent,
             timeouts,
-            stepped: (u32::MAX, Time::ZERO),
         }
     }
 
@@ -144,8 +140,9 @@ impl<E: Event> ExprListener<E> {
     /// timers deferred to the next one (R7.2): so a second stimulus at `t` in the same tick is
     /// skipped, or it would fire that match early.
     pub(crate) fn first_at(&mut self, tick: u32, t: Time) -> bool {
-        let first = self.stepped != (tick, t);
-        self.stepped = (tick, t);
+        let now = (tick, t.as_nanos());
+        let first = self.prog.labels.stepped != now;
+        self.prog.labels.stepped = now;
         first
     }
 

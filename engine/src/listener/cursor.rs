@@ -122,7 +122,7 @@ impl Cursor {
             if *pos < *len {
                 match lists
                     .fields
-                    .get(&(*f as usize, *v))
+                    .get(&(*f, *v))
                     .and_then(|l| l.slots.get(*pos as usize))
                 {
                     Some(&q) => offer(q, From::Field(n)),
@@ -223,7 +223,7 @@ impl<E: Event> ListenerTable<E> {
         for n in 0..cursor.nf as usize {
             if cursor.met_dead & (2 << n) != 0 {
                 let (f, v, _, _) = cursor.fields[n];
-                self.queue(cursor.bucket, cursor.mode, IndexKey::Field(f as usize, v));
+                self.queue(cursor.bucket, cursor.mode, IndexKey::Field(f, v));
             }
         }
     }
@@ -234,12 +234,12 @@ impl Cursor {
     #[inline(never)]
     fn add_fields<E: Event>(&mut self, lists: &Lists, event: &E, cut: &dyn Fn(&List) -> usize) {
         for &(f, _) in lists.field_ids.iter().take(FIELD_LISTS) {
-            let Some(v) = event.field(f) else {
+            let Some(v) = event.field(f as usize) else {
                 continue;
             };
             let len = lists.fields.get(&(f, v)).map_or(0, cut);
             if len > 0 {
-                self.fields[self.nf as usize] = (f as u32, v, 0, len as u32);
+                self.fields[self.nf as usize] = (f, v, 0, len as u32);
                 self.nf += 1;
             }
         }

@@ -48,10 +48,10 @@ impl List {
 pub(crate) struct Lists {
     pub(crate) plain: List,
     pub(crate) keyed: KindMap<u64, List>,
-    pub(crate) fields: KindMap<(usize, u64), List>,
+    pub(crate) fields: KindMap<(u32, u64), List>,
     /// The fields `fields` has lists for, each with its number of lists: what a dispatch looks
     /// up in an event (R6.10).
-    pub(crate) field_ids: SmallVec<[(usize, u32); 2]>,
+    pub(crate) field_ids: SmallVec<[(u32, u32); 2]>,
 }
 
 impl Lists {

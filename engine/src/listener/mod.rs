@@ -53,11 +53,17 @@ pub(crate) enum Body<E: Event> {
     /// document's "Where a workload event's time goes").
     Expr {
         expr: ExprListener<E>,
-        handler: MatchHandler<E>,
-        /// The handler of matches that timed out (R7.7): boxed once more, to take 8 bytes of
-        /// every slot rather than 16 where almost no listener has one.
-        on_timeout: Option<Box<MatchHandler<E>>>,
+        /// Boxed: they run only when a match completes or times out, not at every step, and
+        /// inline they would make every slot a cache line longer.
+        handlers: Box<ExprHandlers<E>>,
     },
+}
+
+/// An expression listener's handlers.
+pub(crate) struct ExprHandlers<E: Event> {
+    pub(crate) on_match: MatchHandler<E>,
+    /// The handler of matches that timed out (R7.7), if the listener asked for one.
+    pub(crate) on_timeout: Option<MatchHandler<E>>,
 }
 
 pub(crate) struct ListenerSlot<E: Event> {
@@ -66,7 +72,7 @@ pub(crate) struct ListenerSlot<E: Event> {
     pub(crate) mode: Mode,
     pub(crate) body: Body<E>,
     /// Where the slot is listed: `(bucket, key)`; a template is listed once, inline.
-    pub(super) regs: SmallVec<[(u32, IndexKey); 1]>,
+    pub(super) regs: SmallVec<[Reg; 1]>,
     /// How many lists still hold the slot: it is freed when a dead listener's count reaches 0.
     pub(super) listed: u32,
     pub(crate) alive: bool,
@@ -80,14 +86,50 @@ impl<E: Event> ListenerSlot<E> {
     /// bucket's kind) would offer it the event: unkeyed, under its key, or under the value of one
     /// of its fields.
     pub(crate) fn listed_under(&self, bucket: u32, event: &E) -> bool {
-        self.regs.iter().any(|&(b, k)| {
+        self.regs.iter().any(|r| {
+            let (b, k) = (r.bucket, r.key());
             b == bucket
                 && match k {
                     IndexKey::Plain => true,
                     IndexKey::Key(key) => event.key() == Some(key),
-                    IndexKey::Field(f, v) => event.field(f) == Some(v),
+                    IndexKey::Field(f, v) => event.field(f as usize) == Some(v),
                 }
         })
+    }
+}
+
+/// Where a listener is listed: a bucket and an [`IndexKey`], in 16 bytes (an `IndexKey` beside a
+/// `u32` would take 24): `field` is a field's number, or [`Reg::PLAIN`] or [`Reg::KEY`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reg {
+    pub(super) bucket: u32,
+    field: u32,
+    value: u64,
+}
+
+impl Reg {
+    const PLAIN: u32 = u32::MAX;
+    const KEY: u32 = u32::MAX - 1;
+
+    fn new(bucket: u32, key: IndexKey) -> Self {
+        let (field, value) = match key {
+            IndexKey::Plain => (Self::PLAIN, 0),
+            IndexKey::Key(k) => (Self::KEY, k),
+            IndexKey::Field(f, v) => (f, v),
+        };
+        Reg {
+            bucket,
+            field,
+            value,
+        }
+    }
+
+    pub(crate) fn key(self) -> IndexKey {
+        match self.field {
+            Self::PLAIN => IndexKey::Plain,
+            Self::KEY => IndexKey::Key(self.value),
+            f => IndexKey::Field(f, self.value),
+        }
     }
 }
 
@@ -243,11 +285,11 @@ impl<E: Event> ListenerTable<E> {
         body: Body<E>,
         index: &[(E::Kind, IndexKey)],
     ) -> u32 {
-        let regs: SmallVec<[(u32, IndexKey); 1]> = index
+        let regs: SmallVec<[Reg; 1]> = index
             .iter()
             .map(|&(kind, key)| {
                 let b = self.bucket_for(kind);
-                (b, self.listable(b, mode, key))
+                Reg::new(b, self.listable(b, mode, key))
             })
             .collect();
         let simple = mode == Mode::All
@@ -273,7 +315,7 @@ impl<E: Event> ListenerTable<E> {
             }
         };
         if let Some(slot) = &self.slots[index as usize] {
-            for &(b, key) in &slot.regs {
+            for (b, key) in slot.regs.iter().map(|r| (r.bucket, r.key())) {
                 let bucket = &mut self.buckets[b as usize];
                 bucket.lists_mut(mode).list_mut(key).slots.push(index);
                 bucket.has_completed |= mode == Mode::Completed;
@@ -417,7 +459,7 @@ impl<E: Event> ListenerTable<E> {
                 // No list will find it dead: compaction frees it from here.
                 self.unlisted.push(slot);
             }
-            for &(b, key) in &l.regs {
+            for (b, key) in l.regs.iter().map(|r| (r.bucket, r.key())) {
                 if key != IndexKey::Plain && self.ending {
                     // Not looked up (see `ending`); a keyed listener is never a bucket's solo.
                     continue;

@@ -224,9 +224,15 @@ fn r6_10_field_equalities_are_indexed_and_merged_in_registration_order() {
     let g = add_fx(&mut t, 7, p().field(3, 1));
     let h = add_fx(&mut t, 8, p().field(2, 3));
     let i = add_fx(&mut t, 9, p().field(3, 2));
-    assert_eq!(t.slot(g).map(|l| l.regs[0].1), Some(IndexKey::Field(3, 1)));
-    assert_eq!(t.slot(h).map(|l| l.regs[0].1), Some(IndexKey::Plain));
-    assert_eq!(t.slot(i).map(|l| l.regs[0].1), Some(IndexKey::Field(3, 2)));
+    assert_eq!(
+        t.slot(g).map(|l| l.regs[0].key()),
+        Some(IndexKey::Field(3, 1))
+    );
+    assert_eq!(t.slot(h).map(|l| l.regs[0].key()), Some(IndexKey::Plain));
+    assert_eq!(
+        t.slot(i).map(|l| l.regs[0].key()),
+        Some(IndexKey::Field(3, 2))
+    );
     let mut x = ev(0, 0, 0);
     x.f[3] = 2;
     assert_eq!(walk(&mut t, &x), [b, f, h, i]);
@@ -240,4 +246,26 @@ fn r6_10_field_equalities_are_indexed_and_merged_in_registration_order() {
         .iter()
         .all(|&(id, _)| id != 1));
     assert_eq!(walk(&mut t, &ev(9, 5, 7)), [a, b, c, f, h]);
+}
+
+// The listener slot's size: what every listener costs in the table, and what a dispatch loads.
+#[test]
+fn a_listener_slot_stays_within_its_lines() {
+    #[derive(Clone, Debug)]
+    struct Ev32([u64; 4]);
+    impl Event for Ev32 {
+        type Kind = u8;
+        fn kind(&self) -> u8 {
+            self.0[0] as u8
+        }
+    }
+    let size = std::mem::size_of::<ListenerSlot<Ev32>>();
+    eprintln!(
+        "listener slot: {size} bytes (body {}, expression {}, template {}, regs {})",
+        std::mem::size_of::<Body<Ev32>>(),
+        std::mem::size_of::<crate::expr::ExprListener<Ev32>>(),
+        std::mem::size_of::<crate::pattern::Template<Ev32>>(),
+        std::mem::size_of::<SmallVec<[Reg; 1]>>()
+    );
+    assert!(size <= 128, "{size}: two cache lines at most");
 }
