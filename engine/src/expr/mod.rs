@@ -52,7 +52,7 @@
 //! ```
 //!
 //! # Conditions across events
-//! A later template can depend on what an earlier one matched (SPEC R7.5): [`Pattern::given`]
+//! A later template can depend on what an earlier one matched (SPEC R7.5): [`Pattern::given`](crate::Pattern::given)
 //! takes a condition that sees the match so far as a [`Prior`](crate::Prior), by the templates'
 //! numbers (expression order, from 0) or their [names](crate::Pattern::named), without copies.
 //! The handler finds a match's events the same way ([`Match::named`], [`Match::get`]), which stays

@@ -19,7 +19,7 @@
 //! # The data
 //! Seeded: `users` sparse user ids; background logins pick a user uniformly, time moves 0-2 ms per
 //! login, 5 % of them fail (a user sees about one login a minute and a half: five failures within
-//! a minute are rare). [`ATTACKED_ONE_IN`] users are attacked: one to three bursts each, at a
+//! a minute are rare). `ATTACKED_ONE_IN` users are attacked: one to three bursts each, at a
 //! seeded time, of 3 to 14 failures 0.2 to 9 s apart (some too short, some too slow, some long
 //! enough for two alerts). Sorted by time (stable), then numbered.
 

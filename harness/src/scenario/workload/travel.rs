@@ -16,7 +16,7 @@
 //! transaction `a`: an alert `(2, card, a, x)` for the first later card-present transaction `x`
 //! of the card in a country other than `a`'s, if `t(x) < t(a) + 10 min`: exactly fraud's rule 2,
 //! which fraud writes as `on_all(large)` registering a nested `when` that captures the large
-//! transaction's country. The twin is fraud's rule-2 twin ([`Rule2`]) alone.
+//! transaction's country. The twin is fraud's rule-2 twin (`fraud::Rule2`) alone.
 //!
 //! # The first event of a card
 //! As in fraud: handed to the factory, kept, and routed from `on_load`.
@@ -28,7 +28,7 @@ use super::common::{measure, Alert, Data, EngineFn, Expect, FastMap, Twin};
 use super::fraud::{generate, sizes, Rule2, Tx, RULE2_AMOUNT};
 use crate::scenario::{Outcome, RunCtx, Scenario};
 
-/// Rule 2 by hand: a map from card to its pending watches ([`Rule2`]).
+/// Rule 2 by hand: a map from card to its pending watches (`fraud::Rule2`).
 #[derive(Default)]
 struct TravelTwin {
     cards: FastMap<u64, Rule2>,
