@@ -130,11 +130,17 @@ impl Labels {
 
     /// The number of the first template named `name`.
     pub(crate) fn find(&self, name: &str) -> Option<u32> {
-        self.names
-            .iter()
-            .position(|n| *n == Some(name))
-            .map(|i| i as u32)
+        template_named(&self.names, name)
     }
+}
+
+/// The number of the first template named `name` in `names` (template numbers' names): what a
+/// [`Prior`] and a [`Match`](crate::Match) look names up with.
+pub(crate) fn template_named(names: &[Option<&'static str>], name: &str) -> Option<u32> {
+    names
+        .iter()
+        .position(|n| *n == Some(name))
+        .map(|i| i as u32)
 }
 
 /// No templates: what a template listener's condition sees (nothing matched before it).
@@ -187,11 +193,9 @@ impl<'a, E> Prior<'a, E> {
         }
     }
 
+    /// The events template number `template` matched, in the order they came.
     fn of(&self, template: u32) -> impl Iterator<Item = &'a E> + 'a {
-        let (got, labels) = (self.got, self.labels);
-        got.iter()
-            .filter(move |(d, _)| labels.ordinal(*d as usize) == Some(template))
-            .map(|(_, e)| e)
+        events_of(self.got, self.labels, template)
     }
 
     /// The first event template number `template` (expression order, from 0) matched, if it has.
@@ -207,11 +211,11 @@ impl<'a, E> Prior<'a, E> {
     /// Every event the template named `name` matched so far (more than one for a repetition),
     /// in the order they came.
     pub fn all_named(&self, name: &str) -> impl Iterator<Item = &'a E> + 'a {
-        let template = self.labels.find(name);
         let (got, labels) = (self.got, self.labels);
-        got.iter()
-            .filter(move |(d, _)| template.is_some() && labels.ordinal(*d as usize) == template)
-            .map(|(_, e)| e)
+        labels
+            .find(name)
+            .into_iter()
+            .flat_map(move |t| events_of(got, labels, t))
     }
 
     /// The latest event matched so far, by any template.
@@ -228,6 +232,18 @@ impl<'a, E> Prior<'a, E> {
     pub fn is_empty(&self) -> bool {
         self.got.is_empty()
     }
+}
+
+/// The events of `got` (`(definition, event)` in match order) that template number `template`
+/// matched.
+fn events_of<'a, E>(
+    got: &'a [(u32, E)],
+    labels: &'a Labels,
+    template: u32,
+) -> impl Iterator<Item = &'a E> + 'a {
+    got.iter()
+        .filter(move |(d, _)| labels.ordinal(*d as usize) == Some(template))
+        .map(|(_, e)| e)
 }
 
 impl<E: Event> Template<E> {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::event::Event;
+use crate::pattern::template_named;
 use crate::time::Time;
 
 use super::analysis::{leaves, never_matches};
@@ -35,11 +36,7 @@ pub struct Match<E> {
 
 impl<E> Match<E> {
     fn template(&self, name: &str) -> Option<u32> {
-        let names = self.names.as_deref()?;
-        names
-            .iter()
-            .position(|n| *n == Some(name))
-            .map(|i| i as u32)
+        template_named(self.names.as_deref()?, name)
     }
 
     /// The first event template number `template` matched (expression order, from 0: in

@@ -4,7 +4,7 @@
 //!
 //! Owns no state. May import the leaves, `entry`, `expr` and `pattern`.
 
-use crate::entry::{Mode, Op, Spec};
+use crate::entry::{MatchHandler, Mode, Op, Spec};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::pattern::Pattern;
@@ -28,6 +28,17 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             context: self.fx.me,
             id,
         }
+    }
+
+    /// The four expression registrations (`when`, `when_all`, with or without a timeout handler).
+    fn listen_expr(
+        &mut self,
+        mode: Mode,
+        expr: Expr<E>,
+        on_match: MatchHandler<E>,
+        on_timeout: Option<MatchHandler<E>>,
+    ) -> ListenerHandle {
+        self.register(mode, Spec::Expr(expr, on_match, on_timeout))
     }
 
     fn listen(
@@ -98,8 +109,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         expr: impl Into<Expr<E>>,
         handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
     ) -> ListenerHandle {
-        let spec = Spec::Expr(expr.into(), erase_match_handler(handler), None);
-        self.register(Mode::Once, spec)
+        self.listen_expr(Mode::Once, expr.into(), erase_match_handler(handler), None)
     }
 
     /// Registers a listener for an event expression (R7.3) that fires for every match until quit:
@@ -116,8 +126,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         expr: impl Into<Expr<E>>,
         handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
     ) -> ListenerHandle {
-        let spec = Spec::Expr(expr.into(), erase_match_handler(handler), None);
-        self.register(Mode::All, spec)
+        self.listen_expr(Mode::All, expr.into(), erase_match_handler(handler), None)
     }
 
     /// [`when`](Self::when), and `on_timeout` for a match that timed out (SPEC R7.7): when a
@@ -157,8 +166,12 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         on_timeout: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
     ) -> ListenerHandle {
         let on_timeout = Some(erase_match_handler(on_timeout));
-        let spec = Spec::Expr(expr.into(), erase_match_handler(on_match), on_timeout);
-        self.register(Mode::Once, spec)
+        self.listen_expr(
+            Mode::Once,
+            expr.into(),
+            erase_match_handler(on_match),
+            on_timeout,
+        )
     }
 
     /// [`when_all`](Self::when_all), and `on_timeout` for every match in progress that times out
@@ -171,8 +184,12 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         on_timeout: impl FnMut(&mut M, &mut Scope<'_, E, M>, &Match<E>) + Send + 'static,
     ) -> ListenerHandle {
         let on_timeout = Some(erase_match_handler(on_timeout));
-        let spec = Spec::Expr(expr.into(), erase_match_handler(on_match), on_timeout);
-        self.register(Mode::All, spec)
+        self.listen_expr(
+            Mode::All,
+            expr.into(),
+            erase_match_handler(on_match),
+            on_timeout,
+        )
     }
 
     /// Registers a listener that fires once on the next event matching `pattern`, then ends (R6.3).
