@@ -157,6 +157,8 @@ pub const DOCUMENTED_IDS: &[&str] = &[
     "workload/burst/twin",
     "workload/unconfirmed",
     "workload/unconfirmed/twin",
+    "workload/vwap/twin",
+    "workload/logins/twin",
     "alloc/workload",
     "partitioned/1",
     "partitioned/2",

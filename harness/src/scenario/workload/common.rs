@@ -234,6 +234,9 @@ pub(super) enum Expect {
     Exactly(usize),
     /// At least one, and fewer than the events.
     Some,
+    /// Between these two, both included (what the data set bounds: `workload/vwap`'s rows,
+    /// more than the events in smoke; `workload/logins`' alerts, at least one per planted burst).
+    Between(usize, usize),
 }
 
 /// How a workload runs on the engine (in its `imp` module, with the `engine` feature).
@@ -299,6 +302,9 @@ pub(super) fn report(
         }),
         Expect::Some => out.check(n > 0 && n < events, || {
             format!("{n} alerts for {events} events: not a plausible workload")
+        }),
+        Expect::Between(lo, hi) => out.check(n >= lo && n <= hi, || {
+            format!("the reference raised {n} alerts, outside the plausible {lo}..={hi}")
         }),
     }
 }

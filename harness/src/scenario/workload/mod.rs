@@ -5,7 +5,9 @@
 //!
 //! One file per workload: [`fraud`], [`spike`], [`absence`], [`keys`]; a CEP peer of fraud in
 //! [`varpulis`]. The pattern language's workloads (issue 33): [`travel`] (a condition across
-//! events), [`burst`] (counted repetition), [`unconfirmed`] (timed-out partial matches).
+//! events), [`burst`] (counted repetition), [`unconfirmed`] (timed-out partial matches). Stream
+//! queries (issue 34): [`vwap`] (a sliding window's running sums, emitted every second),
+//! [`logins`] (a sliding window's count, on every event).
 
 use super::Scenario;
 
@@ -14,10 +16,12 @@ pub mod burst;
 mod common;
 pub mod fraud;
 pub mod keys;
+pub mod logins;
 pub mod spike;
 pub mod travel;
 pub mod unconfirmed;
 pub mod varpulis;
+pub mod vwap;
 
 /// Registers every workload scenario and its twin, next to each other.
 pub fn register(v: &mut Vec<Scenario>, cores: usize) {
@@ -29,4 +33,6 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     travel::register(v, cores);
     burst::register(v, cores);
     unconfirmed::register(v, cores);
+    vwap::register(v, cores);
+    logins::register(v, cores);
 }
