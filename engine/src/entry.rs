@@ -13,13 +13,14 @@
 //! here and implemented once, beside `Links` in `deliver`; the registry is generic over its inbox item, and `shared` names its instantiation
 //! with `Entry`. Every other module sees the concrete types.
 //!
-//! May import the leaves, `channel`, `status`, `pattern`, `expr`, `record` and `route`.
+//! May import the leaves, `channel`, `status`, `pattern`, `expr`, `query`, `record` and `route`.
 
 use crate::channel::Channel;
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
 use crate::pattern::Pattern;
+use crate::query::windows::WindowsHeld;
 use crate::record::{Journal, Origin};
 use crate::route::RouteStack;
 use crate::state::State;
@@ -91,6 +92,23 @@ pub(crate) enum Spec<E: Event> {
     Template(Pattern<E>, Handler<E>),
     /// An expression, its handler, and the handler of its timed-out matches (R7.7), if any.
     Expr(Expr<E>, MatchHandler<E>, Option<MatchHandler<E>>),
+    /// A stream query (R7.9): its template, and its windows with the handler of its rows.
+    Query(Pattern<E>, Box<dyn QueryRun<E>>),
+}
+
+/// A stream query's listener with its monitor type erased (R7.9 - R7.11): its windows, what it
+/// computes of each event, and the handler of its rows (built by `monitor`, run by `context`).
+pub(crate) trait QueryRun<E: Event>: Send {
+    /// Takes `e`, which its template matched, at the clock's time `fx.now`; hands the rows due.
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E);
+    /// Brings the windows to `due` (its timer fired): values leave, periodic rows are handed.
+    fn time(&mut self, state: &mut State, fx: &mut Effects<E>, due: Time);
+    /// The next time the windows need the clock.
+    fn next_due(&self) -> Option<Time>;
+    /// The time of the timer it has pending, if any (kept by the context: one at a time).
+    fn armed(&mut self) -> &mut Option<Time>;
+    /// What its windows hold.
+    fn held(&self) -> WindowsHeld;
 }
 
 /// A deferred change requested by a handler, applied when it returns.

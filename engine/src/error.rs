@@ -90,6 +90,12 @@ pub enum Error {
     /// [`Pool::load_per_key`](crate::Pool::load_per_key) was given no event kind: its dispatchers
     /// would listen to nothing and no key would ever get an instance.
     NoKinds,
+    /// A stream query's settings cannot work ([`Scope::query`](crate::Scope::query)): a window or
+    /// period of zero length, a count window of zero values, `every` on a tumbling window.
+    InvalidQuery {
+        /// What is wrong, and what to change.
+        why: &'static str,
+    },
     /// The recording's sink failed (`record_to`): the recording stopped at that point; the
     /// run itself went on. The sink's error message.
     Recording(String),
@@ -101,6 +107,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Recording(e) => write!(f, "the recording's sink failed: {e}"),
+            Error::InvalidQuery { why } => write!(f, "invalid stream query: {why}"),
             Error::Diverged(d) => d.fmt(f),
             Error::NoSuchCore { core, available } => write!(
                 f,

@@ -31,6 +31,7 @@
 //! |---|---|---|
 //! | `async` | no | `send_to_async`, `send_batch_to_async`, `send_async` on input handles and `PoolInput`; [`SharedInput`]; `OutputReceiver::recv_async` and a `futures_core::Stream` of receivers; `Correlator::shutdown_async`. No runtime dependency: any executor drives them. |
 //! | `serde` | no | `Serialize`/`Deserialize` for [`Status`], [`ContextStatus`], [`Totals`] and [`ContextRef`]. |
+//! | `quantiles` | no | [`query::Quantile`](crate::query): quantiles over stream query windows through the `histogram` crate. |
 //! | `metrics` | no | `correlator::metrics`: the status counters published to the `metrics` facade (Prometheus, StatsD, ...), once or periodically. |
 //! | `internals` | no | the inbox, the route stack and the wait graph for the loom models and micro-benchmarks; hidden from these docs, not a stable API. |
 //!
@@ -93,12 +94,13 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | `sync`, `config`, `time`, `event`, `state`, `id` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`] |
+//! | `sync`, `config`, `time`, `event`, `state`, `id`, `hash` | leaves: the std/loom shim, settings, logical time, the [`Event`] trait, type-erased monitor state, [`ContextRef`], the fast hasher of trusted keys |
 //! | `error`, `status` | the typed errors; the status snapshot and its one list of counters |
 //! | `metrics` | (feature `metrics`) the status counters published to the `metrics` facade |
 //! | `inbox` | the lock-free MPSC queue per context: the ring, reservations, overflow policy, the parker, the wait list that `output` shares (model-checked with loom) |
 //! | `route` | the route stack: a LIFO that gives depth-first order with siblings in routing order |
 //! | `pattern`, `expr` | templates, and event expressions with their matchers and timers |
+//! | `query` | stream queries: partitioned windows and incremental aggregates ([`query`]) |
 //! | `output` | bounded outputs: the queue, its overflow policy and sleep/wake protocol, typed [`Output`]s, [`OutputReceiver`]s |
 //! | `channel` | channel names, subscriptions and the output lists of channels |
 //! | `entry` | the shared vocabulary: inbox entries, a handler's effects, deferred operations, handler aliases |
@@ -130,6 +132,7 @@ mod error;
 mod event;
 mod event_time;
 pub mod expr;
+mod hash;
 mod id;
 mod input;
 mod listener;
@@ -139,6 +142,7 @@ mod monitor;
 mod output;
 mod pattern;
 mod pool;
+pub mod query;
 pub mod record;
 mod registry;
 mod send;

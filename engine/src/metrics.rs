@@ -21,6 +21,8 @@
 //! | `correlator_instances` | gauge | context | instances | [`ContextStatus::instances`] |
 //! | `correlator_partial_matches` | gauge | context | matches | [`ContextStatus::partial_matches`] |
 //! | `correlator_partial_events` | gauge | context | events | [`ContextStatus::partial_events`] |
+//! | `correlator_window_partitions` | gauge | context | partitions | [`ContextStatus::window_partitions`] |
+//! | `correlator_window_values` | gauge | context | values | [`ContextStatus::window_values`] |
 //! | `correlator_blocked_ns_total` | counter | context | nanoseconds | [`ContextStatus::blocked_ns`] |
 //! | `correlator_output_blocked_ns_total` | counter | context | nanoseconds | [`ContextStatus::output_blocked_ns`] |
 //! | `correlator_output_drops_total` | counter | context | events | [`ContextStatus::output_drops`] |
@@ -123,6 +125,20 @@ const PER_CONTEXT: &[(&str, &str, Kind, Unit, &str)] = &[
         Kind::Gauge,
         Unit::Count,
         "Events held by matches in progress.",
+    ),
+    (
+        "window_partitions",
+        "correlator_window_partitions",
+        Kind::Gauge,
+        Unit::Count,
+        "Partitions held by stream queries' windows.",
+    ),
+    (
+        "window_values",
+        "correlator_window_values",
+        Kind::Gauge,
+        Unit::Count,
+        "Values held by stream queries' windows.",
     ),
     (
         "blocked_ns",

@@ -166,6 +166,12 @@ status_counters! {
         partial_matches,
         /// Events those matches hold (a copy of each event a template matched, outside `not`).
         partial_events,
+        /// Partitions its stream queries' windows hold (R7.11): a sliding window's partition
+        /// while it holds a value, a tumbling window's while the open window took one, a count
+        /// window's from its first value.
+        window_partitions,
+        /// Values those windows hold (a tumbling window holds none: only its aggregates).
+        window_values,
         /// Time its handlers spent waiting for room in full inboxes, in nanoseconds.
         blocked_ns,
         /// Events its handlers' emits and channel sends lost to full outputs' overflow policies

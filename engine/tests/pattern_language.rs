@@ -370,3 +370,33 @@ fn r6_10_fields_as_data_reach_the_listeners_of_their_values() {
     ];
     assert_eq!(run(when_all(rule), &events, 100), ["@5 [1.2 2.4]"]);
 }
+
+// R6.4, R6.5, R6.9: an expression whose templates of one kind are listed in several lists (one
+// unkeyed and one keyed, or on two indexed fields) is offered an event of both lists once, so one
+// event never matches both sides of a followed-by. (It was offered once per list: `a.then(b)`
+// fired with the same event on both sides.)
+#[test]
+fn r6_4_an_expression_listed_twice_under_one_kind_is_offered_an_event_once() {
+    let keyed = Pattern::kind(1).then(Pattern::kind(1).key(7));
+    let got = run(when_all(keyed), &[ev(1, 7, 1, 0, 1), ev(1, 7, 2, 0, 2)], 10);
+    assert_eq!(got, ["@2 [1.1 1.2]"]);
+    // Field 0 is the country, field 1 the value.
+    let fields = Pattern::kind(1)
+        .field(0, 44)
+        .then(Pattern::kind(1).field(1, 5));
+    let got = run(
+        when_all(fields),
+        &[ev(1, 7, 5, 44, 1), ev(1, 8, 5, 44, 2)],
+        10,
+    );
+    assert_eq!(got, ["@2 [1.5 1.5]"]);
+    let all_three = Pattern::kind(1)
+        .then(Pattern::kind(1).field(0, 44))
+        .then(Pattern::kind(1).key(7));
+    let got = run(
+        when_all(all_three),
+        &[ev(1, 7, 1, 44, 1), ev(1, 7, 2, 44, 2), ev(1, 7, 3, 44, 3)],
+        10,
+    );
+    assert_eq!(got, ["@3 [1.1 1.2 1.3]"]);
+}

@@ -13,6 +13,7 @@ use crate::event::Event;
 use crate::expr::{Fired, StepOut, Stimulus};
 use crate::listener::{Body, Cursor, Solo};
 use crate::route::{RouteStack, Taken};
+use crate::time::Time;
 use std::panic::{self, AssertUnwindSafe};
 
 /// What the route loop does with an event after [`Context::dispatch`].
@@ -263,6 +264,18 @@ impl<E: Event> Context<E> {
                 }
             }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
+            Body::Query(q) => {
+                // User code (a filter), as for a template.
+                match panic::catch_unwind(AssertUnwindSafe(|| q.template.matches_listed(e))) {
+                    Ok(true) => return self.fire_query(slot, Some(e), self.fx.now),
+                    Ok(false) => return false,
+                    Err(payload) => {
+                        let instance = l.instance;
+                        self.after_handler(instance, Err(payload));
+                        return false;
+                    }
+                }
+            }
         }
         if l.mode == Mode::Once {
             let instance = l.instance;
@@ -447,6 +460,71 @@ impl<E: Event> Context<E> {
             "a repeating listener (when_all) of monitor {monitor} ended: its event expression can \
              no longer match{hint}. The instance ends too if this was its last listener"
         );
+    }
+
+    /// Runs the query listener in `slot` (R7.9 - R7.11): takes `e` (its template matched it), or,
+    /// without one, brings its windows to `due` (its timer fired); its handler gets the rows due.
+    /// Then keeps one timer pending at its windows' next due time, and the status's count of what
+    /// the windows hold. Returns true (an event matched).
+    pub(super) fn fire_query(&mut self, slot: u32, e: Option<&E>, due: Time) -> bool {
+        let Some(l) = self.table.slot_mut(slot) else {
+            return true;
+        };
+        let (handle, instance) = (l.handle, l.instance);
+        let Body::Query(q) = &mut l.body else {
+            return true;
+        };
+        let run = &mut q.run;
+        let Some(inst) = self.instances[instance as usize].as_mut() else {
+            return true;
+        };
+        let before = run.held();
+        self.fx.current = instance;
+        let state = &mut inst.state;
+        let fx = &mut self.fx;
+        // User code (what it computes of the event, its aggregate, its handler): a panic ends the
+        // instance, as in a handler.
+        let result = panic::catch_unwind(AssertUnwindSafe(|| match e {
+            Some(e) => run.event(state, fx, e),
+            None => {
+                if *run.armed() == Some(due) {
+                    *run.armed() = None;
+                }
+                run.time(state, fx, due);
+            }
+        }));
+        let after = run.held();
+        let next = run.next_due();
+        let armed = run.armed();
+        let arm = match next {
+            Some(t) if armed.is_none_or(|a| t < a) => {
+                *armed = Some(t);
+                Some(t)
+            }
+            _ => None,
+        };
+        if before != after {
+            self.table.note_windows(before, after);
+        }
+        if let Some(t) = arm {
+            self.step_timers.push(t);
+            self.schedule(handle, slot);
+        }
+        self.after_handler(instance, result);
+        true
+    }
+
+    /// Fires the timer of the listener in `slot`, due at `due`: an expression's clock stimulus or
+    /// a query's windows.
+    pub(super) fn fire_timer(&mut self, slot: u32, due: Time) {
+        match self.table.slot(slot).map(|l| &l.body) {
+            Some(Body::Query(_)) => {
+                self.fire_query(slot, None, due);
+            }
+            _ => {
+                self.fire_expr(slot, Stimulus::Time(due));
+            }
+        }
     }
 
     /// Steps an expression listener with an event or a timer; fires its handler for every match.

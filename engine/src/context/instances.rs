@@ -9,7 +9,7 @@ use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
 use crate::event::Event;
 use crate::expr::{ExprListener, StepOut};
-use crate::listener::{Body, ExprHandlers};
+use crate::listener::{Body, ExprHandlers, QueryBody};
 use crate::state::State;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
@@ -322,6 +322,14 @@ impl<E: Event> Context<E> {
                         on_timeout,
                     }),
                 };
+                (body, index)
+            }
+            Spec::Query(p, run) => {
+                let index = smallvec![(p.template.kind, p.template.index())];
+                let body = Body::Query(Box::new(QueryBody {
+                    template: p.template,
+                    run,
+                }));
                 (body, index)
             }
         };

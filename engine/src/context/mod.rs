@@ -335,6 +335,9 @@ impl<E: Event> Context<E> {
         let held = self.table.held();
         c.partial_matches = held.matches;
         c.partial_events = held.events;
+        let windows = self.table.windows();
+        c.window_partitions = windows.partitions;
+        c.window_values = windows.values;
         c.instances = self.live_instances as u64;
         self.shared.stats.counters.store(c);
     }

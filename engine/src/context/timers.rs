@@ -1,12 +1,10 @@
 //! Timers: the context's logical clock and its pending timers (SPEC §7; the queue that holds them
 //! is `timer_queue`'s).
 //!
-//! Owns the queue's purge policy. May import the leaves and `expr` (timers fire expression
-//! listeners).
+//! Owns the queue's purge policy. May import the leaves.
 
 use super::Context;
 use crate::event::Event;
-use crate::expr::Stimulus;
 use crate::time::Time;
 
 /// The smallest timer heap that [`Context::schedule`] purges of ended listeners' entries.
@@ -29,9 +27,7 @@ impl<E: Event> Context<E> {
                 self.fx.now = due;
             }
             if let Some(slot) = self.table.live_slot(handle, slot) {
-                self.run_then_drain(|cx| {
-                    cx.fire_expr(slot, Stimulus::Time(due));
-                });
+                self.run_then_drain(|cx| cx.fire_timer(slot, due));
                 self.compact_listeners();
             }
         }

@@ -70,6 +70,16 @@ impl Cursor {
             .and_then(|v| v.slots.get(self.j).copied());
         let plain = (self.i < self.plain_len).then(|| lists.plain.slots[self.i]);
         match (plain, keyed) {
+            // A listener listed in both (an expression with an unkeyed and a keyed template of
+            // this kind) is offered the event once.
+            (Some(p), Some(q)) if p == q => {
+                self.i += 1;
+                self.j += 1;
+                if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
+                    self.met_dead |= 1;
+                }
+                Some(q)
+            }
             (Some(p), Some(q)) if table.handle_at(p) < table.handle_at(q) => {
                 self.i += 1;
                 Some(p)
@@ -94,26 +104,19 @@ impl Cursor {
     /// lists' heads (registration order is handle order).
     #[cold]
     fn next_of_many<E: Event>(&mut self, table: &ListenerTable<E>, lists: &Lists) -> Option<u32> {
-        /// Which list a head comes from.
-        #[derive(Clone, Copy)]
-        enum From {
-            Plain,
-            Keyed,
-            Field(usize),
-        }
-        let mut best: Option<(u64, From, u32)> = None;
-        let mut offer = |slot: u32, from: From| {
+        let mut best: Option<(u64, u32)> = None;
+        let mut offer = |slot: u32| {
             let h = table.handle_at(slot);
-            if best.is_none_or(|(b, _, _)| h < b) {
-                best = Some((h, from, slot));
+            if best.is_none_or(|(b, _)| h < b) {
+                best = Some((h, slot));
             }
         };
         if self.i < self.plain_len {
-            offer(lists.plain.slots[self.i], From::Plain);
+            offer(lists.plain.slots[self.i]);
         }
         if self.j < self.keyed_len {
             match lists.keyed.get(&self.key).and_then(|v| v.slots.get(self.j)) {
-                Some(&q) => offer(q, From::Keyed),
+                Some(&q) => offer(q),
                 None => self.j = self.keyed_len,
             }
         }
@@ -125,26 +128,38 @@ impl Cursor {
                     .get(&(*f, *v))
                     .and_then(|l| l.slots.get(*pos as usize))
                 {
-                    Some(&q) => offer(q, From::Field(n)),
+                    Some(&q) => offer(q),
                     None => *pos = *len,
                 }
             }
         }
-        let (_, from, slot) = best?;
-        let dead_bit = match from {
-            From::Plain => {
-                self.i += 1;
-                return Some(slot);
+        let (_, slot) = best?;
+        // Every list whose head is that listener moves on: one listed in several of them (an
+        // expression with templates of this kind on different keys or fields) is offered the
+        // event once.
+        let mut dead_bit = 0;
+        if self.i < self.plain_len && lists.plain.slots[self.i] == slot {
+            self.i += 1;
+        }
+        if self.j < self.keyed_len
+            && lists.keyed.get(&self.key).and_then(|v| v.slots.get(self.j)) == Some(&slot)
+        {
+            self.j += 1;
+            dead_bit |= 1;
+        }
+        for n in 0..self.nf as usize {
+            let (f, v, pos, len) = &mut self.fields[n];
+            if *pos < *len
+                && lists
+                    .fields
+                    .get(&(*f, *v))
+                    .and_then(|l| l.slots.get(*pos as usize))
+                    == Some(&slot)
+            {
+                *pos += 1;
+                dead_bit |= 2 << n;
             }
-            From::Keyed => {
-                self.j += 1;
-                1
-            }
-            From::Field(n) => {
-                self.fields[n].2 += 1;
-                2 << n
-            }
-        };
+        }
         if table.ending && !table.slot(slot).is_some_and(|l| l.alive) {
             self.met_dead |= dead_bit;
         }

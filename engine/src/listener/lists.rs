@@ -3,10 +3,7 @@
 //! registration order with its count of dead entries, a bucket's lone listener ([`Solo`]), and
 //! the kind map with its hasher.
 //!
-//! Owns these structures; the table fills and compacts them. May import `entry` and `pattern`.
-
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+//! Owns these structures; the table fills and compacts them. May import `entry`, `pattern` and `hash`.
 
 use smallvec::SmallVec;
 
@@ -151,43 +148,4 @@ impl Bucket {
     }
 }
 
-/// A small, fast hasher for event kinds (the multiply-rotate of rustc's `FxHasher`): kinds are
-/// trusted values, so no defence against hash flooding is needed here.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct KindHasher(u64);
-
-impl Hasher for KindHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.write_u64(u64::from(i));
-    }
-
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.write_u64(u64::from(i));
-    }
-
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.write_u64(i as u64);
-    }
-
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-pub(crate) type KindMap<K, V> = HashMap<K, V, BuildHasherDefault<KindHasher>>;
+pub(crate) use crate::hash::KindMap;

@@ -22,20 +22,21 @@
 //!
 //! Owns the listener index, one job per file: this file the table (the slab, registration,
 //! removal and compaction); `lists` the keyed lists it is made of (a kind's bucket, its lists by
-//! mode and key, the kind map's hasher); `cursor` how dispatch reads it (a kind's view, and the
+//! mode and key); `cursor` how dispatch reads it (a kind's view, and the
 //! [`Cursor`] that walks a bucket's lists, whose fields are its own). May import `event`,
-//! `pattern`, `expr` and `entry`.
+//! `pattern`, `expr`, `query` and `entry`.
 
 mod cursor;
 mod lists;
 
 use smallvec::SmallVec;
 
-use crate::entry::{Handler, MatchHandler, Mode};
+use crate::entry::{Handler, MatchHandler, Mode, QueryRun};
 use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::IndexKey;
 use crate::pattern::Template;
+use crate::query::windows::WindowsHeld;
 
 pub(crate) use crate::expr::Held;
 pub(crate) use cursor::{Cursor, KindView};
@@ -57,6 +58,16 @@ pub(crate) enum Body<E: Event> {
         /// inline they would make every slot a cache line longer.
         handlers: Box<ExprHandlers<E>>,
     },
+    /// A stream query (R7.9), boxed: one word in the slot, so that the slot stays within its two
+    /// cache lines (the template and expression listeners are what most dispatches read).
+    Query(Box<QueryBody<E>>),
+}
+
+/// A stream query listener: the template whose events enter its windows, and the windows with
+/// the handler of their rows.
+pub(crate) struct QueryBody<E: Event> {
+    pub(crate) template: Template<E>,
+    pub(crate) run: Box<dyn QueryRun<E>>,
 }
 
 /// An expression listener's handlers.
@@ -140,7 +151,7 @@ pub(crate) struct ListenerTable<E: Event> {
     slots: Vec<Option<ListenerSlot<E>>>,
     free: Vec<u32>,
     /// Live listeners by handle. Handles are the context's own counter, not outside input, so
-    /// the map uses the fast [`KindHasher`](lists::KindHasher) rather than SipHash.
+    /// the map uses the fast [`KindHasher`](crate::hash::KindHasher) rather than SipHash.
     by_handle: KindMap<u64, u32>,
     kinds: KindMap<E::Kind, u32>,
     pub(super) buckets: Vec<Bucket>,
@@ -162,6 +173,8 @@ pub(crate) struct ListenerTable<E: Event> {
     /// What the live expression listeners hold: matches in progress with at least one event,
     /// and their events (R7.6: bounded by the expressions; published in the status).
     held: Held,
+    /// What the live query listeners' windows hold (R7.11, published in the status).
+    windows: WindowsHeld,
     /// Set by [`ending`](Self::ending): dead listeners' handles stay in `by_handle`, and keyed
     /// lists learn of their dead listeners from the dispatches that meet them.
     ending: bool,
@@ -192,6 +205,7 @@ impl<E: Event> Default for ListenerTable<E> {
             visited: 0,
             live: 0,
             held: Held::default(),
+            windows: WindowsHeld::default(),
             ending: false,
             #[cfg(test)]
             walked: std::cell::Cell::new(0),
@@ -247,7 +261,7 @@ impl<E: Event> ListenerTable<E> {
         match &mut l.body {
             Body::Template { handler, .. } => handler,
             // SAFETY: as above, a `simple` listener's body is a template.
-            Body::Expr { .. } => unsafe { std::hint::unreachable_unchecked() },
+            Body::Expr { .. } | Body::Query(_) => unsafe { std::hint::unreachable_unchecked() },
         }
     }
 
@@ -371,6 +385,17 @@ impl<E: Event> ListenerTable<E> {
         self.held.add(after);
     }
 
+    /// What the live query listeners' windows hold.
+    pub(crate) fn windows(&self) -> WindowsHeld {
+        self.windows
+    }
+
+    /// Notes that a query listener's windows went from holding `before` to `after`.
+    pub(crate) fn note_windows(&mut self, before: WindowsHeld, after: WindowsHeld) {
+        self.windows.sub(before);
+        self.windows.add(after);
+    }
+
     /// The slot of a live listener's handle. Checked against the slot, since the map may keep the
     /// handles of dead listeners while shutdown ends the instances ([`ending`](Self::ending)).
     pub(crate) fn slot_of(&self, handle: u64) -> Option<u32> {
@@ -446,8 +471,10 @@ impl<E: Event> ListenerTable<E> {
         l.alive = false;
         l.simple = false;
         self.live -= 1;
-        if let Body::Expr { expr, .. } = &l.body {
-            self.held.sub(expr.held());
+        match &l.body {
+            Body::Expr { expr, .. } => self.held.sub(expr.held()),
+            Body::Query(q) => self.windows.sub(q.run.held()),
+            Body::Template { .. } => {}
         }
         if !self.ending {
             self.by_handle.remove(&l.handle);

@@ -14,7 +14,7 @@ use super::handlers::{erase_handler, erase_match_handler};
 use super::{ListenerHandle, Scope};
 
 impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
-    fn register(&mut self, mode: Mode, spec: Spec<E>) -> ListenerHandle {
+    pub(super) fn register(&mut self, mode: Mode, spec: Spec<E>) -> ListenerHandle {
         let id = self.fx.next_handle;
         self.fx.next_handle += 1;
         let op = Op::Listen {

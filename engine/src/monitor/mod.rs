@@ -17,8 +17,9 @@
 //! `handlers` the plumbing that turns typed handlers and hooks into the context's type-erased
 //! ones; `Scope`'s other methods by what they do: `send` (routing, sending, emitting), `topology`
 //! (channels, subscriptions, new contexts), `listen` (listeners, logical time, ending the
-//! instance) and `spawn` (new instances). May import the leaves, `entry`, `deliver`, `expr`,
-//! `pattern`, `channel`, `output`, `error` and `context` (for creating contexts).
+//! instance), `query` (stream queries) and `spawn` (new instances). May import the leaves,
+//! `entry`, `deliver`, `expr`, `pattern`, `query`, `channel`, `output`, `error` and `context`
+//! (for creating contexts).
 
 mod handlers;
 
@@ -32,6 +33,8 @@ mod send;
 mod topology;
 
 mod listen;
+
+mod query;
 
 mod spawn;
 
