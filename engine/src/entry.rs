@@ -92,15 +92,18 @@ pub(crate) enum Spec<E: Event> {
     Template(Pattern<E>, Handler<E>),
     /// An expression, its handler, and the handler of its timed-out matches (R7.7), if any.
     Expr(Expr<E>, MatchHandler<E>, Option<MatchHandler<E>>),
-    /// A stream query (R7.9): its template, and its windows with the handler of its rows.
-    Query(Pattern<E>, Box<dyn QueryRun<E>>),
+    /// A stream query (R7.9), or a join (R7.12) with its right side's template: its template(s),
+    /// and its windows with the handler of its rows or pairs.
+    Query(Pattern<E>, Option<Pattern<E>>, Box<dyn QueryRun<E>>),
 }
 
 /// A stream query's listener with its monitor type erased (R7.9 - R7.11): its windows, what it
 /// computes of each event, and the handler of its rows (built by `monitor`, run by `context`).
 pub(crate) trait QueryRun<E: Event>: Send {
-    /// Takes `e`, which its template matched, at the clock's time `fx.now`; hands the rows due.
-    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E);
+    /// Takes `e` at the clock's time `fx.now`; hands the rows (or pairs) due. `sides` says which
+    /// of its templates matched `e`: bit 0 the first (a query's, a join's left), bit 1 a join's
+    /// right.
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, sides: u8);
     /// Brings the windows to `due` (its timer fired): values leave, periodic rows are handed.
     fn time(&mut self, state: &mut State, fx: &mut Effects<E>, due: Time);
     /// The next time the windows need the clock.

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use correlator::query::{Count, Max, Mean, Min, Query, Row, Sum, Window};
+use correlator::query::{Count, Join, Max, Mean, Min, Query, Row, Sum, Window};
 use correlator::{Correlator, DieReason, Error, Event, LateEvents, Monitor, Pattern, Scope, Time};
 
 /// A reading: kind (1: a reading, 2: a derived event, 3: a marker), partition key, value, stamp.
@@ -530,5 +530,166 @@ fn r7_11_window_memory_is_bounded_and_reported() {
         (0, 0)
     );
     assert_eq!(st.totals.instances, 0);
+    c.shutdown().unwrap();
+}
+
+// R7.9 with `group_by`: each group of a partition is a window of its own, and its rows carry the
+// group; a count window keeps the last n values of the group.
+#[test]
+fn r7_9_groups_of_a_partition_have_windows_of_their_own() {
+    let q = readings()
+        .group_by(|e: &Ev| (e.val % 2) as u64)
+        .value(|e: &Ev| e.val as f64)
+        .window(Window::count(2))
+        .aggregate(Sum::of(|v: &f64| *v));
+    let got = run(
+        event_time,
+        move |cx| {
+            cx.query(q, |m: &mut Listen, _cx, r: &Row<f64>| {
+                m.log(format!(
+                    "k{} g {:?} n{} sum{}",
+                    r.key, r.group, r.len, r.value
+                ))
+            })
+            .unwrap();
+        },
+        &[
+            ev(1, 1, 2, 0),
+            ev(1, 1, 3, 1),
+            ev(1, 1, 4, 2),
+            ev(1, 1, 6, 3),
+            ev(1, 2, 5, 4),
+        ],
+        10,
+    );
+    assert_eq!(
+        got,
+        [
+            "k1 g Some(0) n1 sum2",
+            "k1 g Some(1) n1 sum3",
+            "k1 g Some(0) n2 sum6",
+            // The group's last two: 4 and 6 (the 2 left; the 3 of the other group stays).
+            "k1 g Some(0) n2 sum10",
+            "k2 g Some(1) n1 sum5",
+        ]
+    );
+}
+
+fn pairs(
+    register: impl FnOnce(&mut Scope<'_, Ev, Listen>) + Send + 'static,
+    events: &[Ev],
+) -> Vec<String> {
+    run(event_time, register, events, 1_000)
+}
+
+fn log_pair(m: &mut Listen, _cx: &mut Scope<'_, Ev, Listen>, l: &Ev, r: &Ev) {
+    m.log(format!("{}.{}+{}.{}", l.kind, l.val, r.kind, r.val));
+}
+
+// R7.12: a join pairs the events of two templates with equal keys taken within its length of
+// each other, in either order, oldest first; an event leaves its side at its time plus the
+// length, exclusive.
+#[test]
+fn r7_12_a_join_pairs_events_with_equal_keys_within_its_length() {
+    let got = pairs(
+        |cx| {
+            let join = Join::of(Pattern::kind(1), Pattern::kind(3)).within(Duration::from_secs(10));
+            cx.join(join, log_pair).unwrap();
+        },
+        &[
+            ev(1, 7, 1, 0),
+            ev(1, 7, 2, 5),
+            ev(1, 8, 3, 6),   // another key
+            ev(3, 7, 10, 9),  // joins 1 and 2, oldest first
+            ev(3, 7, 11, 10), // 1 left at 10 s: joins 2 only
+            ev(1, 7, 4, 12),  // joins the right events 10 and 11
+            ev(3, 8, 12, 30), // key 8's left event left at 16 s
+        ],
+    );
+    assert_eq!(
+        got,
+        ["1.1+3.10", "1.2+3.10", "1.2+3.11", "1.4+3.10", "1.4+3.11"]
+    );
+}
+
+// R7.12: keys by function per side; a self-join (one template on both sides) pairs an event with
+// those before it, never with itself; what the join holds is reported and goes when it leaves.
+#[test]
+fn r7_12_a_self_join_on_key_functions_never_pairs_an_event_with_itself() {
+    let got = pairs(
+        |cx| {
+            // Same parity of value, within 5 s.
+            let join = Join::of(Pattern::kind(1), Pattern::kind(1))
+                .on(|l: &Ev| (l.val % 2) as u64, |r: &Ev| (r.val % 2) as u64)
+                .within(Duration::from_secs(5));
+            cx.join(join, log_pair).unwrap();
+        },
+        &[
+            ev(1, 1, 1, 0),
+            ev(1, 2, 3, 1),
+            ev(1, 3, 4, 2),
+            ev(1, 4, 5, 9),
+        ],
+    );
+    // 3 joins 1 as a left event (3 with the right 1) and as a right one (1 with the right 3).
+    assert_eq!(got, ["1.3+1.1", "1.1+1.3"]);
+}
+
+// R7.12: a join of zero length is a typed error.
+#[test]
+fn r7_12_a_join_of_zero_length_is_a_typed_error() {
+    let seen = Log::default();
+    let s = Arc::clone(&seen);
+    pairs(
+        move |cx| {
+            let join = Join::of(Pattern::kind(1), Pattern::kind(3)).within(Duration::ZERO);
+            match cx.join(join, log_pair) {
+                Err(e @ Error::InvalidQuery { .. }) => s.lock().unwrap().push(format!("{e}")),
+                other => panic!("{other:?}"),
+            }
+        },
+        &[],
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["invalid stream query: a join of zero length holds nothing"]
+    );
+}
+
+// R7.11 for joins: what both sides hold is in the status, and goes back to zero when the events
+// leave.
+#[test]
+fn r7_12_what_a_join_holds_is_reported_and_bounded() {
+    let c = Correlator::<Ev>::builder().event_time().build().unwrap();
+    c.load(Listen {
+        log: Log::default(),
+        register: Some(Box::new(|cx: &mut Scope<'_, Ev, Listen>| {
+            let join = Join::of(Pattern::kind(1), Pattern::kind(3)).within(Duration::from_secs(10));
+            cx.join(join, log_pair).unwrap();
+        })),
+    })
+    .unwrap();
+    let input = c.input();
+    c.start();
+    for (k, key, s) in [(1, 1, 0), (1, 2, 1), (3, 1, 2), (1, 1, 3)] {
+        input.send_to(c.main(), ev(k, key, 0, s)).unwrap();
+    }
+    let settled = |want: (u64, u64)| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let t = c.status().totals;
+            if (t.window_partitions, t.window_values) == want || Instant::now() > deadline {
+                return (t.window_partitions, t.window_values);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    // Left: key 1 (two events), key 2; right: key 1.
+    assert_eq!(settled((3, 4)), (3, 4));
+    input.send_time(Time::from_secs(12)).unwrap();
+    // Left at 10, 11 and 12 s: the left event of 3 s stays.
+    assert_eq!(settled((1, 1)), (1, 1));
+    input.send_time(Time::from_secs(13)).unwrap();
+    assert_eq!(settled((0, 0)), (0, 0));
     c.shutdown().unwrap();
 }

@@ -265,10 +265,11 @@ impl<E: Event> Context<E> {
             }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
             Body::Query(q) => {
-                // User code (a filter), as for a template.
-                match panic::catch_unwind(AssertUnwindSafe(|| q.template.matches_listed(e))) {
-                    Ok(true) => return self.fire_query(slot, Some(e), self.fx.now),
-                    Ok(false) => return false,
+                // User code (a filter), as for a template. A join's two templates may be of two
+                // kinds or keys: each is checked whole.
+                match panic::catch_unwind(AssertUnwindSafe(|| q.sides(e))) {
+                    Ok(0) => return false,
+                    Ok(sides) => return self.fire_query(slot, Some((e, sides)), self.fx.now),
                     Err(payload) => {
                         let instance = l.instance;
                         self.after_handler(instance, Err(payload));
@@ -462,11 +463,12 @@ impl<E: Event> Context<E> {
         );
     }
 
-    /// Runs the query listener in `slot` (R7.9 - R7.11): takes `e` (its template matched it), or,
-    /// without one, brings its windows to `due` (its timer fired); its handler gets the rows due.
+    /// Runs the query listener in `slot` (R7.9 - R7.12): takes `e` (its templates matched it, as
+    /// `sides` says), or, without one, brings its windows to `due` (its timer fired); its handler
+    /// gets the rows (a join's, the pairs) due.
     /// Then keeps one timer pending at its windows' next due time, and the status's count of what
     /// the windows hold. Returns true (an event matched).
-    pub(super) fn fire_query(&mut self, slot: u32, e: Option<&E>, due: Time) -> bool {
+    pub(super) fn fire_query(&mut self, slot: u32, e: Option<(&E, u8)>, due: Time) -> bool {
         let Some(l) = self.table.slot_mut(slot) else {
             return true;
         };
@@ -485,7 +487,7 @@ impl<E: Event> Context<E> {
         // User code (what it computes of the event, its aggregate, its handler): a panic ends the
         // instance, as in a handler.
         let result = panic::catch_unwind(AssertUnwindSafe(|| match e {
-            Some(e) => run.event(state, fx, e),
+            Some((e, sides)) => run.event(state, fx, e, sides),
             None => {
                 if *run.armed() == Some(due) {
                     *run.armed() = None;

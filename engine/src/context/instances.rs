@@ -324,10 +324,18 @@ impl<E: Event> Context<E> {
                 };
                 (body, index)
             }
-            Spec::Query(p, run) => {
-                let index = smallvec![(p.template.kind, p.template.index())];
+            Spec::Query(p, right, run) => {
+                let mut index: SmallVec<[_; 1]> = smallvec![(p.template.kind, p.template.index())];
+                let right = right.map(|r| r.template);
+                if let Some(r) = &right {
+                    let at = (r.kind, r.index());
+                    if !index.contains(&at) {
+                        index.push(at);
+                    }
+                }
                 let body = Body::Query(Box::new(QueryBody {
                     template: p.template,
+                    right,
                     run,
                 }));
                 (body, index)

@@ -35,7 +35,7 @@ use crate::entry::{Handler, MatchHandler, Mode, QueryRun};
 use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::IndexKey;
-use crate::pattern::Template;
+use crate::pattern::{Prior, Template};
 use crate::query::windows::WindowsHeld;
 
 pub(crate) use crate::expr::Held;
@@ -63,11 +63,27 @@ pub(crate) enum Body<E: Event> {
     Query(Box<QueryBody<E>>),
 }
 
-/// A stream query listener: the template whose events enter its windows, and the windows with
-/// the handler of their rows.
+/// A stream query listener: the template whose events enter its windows (a join's left and
+/// right templates), and the windows with the handler of their rows.
 pub(crate) struct QueryBody<E: Event> {
     pub(crate) template: Template<E>,
+    pub(crate) right: Option<Template<E>>,
     pub(crate) run: Box<dyn QueryRun<E>>,
+}
+
+impl<E: Event> QueryBody<E> {
+    /// Which of its templates `e` (offered by the index) matches: bit 0 the first, bit 1 a join's
+    /// right. A join's two templates may differ in kind or key, so each is checked whole.
+    pub(crate) fn sides(&self, e: &E) -> u8 {
+        match &self.right {
+            None => u8::from(self.template.matches_listed(e)),
+            Some(right) => {
+                let none = Prior::none();
+                u8::from(self.template.matches_after(&none, e))
+                    | u8::from(right.matches_after(&none, e)) << 1
+            }
+        }
+    }
 }
 
 /// An expression listener's handlers.

@@ -1,7 +1,7 @@
-//! `Scope::query`: registering a stream query (R7.9 - R7.11), and the listener that runs it with
-//! its monitor type erased.
+//! `Scope::query` and `Scope::join`: registering a stream query (R7.9 - R7.11) or a join (R7.12),
+//! and the listeners that run them with their monitor type erased.
 //!
-//! Owns the erased query listener. May import the leaves, `entry`, `pattern`, `query` and
+//! Owns the erased query and join listeners. May import the leaves, `entry`, `pattern`, `query` and
 //! `error`.
 
 use std::marker::PhantomData;
@@ -9,8 +9,9 @@ use std::marker::PhantomData;
 use crate::entry::{Effects, Mode, QueryRun, Spec};
 use crate::error::Error;
 use crate::event::Event;
+use crate::query::join::JoinWindows;
 use crate::query::windows::{RowAt, Windows, WindowsHeld};
-use crate::query::{Aggregate, Query, Row};
+use crate::query::{Aggregate, Join, KeyFn, Query, Row};
 use crate::state::State;
 use crate::time::Time;
 
@@ -67,6 +68,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         let Query {
             template,
             partition,
+            group,
             value,
             window,
             every,
@@ -74,19 +76,114 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         } = query;
         let run = QueryListener::<E, M, P, A, _> {
             partition,
+            group,
             value,
             windows: Windows::new(window.0, every, aggregate),
             handler,
             armed: None,
             _monitor: PhantomData,
         };
-        Ok(self.register(Mode::All, Spec::Query(template, Box::new(run))))
+        Ok(self.register(Mode::All, Spec::Query(template, None, Box::new(run))))
+    }
+
+    /// Registers a join of two streams on a key within a window (SPEC R7.12): each side keeps
+    /// the events its template matches for the join's length, by key; when an event enters one
+    /// side, `handler` gets `(left, right)` for each event of the other side with the same key
+    /// still held, oldest first. An event both templates match joins the events held on each
+    /// side before it (as a left event first), never itself. The join stays until quit or until
+    /// its instance ends. See [`Join`] for a run example.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQuery`] for a join of zero length; nothing is registered.
+    pub fn join(
+        &mut self,
+        join: Join<E>,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E, &E) + Send + 'static,
+    ) -> Result<ListenerHandle, Error> {
+        if join.within.is_zero() {
+            return Err(Error::InvalidQuery {
+                why: "a join of zero length holds nothing",
+            });
+        }
+        let Join {
+            left,
+            right,
+            left_key,
+            right_key,
+            within,
+        } = join;
+        let run = JoinListener::<E, M, _> {
+            keys: [left_key, right_key],
+            windows: JoinWindows::new(within),
+            handler,
+            armed: None,
+            _monitor: PhantomData,
+        };
+        Ok(self.register(Mode::All, Spec::Query(left, Some(right), Box::new(run))))
+    }
+}
+
+/// A join's listener: its two sides' windows, their keys, its handler.
+struct JoinListener<E: Event, M, H> {
+    keys: [KeyFn<E>; 2],
+    windows: JoinWindows<E>,
+    handler: H,
+    armed: Option<Time>,
+    _monitor: PhantomData<fn(&mut M)>,
+}
+
+impl<E, M, H> QueryRun<E> for JoinListener<E, M, H>
+where
+    E: Event,
+    M: 'static,
+    H: FnMut(&mut M, &mut Scope<'_, E, M>, &E, &E) + Send + 'static,
+{
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, sides: u8) {
+        // Invariant: as for `hand`.
+        let Some(m) = state.downcast_mut::<M>() else {
+            return;
+        };
+        let keys = [0, 1].map(|side| (sides >> side & 1 == 1).then(|| self.keys[side](e)));
+        // Pairs first, against what was held before `e` (so never `e` with itself), left role
+        // first; then `e` is kept on its side(s).
+        if let Some(key) = keys[0] {
+            for right in self.windows.held_on(1, key) {
+                (self.handler)(m, &mut Scope::new(fx), e, right);
+            }
+        }
+        if let Some(key) = keys[1] {
+            for left in self.windows.held_on(0, key) {
+                (self.handler)(m, &mut Scope::new(fx), left, e);
+            }
+        }
+        for (side, key) in keys.into_iter().enumerate() {
+            if let Some(key) = key {
+                self.windows.keep(fx.now, side, key, e.clone());
+            }
+        }
+    }
+
+    fn time(&mut self, _state: &mut State, _fx: &mut Effects<E>, due: Time) {
+        self.windows.advance(due);
+    }
+
+    fn next_due(&self) -> Option<Time> {
+        self.windows.next_due()
+    }
+
+    fn armed(&mut self) -> &mut Option<Time> {
+        &mut self.armed
+    }
+
+    fn held(&self) -> WindowsHeld {
+        self.windows.held()
     }
 }
 
 /// A query's listener: its windows, what it computes of each event, its handler.
 struct QueryListener<E: Event, M, P, A, H> {
-    partition: Box<dyn Fn(&E) -> u64 + Send>,
+    partition: KeyFn<E>,
+    group: Option<KeyFn<E>>,
     value: Box<dyn Fn(&E) -> P + Send>,
     windows: Windows<P, A>,
     handler: H,
@@ -105,7 +202,8 @@ fn hand<E: Event, M: 'static, O>(
     // registered it, so the downcast cannot fail.
     if let Some(m) = state.downcast_mut::<M>() {
         let row = Row {
-            key: row.key,
+            key: row.key.0,
+            group: row.key.1,
             time: row.time,
             len: row.len,
             value: row.value,
@@ -122,8 +220,8 @@ where
     A: Aggregate<P>,
     H: FnMut(&mut M, &mut Scope<'_, E, M>, &Row<A::Output>) + Send + 'static,
 {
-    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E) {
-        let key = (self.partition)(e);
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, _sides: u8) {
+        let key = ((self.partition)(e), self.group.as_ref().map(|g| g(e)));
         let value = (self.value)(e);
         if let Some(row) = self.windows.take(fx.now, key, value) {
             hand(&mut self.handler, state, fx, row);

@@ -1,5 +1,5 @@
 //! Stream queries: windows and aggregates over the events a template matches, by partition, on
-//! the context's clock (SPEC R7.9 - R7.11).
+//! the context's clock (SPEC R7.9 - R7.11), and joins of two streams (R7.12).
 //!
 //! A correlator user's other everyday question is not "did this pattern happen" but "what is the
 //! mean price per symbol over the last minute", "more than five failed logins per user in five
@@ -107,6 +107,12 @@
 //! [`Aggregate`] of your own (`add`, `remove`, `value`): each is updated as values enter and
 //! leave, never by rescanning the window; min and max keep a monotonic deque.
 //!
+//! # Joins (R7.12)
+//! A [`Join`] (registered with [`Scope::join`](crate::Scope::join)) pairs the events of two
+//! templates whose keys are equal and that were taken within its length of each other, in
+//! either order; a query's rows join another stream when the handler routes them as events the
+//! join's template matches.
+//!
 //! # Memory
 //! A sliding window keeps only the values inside it; a partition whose sliding window empties is
 //! dropped (its storage reused by the next new partition, so a warm query allocates nothing per
@@ -119,11 +125,13 @@
 //! `windows` owns the partitioned windows (a slab of partitions, one FIFO of expiries for a
 //! sliding window, since its values leave in the order they entered across partitions); the
 //! query is a listener of the context's table (its template indexed as any other), which keeps
-//! one timer at the windows' next due time. `aggregate` owns the aggregates.
+//! one timer at the windows' next due time. `aggregate` owns the aggregates; `join` the public
+//! [`Join`] and its two sides' windows (one FIFO of expiries again).
 //!
 //! Owns the public query types. May import the leaves, `pattern` and `error`.
 
 mod aggregate;
+pub(crate) mod join;
 #[cfg(test)]
 mod tests;
 pub(crate) mod windows;
@@ -134,12 +142,16 @@ use std::time::Duration;
 #[cfg(feature = "quantiles")]
 pub use aggregate::Quantile;
 pub use aggregate::{Aggregate, Count, First, Last, Max, Mean, Min, StdDev, Sum};
+pub use join::Join;
 
 use crate::error::Error;
 use crate::event::Event;
 use crate::pattern::Pattern;
 use crate::time::Time;
 use windows::Shape;
+
+/// A function computing a key of an event (a partition, a group, a join's key).
+pub(crate) type KeyFn<E> = Box<dyn Fn(&E) -> u64 + Send>;
 
 /// The window of a [`Query`] (SPEC R7.9): sliding or tumbling over time, or the last `n` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +179,8 @@ impl Window {
 pub struct Row<O> {
     /// The partition's key.
     pub key: u64,
+    /// The group's key, for a query with [`Query::group_by`].
+    pub group: Option<u64>,
     /// The clock time of the row: the event's time, the periodic row's time, or the end of the
     /// tumbling window.
     pub time: Time,
@@ -185,7 +199,8 @@ pub struct Row<O> {
 /// value `()`, a sliding window of one minute, a row per event, and [`Count`].
 pub struct Query<E: Event, P = (), A = Count> {
     pub(crate) template: Pattern<E>,
-    pub(crate) partition: Box<dyn Fn(&E) -> u64 + Send>,
+    pub(crate) partition: KeyFn<E>,
+    pub(crate) group: Option<KeyFn<E>>,
     pub(crate) value: Box<dyn Fn(&E) -> P + Send>,
     pub(crate) window: Window,
     pub(crate) every: Option<Duration>,
@@ -207,6 +222,7 @@ impl<E: Event> Query<E> {
         Self {
             template,
             partition: Box::new(|e: &E| e.key().unwrap_or(0)),
+            group: None,
             value: Box::new(|_: &E| ()),
             window: Window::sliding(Duration::from_secs(60)),
             every: None,
@@ -223,12 +239,21 @@ impl<E: Event, P: Send + 'static, A: Aggregate<P>> Query<E, P, A> {
         self
     }
 
+    /// Groups each partition's events by `f`: each group of a partition has its own window and
+    /// aggregate, and its rows carry [`Row::group`] (Apama's `group by`; for a count window, the
+    /// last `n` values of the group: see SPEC's decision "Stream queries").
+    pub fn group_by(mut self, f: impl Fn(&E) -> u64 + Send + 'static) -> Self {
+        self.group = Some(Box::new(f));
+        self
+    }
+
     /// What the window keeps of each event. Sets the aggregate back to [`Count`] (the
     /// aggregates are typed by the value): call [`aggregate`](Self::aggregate) after it.
     pub fn value<Q: Send + 'static>(self, f: impl Fn(&E) -> Q + Send + 'static) -> Query<E, Q> {
         Query {
             template: self.template,
             partition: self.partition,
+            group: self.group,
             value: Box::new(f),
             window: self.window,
             every: self.every,
@@ -254,6 +279,7 @@ impl<E: Event, P: Send + 'static, A: Aggregate<P>> Query<E, P, A> {
         Query {
             template: self.template,
             partition: self.partition,
+            group: self.group,
             value: self.value,
             window: self.window,
             every: self.every,

@@ -16,7 +16,7 @@ fn rows<O: Clone>(
 ) -> Vec<(u64, u64, usize, O)> {
     let mut out = Vec::new();
     w.advance(due, |r: RowAt<O>| {
-        out.push((r.key, r.time.as_nanos() / 1_000_000_000, r.len, r.value))
+        out.push((r.key.0, r.time.as_nanos() / 1_000_000_000, r.len, r.value))
     });
     out
 }
@@ -28,8 +28,8 @@ fn r7_9_a_sliding_value_leaves_at_its_time_plus_d_exclusive() {
         None,
         Sum::of(|v: &f64| *v),
     );
-    assert_eq!(w.take(s(0), 1, 1.0).map(|r| r.value), Some(1.0));
-    assert_eq!(w.take(s(5), 1, 2.0).map(|r| r.value), Some(3.0));
+    assert_eq!(w.take(s(0), (1, None), 1.0).map(|r| r.value), Some(1.0));
+    assert_eq!(w.take(s(5), (1, None), 2.0).map(|r| r.value), Some(3.0));
     assert_eq!(w.next_due(), Some(s(10)));
     // Just before 10 s both are in; at 10 s the first has left.
     assert!(rows(&mut w, Time::from_nanos(s(10).as_nanos() - 1)).is_empty());
@@ -45,7 +45,7 @@ fn r7_9_a_sliding_value_leaves_at_its_time_plus_d_exclusive() {
         "values leaving hand no row without `every`"
     );
     assert_eq!(
-        w.take(s(10), 1, 4.0).map(|r| (r.len, r.value)),
+        w.take(s(10), (1, None), 4.0).map(|r| (r.len, r.value)),
         Some((2, 6.0))
     );
 }
@@ -57,9 +57,9 @@ fn r7_9_a_partition_whose_sliding_window_empties_is_dropped_and_starts_afresh() 
         None,
         Sum::of(|v: &f64| *v),
     );
-    w.take(s(0), 7, 0.1);
-    w.take(s(1), 7, 0.2);
-    w.take(s(1), 8, 5.0);
+    w.take(s(0), (7, None), 0.1);
+    w.take(s(1), (7, None), 0.2);
+    w.take(s(1), (8, None), 5.0);
     rows(&mut w, s(11));
     assert_eq!(
         w.held(),
@@ -67,7 +67,7 @@ fn r7_9_a_partition_whose_sliding_window_empties_is_dropped_and_starts_afresh() 
         "both partitions empty: dropped"
     );
     // 0.1 + 0.2 - 0.1 - 0.2 is not 0.0 in floating point; a dropped partition starts at 0.0.
-    assert_eq!(w.take(s(12), 7, 1.0).map(|r| r.value), Some(1.0));
+    assert_eq!(w.take(s(12), (7, None), 1.0).map(|r| r.value), Some(1.0));
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn r7_9_a_count_window_keeps_the_last_n_values() {
     let mut w = Windows::new(Shape::Count(2), None, Sum::of(|v: &f64| *v));
     let sums: Vec<f64> = [1.0, 2.0, 4.0, 8.0]
         .iter()
-        .map(|&v| w.take(s(0), 1, v).expect("a row per event").value)
+        .map(|&v| w.take(s(0), (1, None), v).expect("a row per event").value)
         .collect();
     assert_eq!(sums, [1.0, 3.0, 6.0, 12.0]);
     assert_eq!(
@@ -96,15 +96,15 @@ fn r7_10_every_hands_a_row_per_non_empty_partition_at_multiples_of_the_period() 
         Count::default(),
     );
     assert!(
-        w.take(s(1), 1, 0.0).is_none(),
+        w.take(s(1), (1, None), 0.0).is_none(),
         "with `every` no row per event"
     );
-    assert!(w.take(s(1), 2, 0.0).is_none());
+    assert!(w.take(s(1), (2, None), 0.0).is_none());
     assert_eq!(w.next_due(), Some(s(2)));
     let mut got = rows(&mut w, s(2));
     got.sort();
     assert_eq!(got, [(1, 2, 1, 1), (2, 2, 1, 1)]);
-    w.take(s(3), 1, 0.0);
+    w.take(s(3), (1, None), 0.0);
     // At 4 s the values of 1 s have left (1 + 3 = 4: values first at one time): only key 1's
     // value of 3 s is left.
     assert_eq!(rows(&mut w, s(4)), [(1, 4, 1, 1)]);
@@ -112,7 +112,7 @@ fn r7_10_every_hands_a_row_per_non_empty_partition_at_multiples_of_the_period() 
     assert!(rows(&mut w, s(6)).is_empty());
     assert_eq!(w.next_due(), None);
     // The next event arms the next multiple after it.
-    w.take(s(9), 3, 0.0);
+    w.take(s(9), (3, None), 0.0);
     assert_eq!(w.next_due(), Some(s(10)));
 }
 
@@ -123,9 +123,9 @@ fn r7_10_a_tumbling_window_hands_its_rows_when_it_closes_and_keeps_no_values() {
         None,
         Sum::of(|v: &f64| *v),
     );
-    assert!(w.take(s(1), 1, 1.0).is_none());
-    assert!(w.take(s(9), 1, 2.0).is_none());
-    assert!(w.take(s(9), 2, 5.0).is_none());
+    assert!(w.take(s(1), (1, None), 1.0).is_none());
+    assert!(w.take(s(9), (1, None), 2.0).is_none());
+    assert!(w.take(s(9), (2, None), 5.0).is_none());
     assert_eq!(
         w.held(),
         WindowsHeld {
@@ -139,7 +139,7 @@ fn r7_10_a_tumbling_window_hands_its_rows_when_it_closes_and_keeps_no_values() {
     assert_eq!(got, [(1, 10, 2, 3.0), (2, 10, 1, 5.0)]);
     assert_eq!(w.held(), WindowsHeld::default());
     // An event at exactly 10 s belongs to [10, 20).
-    w.take(s(10), 1, 4.0);
+    w.take(s(10), (1, None), 4.0);
     assert_eq!(rows(&mut w, s(25)), [(1, 20, 1, 4.0)]);
 }
 
@@ -152,8 +152,8 @@ fn r7_10_a_late_timer_catches_up_in_time_order_values_first() {
         Some(Duration::from_secs(2)),
         Count::default(),
     );
-    w.take(s(0), 1, 0.0);
-    w.take(s(1), 1, 0.0);
+    w.take(s(0), (1, None), 0.0);
+    w.take(s(1), (1, None), 0.0);
     // At 2 s both are in; the value of 0 s leaves at 3 s, the one of 1 s at 4 s, before the row
     // of 4 s, which so has nothing to hand; then nothing is held and no row is due at 6 s.
     assert_eq!(rows(&mut w, s(7)), [(1, 2, 2, 2)]);

@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! Partitions live in a slab (`parts`, with a free list) found through a map from partition key
-//! to slot. A sliding time window's values all stay the same length `d`, and the clock never
+//! (the partition, and the group when the query groups: a group of a partition is a window of its
+//! own, see SPEC's decision "Stream queries") to slot. A sliding time window's values all stay the same length `d`, and the clock never
 //! goes back, so they leave in the order they entered *across all partitions*: one FIFO of
 //! `(leaves at, slot)` entries (`expiry`) replaces a timer per value, and expiring is a
 //! `pop_front` plus the partition's own `pop_front`. The owner (the query's listener) keeps one
@@ -32,8 +33,11 @@ pub(crate) enum Shape {
 /// Most spare deques kept for reuse.
 const SPARES: usize = 1024;
 
+/// A window's key: the partition, and the group if the query has `group_by`.
+pub(crate) type PartKey = (u64, Option<u64>);
+
 struct Part<P, A> {
-    key: u64,
+    key: PartKey,
     values: VecDeque<P>,
     agg: A,
     /// Values taken in the current tumbling window (tumbling windows keep no values).
@@ -61,7 +65,7 @@ impl WindowsHeld {
 
 /// A row the windows hand out: a partition's aggregate at a time.
 pub(crate) struct RowAt<O> {
-    pub(crate) key: u64,
+    pub(crate) key: PartKey,
     pub(crate) len: usize,
     pub(crate) value: O,
     pub(crate) time: Time,
@@ -72,7 +76,7 @@ pub(crate) struct Windows<P, A> {
     shape: Shape,
     every: Option<Duration>,
     proto: A,
-    slots: KindMap<u64, u32>,
+    slots: KindMap<PartKey, u32>,
     parts: Vec<Option<Part<P, A>>>,
     free: Vec<u32>,
     /// Sliding: `(leaves at, slot)` of every value held, oldest first.
@@ -119,7 +123,7 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         Time::from_nanos((now.as_nanos() / p).saturating_add(1).saturating_mul(p))
     }
 
-    fn slot_for(&mut self, key: u64) -> u32 {
+    fn slot_for(&mut self, key: PartKey) -> u32 {
         if let Some(&s) = self.slots.get(&key) {
             return s;
         }
@@ -157,9 +161,9 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         }
     }
 
-    /// Takes `value` into partition `key`'s window at `now`; returns the row to hand now, if the
+    /// Takes `value` into window `key`'s window at `now`; returns the row to hand now, if the
     /// query hands one per event (no `every`, not tumbling).
-    pub(crate) fn take(&mut self, now: Time, key: u64, value: P) -> Option<RowAt<A::Output>> {
+    pub(crate) fn take(&mut self, now: Time, key: PartKey, value: P) -> Option<RowAt<A::Output>> {
         let s = self.slot_for(key);
         let part = self.parts[s as usize].as_mut()?;
         match self.shape {
