@@ -333,7 +333,9 @@ fn first_difference(got: &[Alert], want: &[Alert]) -> Option<String> {
 pub(super) mod engine {
     //! The engine's side of a workload: a correlator under event time, a pool of members with
     //! one monitor instance per key (`Pool::load_per_key`), fed by one producer thread through a
-    //! `PoolInput`, alerts out through a typed `Block` output read by a thread of the harness.
+    //! `PoolInput` ([`run_keyed`]), or one monitor on the one member, fed through an input
+    //! handle ([`run_single`]: the stream queries); alerts out through a typed `Block` output
+    //! read by a thread of the harness.
 
     use super::{Alert, Data, Timed};
     use crate::pin::Probe;
@@ -422,25 +424,73 @@ pub(super) mod engine {
         })
         .map_err(|e| format!("load_per_key: {e}"))?;
         let input = pool.input();
+        let send = move |e: E| input.send(e).map_err(|e| format!("send: {e}"));
+        drive(ctx, data, c, rx, settled, send, Some(data.end_ms))
+    }
+
+    /// Loads the one monitor `make` builds around the alert output in the pool's member (a
+    /// pool of one: [`build`]`(ctx, 1)`) and runs the data set through that context, as the
+    /// query module's docs drive one: producer on slot 0 (`InputHandle::send_to` the member per
+    /// event); the clock is not moved after the last event, so it stops at the last event's
+    /// stamp. Then `shutdown()`; timed until the reader has read the output to its end.
+    pub(in crate::scenario::workload) fn run_single<E, M>(
+        ctx: &RunCtx,
+        data: &Data<E>,
+        built: Built<E>,
+        make: impl FnOnce(Output<Alert>) -> M,
+    ) -> Result<Timed, String>
+    where
+        E: Event + Copy + Sync,
+        M: Monitor<E>,
+    {
+        let Built {
+            c,
+            pool,
+            out,
+            rx,
+            settled,
+        } = built;
+        let member = *pool.members().first().ok_or("a pool without members")?;
+        c.load_in(member, make(out))
+            .map_err(|e| format!("load_in: {e}"))?;
+        let input = c.input();
+        let send = move |e: E| input.send_to(member, e).map_err(|e| format!("send: {e}"));
+        drive(ctx, data, c, rx, settled, send, None)
+    }
+
+    /// Starts `c` and times the data set through it: a producer on slot 0 hands each event to
+    /// `send`, then (after `settled`, if set) moves the clock to `end_ms` if given; then
+    /// `shutdown()` and the reader's end. Fails on a send, a handler panic or a late event.
+    fn drive<E: Event + Copy + Sync>(
+        ctx: &RunCtx,
+        data: &Data<E>,
+        c: Correlator<E>,
+        rx: OutputReceiver<Alert>,
+        settled: Option<Box<dyn Fn() -> bool + Send>>,
+        send: impl Fn(E) -> Result<(), String> + Send + 'static,
+        end_ms: Option<u64>,
+    ) -> Result<Timed, String> {
         let clock = c.input();
         c.start();
         let reader = std::thread::spawn(move || rx.iter().collect::<Vec<Alert>>());
-        let (events, end, core) = (data.events.clone(), data.end_ms, ctx.map.core_for(0));
+        let (events, core) = (data.events.clone(), ctx.map.core_for(0));
         let t0 = Instant::now();
         let producer = std::thread::spawn(move || {
             let probe = Probe::start("producer", core);
             for &e in events.iter() {
-                input.send(e).map_err(|e| format!("send: {e}"))?;
+                send(e)?;
             }
             if let Some(settled) = settled {
                 while !settled() {
                     std::thread::yield_now();
                 }
             }
-            // Every event has arrived: the time entry comes after them in each inbox (R2.2).
-            clock
-                .send_time(Time::from_millis(end))
-                .map_err(|e| format!("send_time: {e}"))?;
+            if let Some(end) = end_ms {
+                // Every event has arrived: the time entry comes after them in each inbox (R2.2).
+                clock
+                    .send_time(Time::from_millis(end))
+                    .map_err(|e| format!("send_time: {e}"))?;
+            }
             Ok::<_, String>(probe.finish())
         });
         let sent = producer.join().map_err(|_| "the producer panicked")?;
@@ -483,6 +533,40 @@ pub(super) mod engine {
         M: Monitor<E>,
         T: super::Twin<E>,
     {
+        side_by_side(events, end_ms, twin, |ctx, data, b| {
+            run_keyed(ctx, data, b, kinds, factory)
+        })
+    }
+
+    /// [`engine_and_twin`] for one monitor on one context ([`run_single`]).
+    #[cfg(test)]
+    pub(in crate::scenario::workload) fn single_and_twin<E, M, T>(
+        events: Vec<E>,
+        make: impl FnOnce(Output<Alert>) -> M,
+        twin: T,
+    ) -> (Vec<Alert>, Vec<Alert>)
+    where
+        E: Event + Copy + Sync,
+        M: Monitor<E>,
+        T: super::Twin<E>,
+    {
+        side_by_side(events, 0, twin, |ctx, data, b| {
+            run_single(ctx, data, b, make)
+        })
+    }
+
+    /// `events` through `run` on one unpinned member and through `twin`; both sorted.
+    #[cfg(test)]
+    fn side_by_side<E, T>(
+        events: Vec<E>,
+        end_ms: u64,
+        twin: T,
+        run: impl FnOnce(&RunCtx, &Data<E>, Built<E>) -> Result<Timed, String>,
+    ) -> (Vec<Alert>, Vec<Alert>)
+    where
+        E: Event + Copy + Sync,
+        T: super::Twin<E>,
+    {
         let ctx = RunCtx {
             mode: crate::scenario::Mode::Smoke,
             map: crate::pin::CoreMap {
@@ -495,7 +579,7 @@ pub(super) mod engine {
             events: events.into(),
             end_ms,
         };
-        let run = build(&ctx, 1).and_then(|b| run_keyed(&ctx, &data, b, kinds, factory));
+        let run = build(&ctx, 1).and_then(|b| run(&ctx, &data, b));
         let mut got = run.expect("the engine ran").alerts;
         let mut want = data.reference(twin);
         got.sort_unstable();
