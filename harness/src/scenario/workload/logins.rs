@@ -11,18 +11,19 @@
 //! `cx.query(Query::over(failed).partition_by(user).value(id).window(Window::sliding(5 min))
 //! .aggregate((Count, NewestId)), handler)`, a row handed on every failure right after it
 //! entered, the handler alerting when the count is above five; a row carries the aggregate, not
-//! the event, so `NewestId` (the id last added) names the failure that handed it. The twin: a `FastMap<user, VecDeque<t>>` in one
-//! consumer thread, fed through an `rtrb` ring: at a failure, pop the front while `front + 5 min
-//! <= t`, push, alert if more than five; a success is not looked up.
+//! the event, so `NewestId` (the id last added) names the failure that handed it. The twin: a
+//! `FastMap<user, VecDeque<t>>` in one consumer thread, fed through an `rtrb` ring: at a
+//! failure, pop the front while `front + 5 min <= t`, push, alert if more than five; a success
+//! is not looked up.
 //!
 //! # The data
 //! Seeded: `users` sparse ids (`mix`); background logins pick a user uniformly, 10 % fail; time
 //! moves 0 to `2 · SPAN / n` ms per login (uniform), so every mode's stream spans about
 //! [`SPAN_MS`] (33 min: 0-2 ms per login for two million; smoke's 20,000 move 0-200 ms each, so
 //! that smoke, too, sees windows slide). A user sees a couple of logins in the whole stream:
-//! background alerts are rare. One user in [`ATTACKED_ONE_IN`] is attacked: one or two bursts,
-//! each at a seeded time, of 6 to 12 failures 1 to 12 s apart (at most 132 s: a burst lies in
-//! one window, so each raises at least one alert, at its sixth failure). Sorted by time
+//! background alerts are rare. One user in 400 (`ATTACKED_ONE_IN`) is attacked: one or two
+//! bursts, each at a seeded time, of 6 to 12 failures 1 to 12 s apart (at most 132 s: a burst
+//! lies in one window, so each raises at least one alert, at its sixth failure). Sorted by time
 //! (stable), then numbered. The event is `workload/burst`'s [`Login`].
 
 use super::burst::Login;

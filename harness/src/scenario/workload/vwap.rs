@@ -29,9 +29,9 @@
 //! `2 · SPAN / n` µs per trade (uniform), so every mode's stream spans about [`SPAN_US`]
 //! (100 s: 0-200 µs per trade for a million trades; smoke's 20,000 trades move 0-10 ms each, so
 //! that smoke, too, sees windows slide and empty). Prices and quantities are integers, so every
-//! product and every sum here is an integer below 2^53: the sums are exact, and
-//! [`tests::the_twin_is_the_rule_by_definition_on_the_smoke_data`] can check the twin against
-//! sums over each window computed afresh.
+//! product and every sum here is an integer below 2^53: the sums are exact, and the unit test
+//! `the_twin_is_the_rule_by_definition_on_the_smoke_data` can check the twin against sums over
+//! each window computed afresh.
 
 use super::common::{measure, mix, Alert, Data, EngineFn, Expect, FastMap, Rng, Twin};
 use crate::scenario::{Outcome, RunCtx, Scenario};
