@@ -125,6 +125,10 @@
 
 mod aggregate;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
 pub(crate) mod windows;
 
