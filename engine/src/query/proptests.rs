@@ -19,6 +19,9 @@
 //! the model's next row or value leaving. Once everything has left a sliding or tumbling window,
 //! the windows ask for the clock no more.
 //!
+//! A join's windows (R7.12) against a rescan of every event taken: the pairs each event gets and
+//! what both sides hold.
+//!
 //! `PROPTEST_CASES` raises the number of cases (512 by default).
 //!
 //! May import the leaves.
@@ -62,7 +65,7 @@ fn aggs() -> Aggs {
 fn row(r: RowAt<Out>) -> RefRow {
     let ((count, sum, mean), (min, max, first, last)) = r.value;
     RefRow {
-        key: r.key,
+        key: r.key.0,
         time: r.time.as_nanos(),
         len: r.len,
         agg: RefAgg {
@@ -256,7 +259,10 @@ impl Driver {
             if let What::Take(key, v) = m.what {
                 let v = f64::from(v);
                 self.log.push(format!("take({t}, {key}, {v})"));
-                let got = self.engine.take(Time::from_nanos(t), key, v).map(row);
+                let got = self
+                    .engine
+                    .take(Time::from_nanos(t), (key, None), v)
+                    .map(row);
                 let want = self.model.take(t, key, v);
                 if got != want {
                     return Err(self.fail(format!(
@@ -416,5 +422,110 @@ proptest! {
     #[test]
     fn r7_11_min_max_first_last_match_a_rescan(c in case(any_window(), NARROW, 80, 0.2)) {
         check(&c)?;
+    }
+}
+
+/// One event of a join script: the time gap before it, which sides its templates match (bit 0
+/// left, bit 1 right), and its key.
+#[derive(Clone, Debug)]
+struct JoinStep {
+    gap: u64,
+    sides: u8,
+    key: u64,
+}
+
+/// The pairs a join hands, as `(left id, right id)`, by the engine's join windows driven as the
+/// join's listener drives them (its timer at each `next_due()` up to the event's time; pairs
+/// against what each side held before the event, left role first; then the event kept), and by
+/// rescanning every event taken (R7.12: on the other side, same key, taken at `t` with
+/// `now < t + d`, before this event; oldest first). Also checks `held()` after each event.
+fn join_pairs(d: u64, steps: &[JoinStep]) -> Result<(), TestCaseError> {
+    use super::join::JoinWindows;
+    let mut w: JoinWindows<u64> = JoinWindows::new(Duration::from_nanos(d));
+    // The model: every event taken, `(time, sides, key, id)`.
+    let mut taken: Vec<(u64, u8, u64, u64)> = Vec::new();
+    let mut now = 0u64;
+    for (id, s) in steps.iter().enumerate() {
+        let id = id as u64;
+        now += s.gap;
+        while let Some(due) = w.next_due().filter(|t| t.as_nanos() <= now) {
+            prop_assert!(
+                due.as_nanos() >= now.saturating_sub(s.gap),
+                "a due time already past"
+            );
+            w.advance(due);
+        }
+        let mut got = Vec::new();
+        let mut want = Vec::new();
+        let held_by = |side: u8| {
+            taken
+                .iter()
+                .filter(move |&&(t, sides, key, _)| {
+                    sides & side != 0 && key == s.key && now < t + d
+                })
+                .map(|&(.., i)| i)
+        };
+        if s.sides & 1 != 0 {
+            got.extend(w.held_on(1, s.key).map(|&r| (id, r)));
+            want.extend(held_by(2).map(|r| (id, r)));
+        }
+        if s.sides & 2 != 0 {
+            got.extend(w.held_on(0, s.key).map(|&l| (l, id)));
+            want.extend(held_by(1).map(|l| (l, id)));
+        }
+        prop_assert_eq!(&got, &want, "pairs of event {} at {}", id, now);
+        for side in 0..2 {
+            if s.sides >> side & 1 == 1 {
+                w.keep(Time::from_nanos(now), side, s.key, id);
+            }
+        }
+        taken.push((now, s.sides, s.key, id));
+        let live = taken.iter().filter(|&&(t, ..)| now < t + d);
+        let values: u64 = live
+            .clone()
+            .map(|&(_, sides, ..)| u64::from(sides.count_ones()))
+            .sum();
+        let mut keys: Vec<(u8, u64)> = live
+            .flat_map(|&(_, sides, key, _)| {
+                (0..2u8)
+                    .filter(move |b| sides >> b & 1 == 1)
+                    .map(move |b| (b, key))
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        prop_assert_eq!(
+            w.held(),
+            WindowsHeld {
+                partitions: keys.len() as u64,
+                values
+            },
+            "held after event {}",
+            id
+        );
+    }
+    Ok(())
+}
+
+fn join_step(d: u64) -> impl Strategy<Value = JoinStep> {
+    (
+        prop_oneof![Just(0), 1..=3u64, Just(d), d + 1..=3 * d],
+        1..=3u8,
+        0..3u64,
+    )
+        .prop_map(|(gap, sides, key)| JoinStep { gap, sides, key })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    // R7.12: a join's windows hand, for each event, the events of the other side with its key
+    // taken less than `d` before it and before it, oldest first, never itself (an event both
+    // templates match pairs as a left event first); what they hold follows the model.
+    #[test]
+    fn r7_12_join_windows_match_the_model(
+        (d, steps) in (1..=6u64).prop_flat_map(|d| (Just(d), prop::collection::vec(join_step(d), 1..40))),
+    ) {
+        join_pairs(d, &steps)?;
     }
 }
