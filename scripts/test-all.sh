@@ -54,6 +54,11 @@ stage "tokio examples (the service, and the quick start the README and the rustd
   cargo run -q --release -p correlator --features async --example quick_start'
 stage "engine status export with the serde and metrics features" \
   cargo test -p correlator --release --features serde,metrics --lib --test status_export
+# The `quantiles` feature (the `histogram` crate) is off in the workspace build: its aggregate's
+# unit tests and rustdoc example run here.
+stage "engine stream queries with the quantiles feature" bash -c '
+  cargo test -p correlator --release --features quantiles --lib query:: &&
+  cargo test -p correlator --release --features quantiles --doc Quantile'
 stage "benches (test mode)" cargo bench -p correlator-benches -- --test
 stage "seed example" bash -c '
   out=$(cargo run -q --release -p correlator --example seed_order)

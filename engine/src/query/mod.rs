@@ -133,6 +133,10 @@
 mod aggregate;
 pub(crate) mod join;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod tests;
 pub(crate) mod windows;
 
