@@ -20,7 +20,7 @@ use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::id::ContextRef;
 use crate::pattern::Pattern;
-use crate::query::windows::WindowsHeld;
+use crate::query::windows::{QueryStep, WindowsHeld};
 use crate::record::{Journal, Origin};
 use crate::route::RouteStack;
 use crate::state::State;
@@ -102,14 +102,12 @@ pub(crate) enum Spec<E: Event> {
 pub(crate) trait QueryRun<E: Event>: Send {
     /// Takes `e` at the clock's time `fx.now`; hands the rows (or pairs) due. `sides` says which
     /// of its templates matched `e`: bit 0 the first (a query's, a join's left), bit 1 a join's
-    /// right.
-    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, sides: u8);
+    /// right. Returns what the context must do about it.
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, sides: u8) -> QueryStep;
     /// Brings the windows to `due` (its timer fired): values leave, periodic rows are handed.
-    fn time(&mut self, state: &mut State, fx: &mut Effects<E>, due: Time);
-    /// The next time the windows need the clock.
-    fn next_due(&self) -> Option<Time>;
-    /// The time of the timer it has pending, if any (kept by the context: one at a time).
-    fn armed(&mut self) -> &mut Option<Time>;
+    fn time(&mut self, state: &mut State, fx: &mut Effects<E>, due: Time) -> QueryStep;
+    /// What `event` or `time` would have returned, after a panic cut it short.
+    fn settle(&mut self) -> QueryStep;
     /// What its windows hold.
     fn held(&self) -> WindowsHeld;
 }

@@ -156,7 +156,7 @@ impl<E: Event> Context<E> {
         let b = view.bucket as usize;
         // The key matters only where some listener of the kind is keyed.
         let all = self.table.cursor(b, Mode::All, e, u64::MAX);
-        if !self.fire_cursor(all, e) {
+        if !self.fire_cursor(all, e) && view.has_unmatched {
             self.dispatch_unmatched(b, e);
         }
         done
@@ -264,19 +264,7 @@ impl<E: Event> Context<E> {
                 }
             }
             Body::Expr { .. } => return self.fire_expr(slot, Stimulus::Event(e)),
-            Body::Query(q) => {
-                // User code (a filter), as for a template. A join's two templates may be of two
-                // kinds or keys: each is checked whole.
-                match panic::catch_unwind(AssertUnwindSafe(|| q.sides(e))) {
-                    Ok(0) => return false,
-                    Ok(sides) => return self.fire_query(slot, Some((e, sides)), self.fx.now),
-                    Err(payload) => {
-                        let instance = l.instance;
-                        self.after_handler(instance, Err(payload));
-                        return false;
-                    }
-                }
-            }
+            Body::Query(_) => return self.fire_query(slot, Some(e), self.fx.now),
         }
         if l.mode == Mode::Once {
             let instance = l.instance;
@@ -463,52 +451,44 @@ impl<E: Event> Context<E> {
         );
     }
 
-    /// Runs the query listener in `slot` (R7.9 - R7.12): takes `e` (its templates matched it, as
-    /// `sides` says), or, without one, brings its windows to `due` (its timer fired); its handler
-    /// gets the rows (a join's, the pairs) due.
+    /// Runs the query listener in `slot` (R7.9 - R7.12): takes `e` if its templates match it, or,
+    /// without one, brings its windows to `due` (its timer fired); its handler gets the rows (a
+    /// join's, the pairs) due.
     /// Then keeps one timer pending at its windows' next due time, and the status's count of what
-    /// the windows hold. Returns true (an event matched).
-    pub(super) fn fire_query(&mut self, slot: u32, e: Option<(&E, u8)>, due: Time) -> bool {
+    /// the windows hold. Returns whether an event matched.
+    pub(super) fn fire_query(&mut self, slot: u32, e: Option<&E>, due: Time) -> bool {
         let Some(l) = self.table.slot_mut(slot) else {
-            return true;
+            return false;
         };
         let (handle, instance) = (l.handle, l.instance);
         let Body::Query(q) = &mut l.body else {
-            return true;
+            return false;
         };
-        let run = &mut q.run;
         let Some(inst) = self.instances[instance as usize].as_mut() else {
-            return true;
+            return false;
         };
-        let before = run.held();
         self.fx.current = instance;
         let state = &mut inst.state;
         let fx = &mut self.fx;
-        // User code (what it computes of the event, its aggregate, its handler): a panic ends the
-        // instance, as in a handler.
+        // User code (its templates' filters, what it computes of the event, its aggregate, its
+        // handler): a panic ends the instance, as in a handler. A join's two templates may be of
+        // two kinds or keys: each is checked whole.
         let result = panic::catch_unwind(AssertUnwindSafe(|| match e {
-            Some((e, sides)) => run.event(state, fx, e, sides),
-            None => {
-                if *run.armed() == Some(due) {
-                    *run.armed() = None;
-                }
-                run.time(state, fx, due);
-            }
+            Some(e) => match q.sides(e) {
+                0 => None,
+                sides => Some(q.run.event(state, fx, e, sides)),
+            },
+            None => Some(q.run.time(state, fx, due)),
         }));
-        let after = run.held();
-        let next = run.next_due();
-        let armed = run.armed();
-        let arm = match next {
-            Some(t) if armed.is_none_or(|a| t < a) => {
-                *armed = Some(t);
-                Some(t)
-            }
-            _ => None,
+        let (step, result) = match result {
+            Ok(None) => return false,
+            Ok(Some(step)) => (step, Ok(())),
+            Err(payload) => (q.run.settle(), Err(payload)),
         };
-        if before != after {
-            self.table.note_windows(before, after);
+        if step.held.0 != step.held.1 {
+            self.table.note_windows(step.held.0, step.held.1);
         }
-        if let Some(t) = arm {
+        if let Some(t) = step.arm {
             self.step_timers.push(t);
             self.schedule(handle, slot);
         }

@@ -173,6 +173,7 @@ pub(crate) struct KindView {
     pub(crate) bucket: u32,
     pub(crate) solo: Option<Solo>,
     pub(crate) has_completed: bool,
+    pub(crate) has_unmatched: bool,
 }
 
 impl<E: Event> ListenerTable<E> {

@@ -119,6 +119,9 @@ pub(crate) struct Bucket {
     /// `!completed.is_empty()`, kept up to date by `insert` and `compact`: read for every
     /// dispatched event, where the two-part emptiness test would cost more.
     pub(crate) has_completed: bool,
+    /// `!unmatched.is_empty()`, kept the same way: an event that no ordinary listener matched
+    /// (most, where a filter or a query's template declines them) skips the `unmatched` walk.
+    pub(crate) has_unmatched: bool,
     /// The one ordinary listener of the kind, when there is exactly one, unkeyed and
     /// [`simple`](super::ListenerSlot::simple): then dispatching an event fires it and nothing else, and
     /// the dispatch loop skips the lists. Kept up to date by `insert`, `kill` and `compact`.

@@ -199,7 +199,7 @@ pub(crate) struct ListenerTable<E: Event> {
     walked: std::cell::Cell<u64>,
     /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
     /// skips the hash lookup and the bucket. A kind's bucket changes only when `compact` frees it
-    /// (no listener of the kind left), and its `solo` and `has_completed` change in `insert`,
+    /// (no listener of the kind left), and its `solo`, `has_completed` and `has_unmatched` change in `insert`,
     /// `kill` and `compact`: each of them clears this.
     last: Option<(E::Kind, KindView)>,
 }
@@ -246,6 +246,7 @@ impl<E: Event> ListenerTable<E> {
             bucket: b,
             solo: bucket.solo,
             has_completed: bucket.has_completed,
+            has_unmatched: bucket.has_unmatched,
         };
         self.last = Some((*kind, view));
         Some(view)
@@ -349,6 +350,7 @@ impl<E: Event> ListenerTable<E> {
                 let bucket = &mut self.buckets[b as usize];
                 bucket.lists_mut(mode).list_mut(key).slots.push(index);
                 bucket.has_completed |= mode == Mode::Completed;
+                bucket.has_unmatched |= mode == Mode::Unmatched;
                 Self::refresh_solo(&self.slots, bucket);
             }
         }
@@ -582,6 +584,7 @@ impl<E: Event> ListenerTable<E> {
                 lists.remove(key);
             }
             bucket.has_completed = !bucket.completed.is_empty();
+            bucket.has_unmatched = !bucket.unmatched.is_empty();
             Self::refresh_solo(slots, bucket);
             if bucket.is_empty() {
                 self.emptied.push(b);

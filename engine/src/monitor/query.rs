@@ -10,7 +10,7 @@ use crate::entry::{Effects, Mode, QueryRun, Spec};
 use crate::error::Error;
 use crate::event::Event;
 use crate::query::join::JoinWindows;
-use crate::query::windows::{RowAt, Windows, WindowsHeld};
+use crate::query::windows::{Account, QueryStep, RowAt, Windows, WindowsHeld};
 use crate::query::{Aggregate, Join, KeyFn, Query, Row};
 use crate::state::State;
 use crate::time::Time;
@@ -80,7 +80,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             value,
             windows: Windows::new(window.0, every, aggregate),
             handler,
-            armed: None,
+            account: Account::default(),
             _monitor: PhantomData,
         };
         Ok(self.register(Mode::All, Spec::Query(template, None, Box::new(run))))
@@ -116,7 +116,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             keys: [left_key, right_key],
             windows: JoinWindows::new(within),
             handler,
-            armed: None,
+            account: Account::default(),
             _monitor: PhantomData,
         };
         Ok(self.register(Mode::All, Spec::Query(left, Some(right), Box::new(run))))
@@ -128,7 +128,7 @@ struct JoinListener<E: Event, M, H> {
     keys: [KeyFn<E>; 2],
     windows: JoinWindows<E>,
     handler: H,
-    armed: Option<Time>,
+    account: Account,
     _monitor: PhantomData<fn(&mut M)>,
 }
 
@@ -138,41 +138,42 @@ where
     M: 'static,
     H: FnMut(&mut M, &mut Scope<'_, E, M>, &E, &E) + Send + 'static,
 {
-    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, sides: u8) {
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, sides: u8) -> QueryStep {
         // Invariant: as for `hand`.
-        let Some(m) = state.downcast_mut::<M>() else {
-            return;
-        };
-        let keys = [0, 1].map(|side| (sides >> side & 1 == 1).then(|| self.keys[side](e)));
-        // Pairs first, against what was held before `e` (so never `e` with itself), left role
-        // first; then `e` is kept on its side(s).
-        if let Some(key) = keys[0] {
-            for right in self.windows.held_on(1, key) {
-                (self.handler)(m, &mut Scope::new(fx), e, right);
+        if let Some(m) = state.downcast_mut::<M>() {
+            // What is due by now leaves first (a timer at most its slack late).
+            self.windows.advance(fx.now);
+            let keys = [0, 1].map(|side| (sides >> side & 1 == 1).then(|| self.keys[side](e)));
+            // Pairs first, against what was held before `e` (so never `e` with itself), left
+            // role first; then `e` is kept on its side(s).
+            if let Some(key) = keys[0] {
+                for right in self.windows.held_on(1, key) {
+                    (self.handler)(m, &mut Scope::new(fx), e, right);
+                }
+            }
+            if let Some(key) = keys[1] {
+                for left in self.windows.held_on(0, key) {
+                    (self.handler)(m, &mut Scope::new(fx), left, e);
+                }
+            }
+            for (side, key) in keys.into_iter().enumerate() {
+                if let Some(key) = key {
+                    self.windows.keep(fx.now, side, key, e.clone());
+                }
             }
         }
-        if let Some(key) = keys[1] {
-            for left in self.windows.held_on(0, key) {
-                (self.handler)(m, &mut Scope::new(fx), left, e);
-            }
-        }
-        for (side, key) in keys.into_iter().enumerate() {
-            if let Some(key) = key {
-                self.windows.keep(fx.now, side, key, e.clone());
-            }
-        }
+        self.settle()
     }
 
-    fn time(&mut self, _state: &mut State, _fx: &mut Effects<E>, due: Time) {
+    fn time(&mut self, _state: &mut State, _fx: &mut Effects<E>, due: Time) -> QueryStep {
+        self.account.fired(due);
         self.windows.advance(due);
+        self.settle()
     }
 
-    fn next_due(&self) -> Option<Time> {
-        self.windows.next_due()
-    }
-
-    fn armed(&mut self) -> &mut Option<Time> {
-        &mut self.armed
+    fn settle(&mut self) -> QueryStep {
+        self.account
+            .settle(self.windows.held(), self.windows.next_due())
     }
 
     fn held(&self) -> WindowsHeld {
@@ -187,7 +188,7 @@ struct QueryListener<E: Event, M, P, A, H> {
     value: Box<dyn Fn(&E) -> P + Send>,
     windows: Windows<P, A>,
     handler: H,
-    armed: Option<Time>,
+    account: Account,
     _monitor: PhantomData<fn(&mut M)>,
 }
 
@@ -220,26 +221,26 @@ where
     A: Aggregate<P>,
     H: FnMut(&mut M, &mut Scope<'_, E, M>, &Row<A::Output>) + Send + 'static,
 {
-    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, _sides: u8) {
+    fn event(&mut self, state: &mut State, fx: &mut Effects<E>, e: &E, _sides: u8) -> QueryStep {
         let key = ((self.partition)(e), self.group.as_ref().map(|g| g(e)));
         let value = (self.value)(e);
         if let Some(row) = self.windows.take(fx.now, key, value) {
             hand(&mut self.handler, state, fx, row);
         }
+        self.settle()
     }
 
-    fn time(&mut self, state: &mut State, fx: &mut Effects<E>, due: Time) {
+    fn time(&mut self, state: &mut State, fx: &mut Effects<E>, due: Time) -> QueryStep {
+        self.account.fired(due);
         let handler = &mut self.handler;
         self.windows
             .advance(due, |row| hand(&mut *handler, state, fx, row));
+        self.settle()
     }
 
-    fn next_due(&self) -> Option<Time> {
-        self.windows.next_due()
-    }
-
-    fn armed(&mut self) -> &mut Option<Time> {
-        &mut self.armed
+    fn settle(&mut self) -> QueryStep {
+        self.account
+            .settle(self.windows.held(), self.windows.next_due())
     }
 
     fn held(&self) -> WindowsHeld {

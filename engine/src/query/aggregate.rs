@@ -220,17 +220,25 @@ impl<P, F: Fn(&P) -> f64 + Clone + Send + 'static> Aggregate<P> for StdDev<F> {
 /// A monotonic deque: the values that can still become the window's extreme, with their
 /// positions, in window order. `keep(a, b)` says whether an older `a` stays in front of a newer
 /// `b` (for a minimum: `a < b`).
-#[derive(Clone, Debug, Default)]
-struct Monotonic {
-    values: VecDeque<(u64, f64)>,
+#[derive(Clone, Debug)]
+struct Monotonic<T> {
+    values: VecDeque<(u64, T)>,
     /// Positions of the next value to enter and the next to leave.
     added: u64,
     removed: u64,
 }
 
-impl Monotonic {
-    fn add(&mut self, x: f64, keep: fn(f64, f64) -> bool) {
-        while self.values.back().is_some_and(|&(_, b)| !keep(b, x)) {
+impl<T: PartialOrd + Clone> Monotonic<T> {
+    fn new() -> Self {
+        Self {
+            values: VecDeque::new(),
+            added: 0,
+            removed: 0,
+        }
+    }
+
+    fn add(&mut self, x: T, keep: fn(&T, &T) -> bool) {
+        while self.values.back().is_some_and(|(_, b)| !keep(b, &x)) {
             self.values.pop_back();
         }
         self.values.push_back((self.added, x));
@@ -248,8 +256,8 @@ impl Monotonic {
         self.removed += 1;
     }
 
-    fn value(&self) -> Option<f64> {
-        self.values.front().map(|&(_, x)| x)
+    fn value(&self) -> Option<T> {
+        self.values.front().map(|(_, x)| x.clone())
     }
 }
 
@@ -258,30 +266,35 @@ macro_rules! extreme {
     ($(#[$doc:meta])* $name:ident, $keep:expr) => {
         $(#[$doc])*
         #[derive(Clone)]
-        pub struct $name<F> {
+        pub struct $name<F, T = f64> {
             f: F,
-            deque: Monotonic,
+            deque: Monotonic<T>,
         }
 
-        impl<F> $name<F> {
-            /// The aggregate of `f(value)` over the window's values.
+        impl<F, T: PartialOrd + Clone> $name<F, T> {
+            /// The aggregate of `f(value)` over the window's values (any ordered value: an `f64`,
+            /// an integer, a tuple).
             pub fn of<P>(f: F) -> Self
             where
-                F: Fn(&P) -> f64,
+                F: Fn(&P) -> T,
             {
-                Self { f, deque: Monotonic::default() }
+                Self { f, deque: Monotonic::new() }
             }
         }
 
-        impl<P, F: Fn(&P) -> f64 + Clone + Send + 'static> Aggregate<P> for $name<F> {
-            type Output = Option<f64>;
+        impl<P, T, F> Aggregate<P> for $name<F, T>
+        where
+            T: PartialOrd + Clone + Send + 'static,
+            F: Fn(&P) -> T + Clone + Send + 'static,
+        {
+            type Output = Option<T>;
             fn add(&mut self, v: &P) {
                 self.deque.add((self.f)(v), $keep);
             }
             fn remove(&mut self, _: &P) {
                 self.deque.remove();
             }
-            fn value(&self) -> Option<f64> {
+            fn value(&self) -> Option<T> {
                 self.deque.value()
             }
         }
@@ -314,74 +327,120 @@ extreme!(
     /// ```
     /// use correlator::query::{Aggregate, Max};
     ///
-    /// let mut m = Max::of(|v: &f64| *v);
-    /// for v in [1.0, 3.0, 2.0] {
+    /// // Any ordered value: here the price in cents, an integer.
+    /// let mut m = Max::of(|v: &(u64, u32)| v.0);
+    /// for v in [(100, 1), (300, 2), (200, 1)] {
     ///     m.add(&v);
     /// }
-    /// m.remove(&1.0);
-    /// m.remove(&3.0);
-    /// assert_eq!(m.value(), Some(2.0));
+    /// m.remove(&(100, 1));
+    /// m.remove(&(300, 2));
+    /// assert_eq!(m.value(), Some(200));
     /// ```
     Max,
     |older, newer| older > newer
 );
 
-of_fn!(
-    /// `f` of the oldest value in the window, `None` for an empty window. It keeps the window's
-    /// values of `f` (the oldest leaves first).
-    ///
-    /// ```
-    /// use correlator::query::{Aggregate, First};
-    ///
-    /// let mut f = First::of(|v: &f64| *v);
-    /// f.add(&1.0);
-    /// f.add(&2.0);
-    /// f.remove(&1.0);
-    /// assert_eq!(f.value(), Some(2.0));
-    /// ```
-    First { values: VecDeque<f64> = VecDeque::new() }
-);
+/// `f` of the oldest value in the window (any cloneable value), `None` for an empty window. It
+/// keeps the window's values of `f` (the oldest leaves first).
+///
+/// ```
+/// use correlator::query::{Aggregate, First};
+///
+/// let mut f = First::of(|v: &f64| *v);
+/// f.add(&1.0);
+/// f.add(&2.0);
+/// f.remove(&1.0);
+/// assert_eq!(f.value(), Some(2.0));
+/// ```
+#[derive(Clone)]
+pub struct First<F, T = f64> {
+    f: F,
+    values: VecDeque<T>,
+}
 
-impl<P, F: Fn(&P) -> f64 + Clone + Send + 'static> Aggregate<P> for First<F> {
-    type Output = Option<f64>;
+impl<F, T> First<F, T> {
+    /// The aggregate of `f(value)` over the window's values.
+    pub fn of<P>(f: F) -> Self
+    where
+        F: Fn(&P) -> T,
+    {
+        Self {
+            f,
+            values: VecDeque::new(),
+        }
+    }
+}
+
+impl<P, T, F> Aggregate<P> for First<F, T>
+where
+    T: Clone + Send + 'static,
+    F: Fn(&P) -> T + Clone + Send + 'static,
+{
+    type Output = Option<T>;
     fn add(&mut self, v: &P) {
         self.values.push_back((self.f)(v));
     }
     fn remove(&mut self, _: &P) {
         self.values.pop_front();
     }
-    fn value(&self) -> Option<f64> {
-        self.values.front().copied()
+    fn value(&self) -> Option<T> {
+        self.values.front().cloned()
     }
 }
 
-of_fn!(
-    /// `f` of the newest value in the window, `None` for an empty window (the newest leaves
-    /// last, so this keeps one value and a count).
-    ///
-    /// ```
-    /// use correlator::query::{Aggregate, Last};
-    ///
-    /// let mut l = Last::of(|v: &f64| *v);
-    /// l.add(&1.0);
-    /// l.add(&2.0);
-    /// l.remove(&1.0);
-    /// assert_eq!(l.value(), Some(2.0));
-    /// ```
-    Last { last: f64 = 0.0, n: u64 = 0 }
-);
+/// `f` of the newest value in the window (any cloneable value), `None` for an empty window (the
+/// newest leaves last, so this keeps one value and a count). A row handed for an event comes
+/// right after the event entered, so `Last` of what identifies the event names the event that
+/// handed the row.
+///
+/// ```
+/// use correlator::query::{Aggregate, Last};
+///
+/// let mut l = Last::of(|v: &(u64, f64)| v.0);
+/// l.add(&(7, 1.0));
+/// l.add(&(8, 2.0));
+/// l.remove(&(7, 1.0));
+/// assert_eq!(l.value(), Some(8));
+/// ```
+#[derive(Clone)]
+pub struct Last<F, T = f64> {
+    f: F,
+    last: Option<T>,
+    n: u64,
+}
 
-impl<P, F: Fn(&P) -> f64 + Clone + Send + 'static> Aggregate<P> for Last<F> {
-    type Output = Option<f64>;
+impl<F, T> Last<F, T> {
+    /// The aggregate of `f(value)` over the window's values.
+    pub fn of<P>(f: F) -> Self
+    where
+        F: Fn(&P) -> T,
+    {
+        Self {
+            f,
+            last: None,
+            n: 0,
+        }
+    }
+}
+
+impl<P, T, F> Aggregate<P> for Last<F, T>
+where
+    T: Clone + Send + 'static,
+    F: Fn(&P) -> T + Clone + Send + 'static,
+{
+    type Output = Option<T>;
     fn add(&mut self, v: &P) {
-        self.last = (self.f)(v);
+        self.last = Some((self.f)(v));
         self.n += 1;
     }
     fn remove(&mut self, _: &P) {
         self.n -= 1;
+        if self.n == 0 {
+            self.last = None;
+        }
     }
-    fn value(&self) -> Option<f64> {
-        (self.n > 0).then_some(self.last)
+    fn value(&self) -> Option<T> {
+        self.last.clone()
     }
 }
 

@@ -4,7 +4,9 @@
 //! # Layout
 //! Each side keeps, per key, the events its template matched, oldest first, for the join's
 //! length `d`. All of both sides' events stay the same `d`, so they leave in the order they
-//! entered: one FIFO of `(leaves at, side, key)` replaces a timer per event, as in `windows`.
+//! entered: one FIFO of `(leaves at, side, key)` replaces a timer per event, as in `windows`,
+//! and events whose time is up are released in batches, before the next event is paired or by
+//! a timer at most `d / RELEASE_BATCH` late.
 //!
 //! May import the leaves and `pattern`.
 
@@ -12,7 +14,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use super::windows::WindowsHeld;
+use super::windows::{WindowsHeld, RELEASE_BATCH};
 use super::KeyFn;
 use crate::event::Event;
 use crate::hash::KindMap;
@@ -101,7 +103,7 @@ impl<E: Event> fmt::Debug for Join<E> {
 
 impl<E: Event> Join<E> {
     /// A join of the events `left` matches with those `right` matches, on
-    /// [`Event::key`](crate::Event::key) (0 for events without one) within one minute.
+    /// [`Event::key`] (0 for events without one) within one minute.
     pub fn of(left: Pattern<E>, right: Pattern<E>) -> Self {
         Self {
             left,
@@ -136,6 +138,9 @@ const SPARES: usize = 1024;
 /// Both sides' windows of a join.
 pub(crate) struct JoinWindows<E> {
     within: Duration,
+    /// How late an event whose time is up may be released (as a sliding window's values:
+    /// [`RELEASE_BATCH`]); the join releases what is due before it pairs an event.
+    slack: Duration,
     /// Per side, per key, the events held, oldest first.
     sides: [KindMap<u64, VecDeque<E>>; 2],
     /// `(leaves at, side, key)` of every event held, oldest first.
@@ -148,6 +153,7 @@ impl<E: Clone> JoinWindows<E> {
     pub(crate) fn new(within: Duration) -> Self {
         Self {
             within,
+            slack: within / RELEASE_BATCH,
             sides: [KindMap::default(), KindMap::default()],
             expiry: VecDeque::new(),
             held: WindowsHeld::default(),
@@ -160,7 +166,14 @@ impl<E: Clone> JoinWindows<E> {
     }
 
     pub(crate) fn next_due(&self) -> Option<Time> {
-        self.expiry.front().map(|&(t, ..)| t)
+        self.expiry.front().map(|&(t, ..)| t + self.slack)
+    }
+
+    /// The same windows releasing events at most `slack` after their time (tests).
+    #[cfg(test)]
+    pub(crate) fn with_slack(mut self, slack: Duration) -> Self {
+        self.slack = slack;
+        self
     }
 
     /// The events of `side` held under `key`, oldest first.

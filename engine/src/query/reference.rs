@@ -211,20 +211,26 @@ impl RefQuery {
         (parts, values)
     }
 
-    /// The first time after the clock at which a value leaves a sliding window or a row is due
-    /// on the clock (periodic, or a tumbling window closing), if any.
-    pub(super) fn next_due(&self) -> Option<u64> {
-        let c = self.clock;
-        let leaves = match self.shape {
-            RefShape::Sliding(d) => self
-                .taken
-                .iter()
-                .map(|&(t, _, _)| t + d)
-                .filter(|&l| l > c)
-                .min(),
-            _ => None,
+    /// [`held`](Self::held) were a sliding window `extra` longer: what an engine that releases
+    /// values up to `extra` after their time may hold at most (R7.11).
+    pub(super) fn held_within(&self, extra: u64) -> (u64, u64) {
+        let RefShape::Sliding(d) = self.shape else {
+            return self.held();
         };
-        let row = match (self.shape, self.every) {
+        let wider = RefQuery {
+            shape: RefShape::Sliding(d + extra),
+            every: self.every,
+            taken: self.taken.clone(),
+            clock: self.clock,
+        };
+        wider.held()
+    }
+
+    /// The first time after the clock at which a row is due (periodic, or a tumbling window
+    /// closing), if any.
+    pub(super) fn next_row(&self) -> Option<u64> {
+        let c = self.clock;
+        match (self.shape, self.every) {
             (RefShape::Tumbling(d), _) => (self.held().0 > 0).then_some((c / d + 1) * d),
             (shape, Some(p)) => {
                 let m = (c / p + 1) * p;
@@ -235,10 +241,20 @@ impl RefQuery {
                 non_empty.then_some(m)
             }
             (_, None) => None,
-        };
-        match (leaves, row) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
         }
+    }
+
+    /// The latest time by which an engine releasing values up to `extra` after their time must
+    /// next release one: `t + d + extra` of the earliest value still in its window (one it
+    /// holds past its time is due earlier still).
+    pub(super) fn next_leave_within(&self, extra: u64) -> Option<u64> {
+        let RefShape::Sliding(d) = self.shape else {
+            return None;
+        };
+        self.taken
+            .iter()
+            .filter(|&&(t, _, _)| t + d > self.clock)
+            .map(|&(t, _, _)| t + d + extra)
+            .min()
     }
 }

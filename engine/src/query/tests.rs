@@ -30,7 +30,11 @@ fn r7_9_a_sliding_value_leaves_at_its_time_plus_d_exclusive() {
     );
     assert_eq!(w.take(s(0), (1, None), 1.0).map(|r| r.value), Some(1.0));
     assert_eq!(w.take(s(5), (1, None), 2.0).map(|r| r.value), Some(3.0));
-    assert_eq!(w.next_due(), Some(s(10)));
+    // The release of the first value is due by 10 s plus the batch's slack (10 s / 64).
+    assert_eq!(
+        w.next_due(),
+        Some(s(10) + Duration::from_secs(10) / super::windows::RELEASE_BATCH)
+    );
     // Just before 10 s both are in; at 10 s the first has left.
     assert!(rows(&mut w, Time::from_nanos(s(10).as_nanos() - 1)).is_empty());
     assert_eq!(
@@ -295,4 +299,43 @@ fn r7_9_query_settings_that_cannot_work_are_typed_errors() {
         }
     }
     assert!(q().every(Duration::from_secs(1)).check().is_ok());
+}
+
+#[test]
+fn r7_11_values_whose_time_is_up_are_released_in_batches_and_never_seen() {
+    // A value past its time may stay held until the next event, row or the timer (at most the
+    // slack late), but no row ever counts it.
+    let mut w = Windows::new(
+        Shape::Sliding(Duration::from_secs(64)),
+        None,
+        Count::default(),
+    );
+    for t in 0..10 {
+        w.take(s(t), (1, None), 0.0);
+    }
+    assert_eq!(
+        w.next_due(),
+        Some(s(65)),
+        "the first value's time, 64 s, plus 1 s"
+    );
+    // At 70 s, with no timer fired yet, the event's row counts only its own window.
+    let r = w.take(s(70), (1, None), 0.0).expect("a row");
+    assert_eq!((r.len, r.value), (4, 4), "values of 7, 8, 9 and 70 s");
+    assert_eq!(
+        w.held(),
+        WindowsHeld {
+            partitions: 1,
+            values: 4
+        }
+    );
+    // Alone, the timer releases what is due at its time: at 72 s the values of 7 and 8 s.
+    rows(&mut w, s(72));
+    assert_eq!(
+        w.held(),
+        WindowsHeld {
+            partitions: 1,
+            values: 2
+        }
+    );
+    assert_eq!(w.next_due(), Some(s(74)), "the value of 9 s: 73 s plus 1 s");
 }

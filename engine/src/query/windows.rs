@@ -2,13 +2,14 @@
 //! holds, when values leave, and when rows are due.
 //!
 //! # Layout
-//! Partitions live in a slab (`parts`, with a free list) found through a map from partition key
-//! (the partition, and the group when the query groups: a group of a partition is a window of its
-//! own, see SPEC's decision "Stream queries") to slot. A sliding time window's values all stay the same length `d`, and the clock never
+//! Partitions live in a map from partition key (the partition, and the group when the query
+//! groups: a group of a partition is a window of its own, see SPEC's decision "Stream queries"),
+//! inline in its buckets. A sliding time window's values all stay the same length `d`, and the clock never
 //! goes back, so they leave in the order they entered *across all partitions*: one FIFO of
 //! `(leaves at, slot)` entries (`expiry`) replaces a timer per value, and expiring is a
 //! `pop_front` plus the partition's own `pop_front`. The owner (the query's listener) keeps one
-//! timer at [`next_due`](Windows::next_due). A partition whose sliding window empties is dropped
+//! timer at [`next_due`](Windows::next_due); values whose time is up are released in batches
+//! ([`RELEASE_BATCH`]), at the next event or row or by that timer, not a timer each. A partition whose sliding window empties is dropped
 //! (its deque kept for reuse, so warm windows allocate nothing); a tumbling window's partitions
 //! are dropped when the window closes; a count window's partitions stay (they always hold their
 //! last `n` values).
@@ -32,6 +33,12 @@ pub(crate) enum Shape {
 
 /// Most spare deques kept for reuse.
 const SPARES: usize = 1024;
+
+/// A sliding window releases the values whose time is up in batches: at the query's next event
+/// or row, or at most `d / RELEASE_BATCH` after their time (its timer), rather than with a
+/// timer per value. Rows see exactly the values inside the window either way (both release
+/// what is due first); what is held past its time is bounded by `d / RELEASE_BATCH` of values.
+pub(crate) const RELEASE_BATCH: u32 = 64;
 
 /// A window's key: the partition, and the group if the query has `group_by`.
 pub(crate) type PartKey = (u64, Option<u64>);
@@ -63,6 +70,48 @@ impl WindowsHeld {
     }
 }
 
+/// What a query's listener tells the context after it ran (one call, not one per fact): how what
+/// its windows hold changed, for the status, and the timer to set, if any.
+pub(crate) struct QueryStep {
+    /// What the status knew the windows held, and what they hold now.
+    pub(crate) held: (WindowsHeld, WindowsHeld),
+    /// A timer to set: the windows' next due time, earlier than the one pending.
+    pub(crate) arm: Option<Time>,
+}
+
+/// A query listener's account with its context: the one timer it has pending, and what the
+/// status knows its windows hold.
+#[derive(Default)]
+pub(crate) struct Account {
+    armed: Option<Time>,
+    noted: WindowsHeld,
+}
+
+impl Account {
+    /// Its timer due at `due` fired (or a stale one: an earlier timer replaced it).
+    pub(crate) fn fired(&mut self, due: Time) {
+        if self.armed == Some(due) {
+            self.armed = None;
+        }
+    }
+
+    /// The step to report, the windows now holding `held` and next due at `next`.
+    pub(crate) fn settle(&mut self, held: WindowsHeld, next: Option<Time>) -> QueryStep {
+        let before = std::mem::replace(&mut self.noted, held);
+        let arm = match next {
+            Some(t) if self.armed.is_none_or(|a| t < a) => {
+                self.armed = Some(t);
+                Some(t)
+            }
+            _ => None,
+        };
+        QueryStep {
+            held: (before, held),
+            arm,
+        }
+    }
+}
+
 /// A row the windows hand out: a partition's aggregate at a time.
 pub(crate) struct RowAt<O> {
     pub(crate) key: PartKey,
@@ -72,15 +121,20 @@ pub(crate) struct RowAt<O> {
 }
 
 /// The windows of one query, one per partition.
+///
+/// Rows of one time come in the map's order: the same for the same input (the hasher is fixed),
+/// not otherwise specified.
 pub(crate) struct Windows<P, A> {
     shape: Shape,
     every: Option<Duration>,
+    /// How late a value whose time is up may be released (see [`RELEASE_BATCH`]).
+    slack: Duration,
     proto: A,
-    slots: KindMap<PartKey, u32>,
-    parts: Vec<Option<Part<P, A>>>,
-    free: Vec<u32>,
-    /// Sliding: `(leaves at, slot)` of every value held, oldest first.
-    expiry: VecDeque<(Time, u32)>,
+    /// The partitions, in the map itself: a take finds the partition, its aggregate and its
+    /// deque's header in the bucket it hashes to (one line fewer than a map to a slab).
+    parts: KindMap<PartKey, Part<P, A>>,
+    /// Sliding: `(leaves at, key)` of every value held, oldest first.
+    expiry: VecDeque<(Time, PartKey)>,
     /// The next periodic row (`every`) or tumbling window's end, while anything is held.
     next_emit: Option<Time>,
     held: WindowsHeld,
@@ -89,13 +143,16 @@ pub(crate) struct Windows<P, A> {
 
 impl<P, A: Aggregate<P>> Windows<P, A> {
     pub(crate) fn new(shape: Shape, every: Option<Duration>, proto: A) -> Self {
+        let slack = match shape {
+            Shape::Sliding(d) => d / RELEASE_BATCH,
+            _ => Duration::ZERO,
+        };
         Self {
             shape,
             every,
+            slack,
             proto,
-            slots: KindMap::default(),
-            parts: Vec::new(),
-            free: Vec::new(),
+            parts: KindMap::default(),
             expiry: VecDeque::new(),
             next_emit: None,
             held: WindowsHeld::default(),
@@ -103,14 +160,21 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         }
     }
 
+    /// The same windows releasing values at most `slack` after their time (tests).
+    #[cfg(test)]
+    pub(crate) fn with_slack(mut self, slack: Duration) -> Self {
+        self.slack = slack;
+        self
+    }
+
     pub(crate) fn held(&self) -> WindowsHeld {
         self.held
     }
 
-    /// The next time the windows need the clock: a value leaving, a periodic row, a tumbling
-    /// window's end.
+    /// The next time the windows need the clock: values to release (at most the slack after the
+    /// oldest one's time), a periodic row, a tumbling window's end.
     pub(crate) fn next_due(&self) -> Option<Time> {
-        let leaves = self.expiry.front().map(|&(t, _)| t);
+        let leaves = self.expiry.front().map(|&(t, _)| t + self.slack);
         match (leaves, self.next_emit) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -123,35 +187,9 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         Time::from_nanos((now.as_nanos() / p).saturating_add(1).saturating_mul(p))
     }
 
-    fn slot_for(&mut self, key: PartKey) -> u32 {
-        if let Some(&s) = self.slots.get(&key) {
-            return s;
-        }
-        let part = Part {
-            key,
-            values: self.spare.pop().unwrap_or_default(),
-            agg: self.proto.clone(),
-            taken: 0,
-        };
-        self.held.partitions += 1;
-        let s = match self.free.pop() {
-            Some(s) => {
-                self.parts[s as usize] = Some(part);
-                s
-            }
-            None => {
-                self.parts.push(Some(part));
-                (self.parts.len() - 1) as u32
-            }
-        };
-        self.slots.insert(key, s);
-        s
-    }
-
-    fn drop_part(&mut self, s: u32) {
-        if let Some(part) = self.parts[s as usize].take() {
-            self.slots.remove(&part.key);
-            self.free.push(s);
+    /// Drops a partition whose window emptied, keeping its deque for reuse.
+    fn drop_part(&mut self, key: &PartKey) {
+        if let Some(part) = self.parts.remove(key) {
             self.held.partitions -= 1;
             if self.spare.len() < SPARES && part.values.capacity() > 0 {
                 let mut values = part.values;
@@ -164,13 +202,27 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
     /// Takes `value` into window `key`'s window at `now`; returns the row to hand now, if the
     /// query hands one per event (no `every`, not tumbling).
     pub(crate) fn take(&mut self, now: Time, key: PartKey, value: P) -> Option<RowAt<A::Output>> {
-        let s = self.slot_for(key);
-        let part = self.parts[s as usize].as_mut()?;
+        if matches!(self.shape, Shape::Sliding(_)) {
+            // What is due leaves first: the window's timer may come up to its slack late.
+            while self.expiry.front().is_some_and(|&(t, _)| t <= now) {
+                self.expire_one();
+            }
+        }
+        let (proto, spare, held) = (&self.proto, &mut self.spare, &mut self.held);
+        let part = self.parts.entry(key).or_insert_with(|| {
+            held.partitions += 1;
+            Part {
+                key,
+                values: spare.pop().unwrap_or_default(),
+                agg: proto.clone(),
+                taken: 0,
+            }
+        });
         match self.shape {
             Shape::Sliding(d) => {
                 part.agg.add(&value);
                 part.values.push_back(value);
-                self.expiry.push_back((now + d, s));
+                self.expiry.push_back((now + d, key));
                 self.held.values += 1;
             }
             Shape::Count(n) => {
@@ -223,10 +275,10 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
     }
 
     fn expire_one(&mut self) {
-        let Some((_, s)) = self.expiry.pop_front() else {
+        let Some((_, key)) = self.expiry.pop_front() else {
             return;
         };
-        let Some(part) = self.parts[s as usize].as_mut() else {
+        let Some(part) = self.parts.get_mut(&key) else {
             return;
         };
         if let Some(v) = part.values.pop_front() {
@@ -234,7 +286,7 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             self.held.values -= 1;
         }
         if part.values.is_empty() {
-            self.drop_part(s);
+            self.drop_part(&key);
         }
     }
 
@@ -243,24 +295,21 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
     fn emit_at(&mut self, m: Time, row: &mut impl FnMut(RowAt<A::Output>)) {
         match self.shape {
             Shape::Tumbling(_) => {
-                for s in 0..self.parts.len() {
-                    let Some(part) = self.parts[s].as_mut() else {
-                        continue;
-                    };
-                    if part.taken > 0 {
-                        row(RowAt {
-                            key: part.key,
-                            len: part.taken as usize,
-                            value: part.agg.value(),
-                            time: m,
-                        });
-                    }
-                    self.drop_part(s as u32);
+                // Every partition took a value in the window (it is dropped when it closes):
+                // a row each, and the next window starts with none.
+                for (_, part) in self.parts.drain() {
+                    row(RowAt {
+                        key: part.key,
+                        len: part.taken as usize,
+                        value: part.agg.value(),
+                        time: m,
+                    });
                 }
+                self.held.partitions = 0;
                 self.next_emit = None;
             }
             Shape::Sliding(_) | Shape::Count(_) => {
-                for part in self.parts.iter().flatten() {
+                for part in self.parts.values() {
                     row(RowAt {
                         key: part.key,
                         len: part.values.len(),

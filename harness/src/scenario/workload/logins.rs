@@ -9,9 +9,9 @@
 //! `n` > [`LIMIT`] failures, i.e. those stamped in `(t - 5 min, t]` up to and including this
 //! one. Successful logins do not count. The engine, one monitor instance on one context:
 //! `cx.query(Query::over(failed).partition_by(user).value(id).window(Window::sliding(5 min))
-//! .aggregate((Count, NewestId)), handler)`, a row handed on every failure right after it
+//! .aggregate((Count, Last::of(id))), handler)`, a row handed on every failure right after it
 //! entered, the handler alerting when the count is above five; a row carries the aggregate, not
-//! the event, so `NewestId` (the id last added) names the failure that handed it. The twin: a
+//! the event, so `Last` of the id (the id last added) names the failure that handed it. The twin: a
 //! `FastMap<user, VecDeque<t>>` in one consumer thread, fed through an `rtrb` ring: at a
 //! failure, pop the front while `front + 5 min <= t`, push, alert if more than five; a success
 //! is not looked up.
@@ -176,30 +176,11 @@ fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Login>>) -> Outcome {
 mod imp {
     use super::super::common::{engine, Timed};
     use super::*;
-    use correlator::query::{Aggregate, Count, Query, Row, Window};
+    use correlator::query::{Count, Last, Query, Row, Window};
     use correlator::{Monitor, Output, Pattern, Scope};
     use std::time::Duration;
 
     type Cx<'a, M> = Scope<'a, Login, M>;
-
-    /// The id of the newest failure in the window: a row is handed right after its failure
-    /// entered, so this is that failure's id (the row carries the aggregate, not the event).
-    #[derive(Clone, Copy, Default)]
-    pub(super) struct NewestId(u64);
-
-    impl Aggregate<u64> for NewestId {
-        type Output = u64;
-        #[inline]
-        fn add(&mut self, id: &u64) {
-            self.0 = *id;
-        }
-        #[inline]
-        fn remove(&mut self, _: &u64) {}
-        #[inline]
-        fn value(&self) -> u64 {
-            self.0
-        }
-    }
 
     /// The one monitor instance: its query hands a row per failure taken.
     pub(super) struct Logins {
@@ -213,12 +194,15 @@ mod imp {
                 .partition_by(|l: &Login| l.user)
                 .value(|l: &Login| l.id)
                 .window(Window::sliding(Duration::from_millis(WINDOW_MS)))
-                .aggregate((Count::default(), NewestId::default()));
+                .aggregate((Count::default(), Last::of(|id: &u64| *id)));
             cx.query(
                 query,
-                |m: &mut Self, cx: &mut Cx<'_, Self>, r: &Row<(u64, u64)>| {
-                    let (n, id) = r.value;
-                    if n > LIMIT as u64 {
+                |m: &mut Self, cx: &mut Cx<'_, Self>, r: &Row<(u64, Option<u64>)>| {
+                    // The row comes right after its failure entered: the newest id is its own.
+                    if let (n, Some(id)) = r.value {
+                        if n <= LIMIT as u64 {
+                            return;
+                        }
                         // A value not queued is counted (`output_drops` in the status).
                         let _queued = cx.emit_to(&m.alerts, alert(r.key, id, n as usize));
                     }
