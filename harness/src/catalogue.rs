@@ -162,6 +162,7 @@ pub const DOCUMENTED_IDS: &[&str] = &[
     "workload/logins",
     "workload/logins/twin",
     "alloc/workload",
+    "alloc/query",
     "partitioned/1",
     "partitioned/2",
     "record/stream/1to1",

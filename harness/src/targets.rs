@@ -303,6 +303,17 @@ fn definitions(s: &Summary) -> Vec<Def> {
         threshold: 0.0,
         fastest: false,
     });
+    d.push(Def {
+        target: "alloc/query: 0 allocations per event on workload/vwap's stream query once its windows are warm, in every run"
+            .into(),
+        kind: KIND_ABSOLUTE,
+        engine: "alloc/query".into(),
+        baselines: Vec::new(),
+        metric: "allocs_per_event",
+        at_least: false,
+        threshold: 0.0,
+        fastest: false,
+    });
     for w in WORKLOADS {
         d.push(Def {
             target: format!(

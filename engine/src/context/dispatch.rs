@@ -464,25 +464,33 @@ impl<E: Event> Context<E> {
         let Body::Query(q) = &mut l.body else {
             return false;
         };
+        // User code (its templates' filters): a panic ends the instance, as in a handler. Most
+        // events a query is offered may fail its filter: decided before the instance is read.
+        // A join's two templates may be of two kinds or keys: each is checked whole.
+        let sides = match e {
+            Some(e) => match panic::catch_unwind(AssertUnwindSafe(|| q.sides(e))) {
+                Ok(0) => return false,
+                Ok(sides) => sides,
+                Err(payload) => {
+                    self.after_handler(instance, Err(payload));
+                    return false;
+                }
+            },
+            None => 0,
+        };
         let Some(inst) = self.instances[instance as usize].as_mut() else {
             return false;
         };
         self.fx.current = instance;
         let state = &mut inst.state;
         let fx = &mut self.fx;
-        // User code (its templates' filters, what it computes of the event, its aggregate, its
-        // handler): a panic ends the instance, as in a handler. A join's two templates may be of
-        // two kinds or keys: each is checked whole.
+        // User code (what it computes of the event, its aggregate, its handler): as above.
         let result = panic::catch_unwind(AssertUnwindSafe(|| match e {
-            Some(e) => match q.sides(e) {
-                0 => None,
-                sides => Some(q.run.event(state, fx, e, sides)),
-            },
-            None => Some(q.run.time(state, fx, due)),
+            Some(e) => q.run.event(state, fx, e, sides),
+            None => q.run.time(state, fx, due),
         }));
         let (step, result) = match result {
-            Ok(None) => return false,
-            Ok(Some(step)) => (step, Ok(())),
+            Ok(step) => (step, Ok(())),
             Err(payload) => (q.run.settle(), Err(payload)),
         };
         if step.held.0 != step.held.1 {

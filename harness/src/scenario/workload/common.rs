@@ -352,7 +352,7 @@ pub(super) mod engine {
         pub(in crate::scenario::workload) c: Correlator<E>,
         pub(in crate::scenario::workload) pool: Pool<E>,
         pub(in crate::scenario::workload) out: Output<Alert>,
-        rx: OutputReceiver<Alert>,
+        pub(in crate::scenario::workload) rx: OutputReceiver<Alert>,
         /// If set, the producer waits after its last send until this says the engine is done
         /// with what it measures, before it does anything else (`alloc/workload`: its
         /// allocation window must not overlap the producer's own ending, the clock entry or

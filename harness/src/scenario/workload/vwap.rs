@@ -1,4 +1,4 @@
-//! `workload/vwap`, `workload/vwap/twin`: per-symbol VWAP over a sliding 60 s window, emitted
+//! `workload/vwap`, `workload/vwap/twin`, `alloc/query`: per-symbol VWAP over a sliding 60 s window, emitted
 //! every second (issue 34: stream queries).
 //!
 //! # The rule (the same on both sides, bit for bit)
@@ -66,6 +66,8 @@ pub struct Trade {
     pub price: u64,
     /// Quantity.
     pub qty: u64,
+    /// `true` only for `alloc/query`'s window markers (no query takes them).
+    pub mark: bool,
 }
 
 impl Trade {
@@ -106,6 +108,7 @@ fn generate(symbols: u64, n: u64) -> Data<Trade> {
                 t_us: t,
                 price: p,
                 qty: rng.range(1, 1_000),
+                mark: false,
             }
         })
         .collect();
@@ -216,6 +219,16 @@ pub fn register(v: &mut Vec<Scenario>, _cores: usize) {
         crate::scenario::Family::Engine,
         |ctx| run(ctx, Some(&imp::run)),
     ));
+    #[cfg(not(feature = "engine"))]
+    v.push(crate::scenario::engine::absent("alloc/query".into(), 2));
+    #[cfg(feature = "engine")]
+    v.push(Scenario::new(
+        "alloc/query",
+        "allocations per trade on workload/vwap's stream query with warm windows (every symbol's window sliding, periodic rows read)",
+        2,
+        crate::scenario::Family::Engine,
+        imp::alloc,
+    ));
     v.push(Scenario::new(
         "workload/vwap/twin",
         "workload/vwap by hand: a FastMap<symbol, window (VecDeque of trades, running sums)> walked at every emit time, in one consumer thread fed through an rtrb ring",
@@ -242,14 +255,20 @@ fn run(ctx: &RunCtx, engine: Option<EngineFn<'_, Trade>>) -> Outcome {
 mod imp {
     use super::super::common::{engine, Timed};
     use super::*;
+    use crate::alloc::{allocations, counting_installed};
     use correlator::query::{Query, Row, Sum, Window};
     use correlator::{Event, Monitor, Output, Pattern, Scope, Time};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
     use std::time::Duration;
 
     impl Event for Trade {
-        type Kind = ();
+        /// Whether it is a marker of `alloc/query`.
+        type Kind = bool;
         #[inline]
-        fn kind(&self) {}
+        fn kind(&self) -> bool {
+            self.mark
+        }
         #[inline]
         fn key(&self) -> Option<u64> {
             Some(self.symbol)
@@ -269,7 +288,7 @@ mod imp {
 
     impl Monitor<Trade> for Vwap {
         fn on_load(&mut self, cx: &mut Cx<'_, Self>) {
-            let query = Query::over(Pattern::kind(()))
+            let query = Query::over(Pattern::kind(false))
                 .partition_by(|tr: &Trade| tr.symbol)
                 .value(|tr: &Trade| tr.value())
                 .window(Window::sliding(Duration::from_micros(WINDOW_US)))
@@ -298,6 +317,122 @@ mod imp {
         engine::run_single(ctx, data, built, |rows| Vwap { rows })
     }
 
+    /// Reads the allocation counter at each marker (a trade of the marker kind, in the member
+    /// after everything sent before it).
+    struct Marker {
+        at: Arc<[AtomicU64; 2]>,
+        next: usize,
+    }
+
+    impl Monitor<Trade> for Marker {
+        fn on_load(&mut self, cx: &mut Cx<'_, Self>) {
+            cx.on_all(Pattern::kind(true), |m: &mut Self, _cx, _e: &Trade| {
+                if let Some(slot) = m.at.get(m.next) {
+                    slot.store(allocations(), Ordering::Relaxed);
+                }
+                m.next += 1;
+            });
+        }
+    }
+
+    /// `alloc/query`: the mode's VWAP stream twice, back to back (the second copy right after
+    /// the first), with markers at 65 % and 95 % of the second copy: past its first 60 s, every
+    /// window holds exactly what it held at that point of the first copy, so each deque has
+    /// already grown to what it needs there (warm). Allocations between the markers (every
+    /// thread's: the producer, the context, the row reader, which counts rows without keeping
+    /// them) over the trades between them. The window covers about 30 s of stream: 30 rounds of
+    /// periodic rows for every symbol, and every window sliding.
+    pub(in crate::scenario::workload) fn alloc(ctx: &RunCtx) -> Outcome {
+        let mut out = Outcome::default();
+        if !counting_installed() {
+            out.fail("the counting global allocator is not installed in this process");
+            return out;
+        }
+        let (symbols, n) = sizes(ctx.mode);
+        let data = generate(symbols, n);
+        let shift = data.events.last().map_or(0, |tr| tr.t_us) + 1;
+        let mut events: Vec<Trade> = data.events.to_vec();
+        events.extend(data.events.iter().map(|tr| Trade {
+            id: tr.id + n,
+            t_us: tr.t_us + shift,
+            ..*tr
+        }));
+        let marks = [n + n * 65 / 100, n + n * 95 / 100];
+        for (i, &at) in marks.iter().enumerate() {
+            let at = at as usize + i;
+            let t_us = events[at - 1].t_us;
+            events.insert(
+                at,
+                Trade {
+                    id: u64::MAX,
+                    symbol: 0,
+                    t_us,
+                    price: 1,
+                    qty: 1,
+                    mark: true,
+                },
+            );
+        }
+        let window = marks[1] - marks[0];
+        out.param("symbols", symbols);
+        out.param("window_trades", window);
+        let at: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let run = || -> Result<u64, String> {
+            let b = engine::build::<Trade>(ctx, 1)?;
+            let member = *b.pool.members().first().ok_or("a pool without members")?;
+            b.c.load_in(member, Vwap { rows: b.out })
+                .map_err(|e| format!("load_in: {e}"))?;
+            b.c.load_in(
+                member,
+                Marker {
+                    at: at.clone(),
+                    next: 0,
+                },
+            )
+            .map_err(|e| format!("load marker: {e}"))?;
+            let input = b.c.input();
+            b.c.start();
+            let rx = b.rx;
+            let reader = std::thread::spawn(move || rx.iter().count());
+            for e in events {
+                input.send_to(member, e).map_err(|e| format!("send: {e}"))?;
+            }
+            // The shutdown allocates (its status snapshot): not before the window has closed.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while at[1].load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            b.c.shutdown().map_err(|e| format!("shutdown: {e}"))?;
+            let rows = reader.join().map_err(|_| "the row reader panicked")?;
+            Ok(rows as u64)
+        };
+        match run() {
+            Err(e) => out.fail(e),
+            Ok(rows) => {
+                out.param("rows", rows);
+                let (a0, a1) = (at[0].load(Ordering::Relaxed), at[1].load(Ordering::Relaxed));
+                out.check(a0 > 0 && a1 >= a0, || {
+                    "the window markers were not both seen".into()
+                });
+                out.check(rows > 0, || "no row was handed".into());
+                let allocs = a1.saturating_sub(a0);
+                out.param("allocations", allocs);
+                out.value(
+                    "allocs_per_event",
+                    "allocs/event",
+                    allocs as f64 / window as f64,
+                    crate::record::Better::Lower,
+                );
+                if allocs > 0 {
+                    out.note(format!(
+                        "{allocs} allocations in {window} trades of warm windows: the 0-allocation target is not met on this path"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -309,6 +444,7 @@ mod imp {
                 t_us,
                 price,
                 qty,
+                mark: false,
             }
         }
 
@@ -357,6 +493,7 @@ mod tests {
             t_us,
             price,
             qty,
+            mark: false,
         }
     }
 
