@@ -24,9 +24,23 @@
 //! background alerts are rare. One user in 400 (`ATTACKED_ONE_IN`) is attacked: one or two
 //! bursts, each at a seeded time, of 6 to 12 failures 1 to 12 s apart (at most 132 s: a burst
 //! lies in one window, so each raises at least one alert, at its sixth failure). Sorted by time
-//! (stable), then numbered. The event is `workload/burst`'s [`Login`].
+//! (stable), then numbered. The event is [`Login`]: `workload/burst`'s fields, with its kind the
+//! outcome (a failed login and a successful one are two kinds of event, as a correlator's
+//! `LoginFailed` and `LoginSucceeded` would be: the query listens to failures only, and the
+//! twin skips a success with one test).
 
-use super::burst::Login;
+/// A login; its event kind (the engine's) is whether it succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Login {
+    /// Its number in the stream.
+    pub id: u64,
+    /// The user (the key).
+    pub user: u64,
+    /// Event time, ms.
+    pub t_ms: u64,
+    /// Whether it succeeded.
+    pub ok: bool,
+}
 use super::common::{measure, mix, Alert, Data, EngineFn, Expect, FastMap, Rng, Twin};
 use crate::scenario::{Outcome, RunCtx, Scenario};
 use std::collections::VecDeque;
@@ -177,8 +191,25 @@ mod imp {
     use super::super::common::{engine, Timed};
     use super::*;
     use correlator::query::{Count, Last, Query, Row, Window};
-    use correlator::{Monitor, Output, Pattern, Scope};
+    use correlator::{Event, Monitor, Output, Pattern, Scope, Time};
     use std::time::Duration;
+
+    impl Event for Login {
+        /// Whether it succeeded.
+        type Kind = bool;
+        #[inline]
+        fn kind(&self) -> bool {
+            self.ok
+        }
+        #[inline]
+        fn key(&self) -> Option<u64> {
+            Some(self.user)
+        }
+        #[inline]
+        fn time(&self) -> Option<Time> {
+            Some(Time::from_millis(self.t_ms))
+        }
+    }
 
     type Cx<'a, M> = Scope<'a, Login, M>;
 
@@ -189,7 +220,8 @@ mod imp {
 
     impl Monitor<Login> for Logins {
         fn on_load(&mut self, cx: &mut Cx<'_, Self>) {
-            let failed = Pattern::kind(()).filter(|l: &Login| !l.ok);
+            // Failures are their own kind of event: successes never reach the query.
+            let failed = Pattern::kind(false);
             let query = Query::over(failed)
                 .partition_by(|l: &Login| l.user)
                 .value(|l: &Login| l.id)
