@@ -64,7 +64,9 @@
 //! }
 //! c.shutdown()?;
 //! // At 10 s: symbol 1's window holds 10 and 20, symbol 2's 7. The tick at 12 s comes after.
-//! let rows: Vec<Ev> = rx.iter().collect();
+//! // (The rows of one time come in no specified order: sorted here.)
+//! let mut rows: Vec<Ev> = rx.iter().collect();
+//! rows.sort_by_key(|e| match e { Ev::Mean { symbol, .. } => *symbol, _ => 0 });
 //! assert_eq!(
 //!     rows,
 //!     [Ev::Mean { symbol: 1, mean: 15.0 }, Ev::Mean { symbol: 2, mean: 7.0 }]
