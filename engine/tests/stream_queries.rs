@@ -500,9 +500,11 @@ fn r7_11_window_memory_is_bounded_and_reported() {
         assert_eq!(st.totals.processed, s + 1, "the context keeps up");
         most.0 = most.0.max(st.totals.window_partitions);
         most.1 = most.1.max(st.totals.window_values);
-        assert!(st.totals.window_values <= 10, "{st:?}");
+        // The values inside the 10 s window, and those whose time ended less than 10 s / 64
+        // ago (released in batches, by a timer that late at most): one a second, so 11.
+        assert!(st.totals.window_values <= 11, "{st:?}");
     }
-    assert_eq!(most, (3, 10), "the bound is reached, so the test can tell");
+    assert_eq!(most, (3, 11), "the bound is reached, so the test can tell");
     // Past every value's time: nothing held.
     input.send_time(Time::from_secs(200)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

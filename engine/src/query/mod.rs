@@ -117,8 +117,9 @@
 //!
 //! # Memory
 //! A sliding window of `d` keeps the values inside it and those whose time ended less than
-//! `d / 64` ago (released in batches, at the query's next event or row or by its one timer; no
-//! row ever counts them); a partition whose sliding window empties is dropped (its storage reused by the next new partition, so a warm query allocates nothing per
+//! `d / 64` ago, or less than `p` ago with `every(p)`, `p <= d` (released in batches: at the
+//! partition's next event, at the next periodic row, or by the query's one timer; no row ever
+//! counts them); a partition whose sliding window empties is dropped (its storage reused by the next new partition, so a warm query allocates nothing per
 //! event); a tumbling window keeps one aggregate per partition that took an event in the open
 //! window; a count window its last `n` values per partition. What queries hold is in
 //! [`ContextStatus::window_partitions`](crate::ContextStatus::window_partitions) and

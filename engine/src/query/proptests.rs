@@ -138,7 +138,6 @@ impl Case {
 struct Driver {
     engine: Windows<f64, Aggs>,
     model: RefQuery,
-    slack: u64,
     shape: RefShape,
     clock: u64,
     log: Vec<String>,
@@ -171,7 +170,6 @@ impl Driver {
         Driver {
             engine: Windows::new(shape, c.every.map(ns), aggs()).with_slack(ns(c.slack)),
             model: RefQuery::new(c.shape, c.every),
-            slack: c.slack,
             shape: c.shape,
             clock: 0,
             log: Vec::new(),
@@ -187,8 +185,11 @@ impl Driver {
     /// time is up are released in batches), and its next due time is no later than the model's
     /// next row, nor than the next value leaving plus the slack.
     fn check_state(&self) -> Result<(), String> {
+        // How late the engine may release a value: its timer's slack, or the period when its
+        // periodic rows release the values (no queue entries).
+        let slack = u64::try_from(self.engine.release_bound().as_nanos()).unwrap_or(u64::MAX);
         let (partitions, values) = self.model.held();
-        let (most_partitions, most_values) = self.model.held_within(self.slack);
+        let (most_partitions, most_values) = self.model.held_within(slack);
         let held = self.engine.held();
         if held.partitions < partitions
             || held.values < values
@@ -197,8 +198,8 @@ impl Driver {
         {
             return Err(self.fail(format!(
                 "at {}: engine holds {held:?}, model {partitions} partitions and {values} values \
-                 ({most_partitions} and {most_values} with the slack {})",
-                self.clock, self.slack
+                 ({most_partitions} and {most_values} with the slack {slack})",
+                self.clock
             )));
         }
         let due = self.engine.next_due().map(Time::as_nanos);
@@ -208,13 +209,10 @@ impl Driver {
                 self.clock
             )));
         }
-        let bound = [
-            self.model.next_row(),
-            self.model.next_leave_within(self.slack),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let bound = [self.model.next_row(), self.model.next_leave_within(slack)]
+            .into_iter()
+            .flatten()
+            .min();
         if let Some(m) = bound {
             if due.is_none_or(|d| d > m) {
                 return Err(self.fail(format!(
@@ -296,7 +294,7 @@ impl Driver {
         }
         // Run the clock on until everything has left (sliding) or closed (tumbling); a count
         // window with `every` for a few periods.
-        let end = self.clock + d + c.slack + 2 * c.every.unwrap_or(1) + 1;
+        let end = self.clock + d + c.slack + 3 * c.every.unwrap_or(1) + 1;
         self.to(end, c.late_end)?;
         if !matches!(self.shape, RefShape::Count(_)) {
             let (due, held) = (self.engine.next_due(), self.engine.held());

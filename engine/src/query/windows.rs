@@ -4,15 +4,18 @@
 //! # Layout
 //! Partitions live in a map from partition key (the partition, and the group when the query
 //! groups: a group of a partition is a window of its own, see SPEC's decision "Stream queries"),
-//! inline in its buckets. A sliding time window's values all stay the same length `d`, and the clock never
-//! goes back, so they leave in the order they entered *across all partitions*: one FIFO of
-//! `(leaves at, slot)` entries (`expiry`) replaces a timer per value, and expiring is a
-//! `pop_front` plus the partition's own `pop_front`. The owner (the query's listener) keeps one
-//! timer at [`next_due`](Windows::next_due); values whose time is up are released in batches
-//! ([`RELEASE_BATCH`]), at the next event or row or by that timer, not a timer each. A partition whose sliding window empties is dropped
-//! (its deque kept for reuse, so warm windows allocate nothing); a tumbling window's partitions
-//! are dropped when the window closes; a count window's partitions stay (they always hold their
-//! last `n` values).
+//! inline in its buckets; each keeps its values with the time each was taken, oldest first. A
+//! sliding window's values are released by the partition itself (R7.11): before it takes an
+//! event when it hands a row per event, and at every periodic row, which visits every partition
+//! anyway. A query without
+//! `every` (or with a period longer than the window) also queues `(leaves at, key)` for each
+//! value: all values stay the same length `d` and the clock never goes back, so they leave in
+//! the order they entered across all partitions, and one FIFO (`expiry`) with one timer at
+//! [`next_due`](Windows::next_due) (at most `d / RELEASE_BATCH` late) replaces a timer per
+//! value; an entry whose values are gone already releases nothing. A partition whose sliding
+//! window empties is dropped (its deque kept for reuse, so warm windows allocate nothing); a
+//! tumbling window's partitions are dropped when the window closes; a count window's partitions
+//! stay (they always hold their last `n` values).
 //!
 //! May import the leaves.
 
@@ -45,7 +48,8 @@ pub(crate) type PartKey = (u64, Option<u64>);
 
 struct Part<P, A> {
     key: PartKey,
-    values: VecDeque<P>,
+    /// The values in the window with the clock time each was taken, oldest first.
+    values: VecDeque<(Time, P)>,
     agg: A,
     /// Values taken in the current tumbling window (tumbling windows keep no values).
     taken: u64,
@@ -138,7 +142,34 @@ pub(crate) struct Windows<P, A> {
     /// The next periodic row (`every`) or tumbling window's end, while anything is held.
     next_emit: Option<Time>,
     held: WindowsHeld,
-    spare: Vec<VecDeque<P>>,
+    spare: Vec<VecDeque<(Time, P)>>,
+    /// Whether a sliding window's values are released through `expiry` (and its timer): without
+    /// `every`, or with a period longer than the window. With `every(p)`, `p <= d`, each
+    /// periodic row time releases what is due in every partition (it visits them all anyway),
+    /// so no value needs a queue entry.
+    queued: bool,
+}
+
+impl<P, A> Part<P, A> {
+    /// Releases the values whose time is up at `now` (taken at `t` with `t + d <= now`), oldest
+    /// first; returns how many.
+    #[inline]
+    fn release(&mut self, now: Time, d: Duration) -> u64
+    where
+        A: Aggregate<P>,
+    {
+        let mut n = 0;
+        while let Some((t, _)) = self.values.front() {
+            if *t + d > now {
+                break;
+            }
+            if let Some((_, v)) = self.values.pop_front() {
+                self.agg.remove(&v);
+                n += 1;
+            }
+        }
+        n
+    }
 }
 
 impl<P, A: Aggregate<P>> Windows<P, A> {
@@ -147,7 +178,13 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             Shape::Sliding(d) => d / RELEASE_BATCH,
             _ => Duration::ZERO,
         };
+        let queued = match (shape, every) {
+            (Shape::Sliding(d), Some(p)) => p > d,
+            (Shape::Sliding(_), None) => true,
+            _ => false,
+        };
         Self {
+            queued,
             shape,
             every,
             slack,
@@ -169,6 +206,17 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
 
     pub(crate) fn held(&self) -> WindowsHeld {
         self.held
+    }
+
+    /// How late, at most, a value whose time is up is released (tests): the timer's slack, or
+    /// the period when the periodic rows release values.
+    #[cfg(test)]
+    pub(crate) fn release_bound(&self) -> Duration {
+        match (self.shape, self.queued) {
+            (Shape::Sliding(_), true) => self.slack,
+            (Shape::Sliding(_), false) => self.every.unwrap_or(Duration::ZERO),
+            _ => Duration::ZERO,
+        }
     }
 
     /// The next time the windows need the clock: values to release (at most the slack after the
@@ -202,12 +250,6 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
     /// Takes `value` into window `key`'s window at `now`; returns the row to hand now, if the
     /// query hands one per event (no `every`, not tumbling).
     pub(crate) fn take(&mut self, now: Time, key: PartKey, value: P) -> Option<RowAt<A::Output>> {
-        if matches!(self.shape, Shape::Sliding(_)) {
-            // What is due leaves first: the window's timer may come up to its slack late.
-            while self.expiry.front().is_some_and(|&(t, _)| t <= now) {
-                self.expire_one();
-            }
-        }
         let (proto, spare, held) = (&self.proto, &mut self.spare, &mut self.held);
         let part = self.parts.entry(key).or_insert_with(|| {
             held.partitions += 1;
@@ -220,20 +262,29 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         });
         match self.shape {
             Shape::Sliding(d) => {
+                // A row per event: what is due in this window leaves first (its queue entry's
+                // timer may come up to its slack later), so that the row sees exactly the
+                // window. With `every`, the next periodic row releases it (reading the window's
+                // oldest value here would cost a cold line per event).
+                if self.every.is_none() {
+                    self.held.values -= part.release(now, d);
+                }
                 part.agg.add(&value);
-                part.values.push_back(value);
-                self.expiry.push_back((now + d, key));
+                part.values.push_back((now, value));
+                if self.queued {
+                    self.expiry.push_back((now + d, key));
+                }
                 self.held.values += 1;
             }
             Shape::Count(n) => {
                 if part.values.len() >= n {
-                    if let Some(old) = part.values.pop_front() {
+                    if let Some((_, old)) = part.values.pop_front() {
                         part.agg.remove(&old);
                         self.held.values -= 1;
                     }
                 }
                 part.agg.add(&value);
-                part.values.push_back(value);
+                part.values.push_back((now, value));
                 self.held.values += 1;
             }
             Shape::Tumbling(d) => {
@@ -274,17 +325,16 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         }
     }
 
+    /// The oldest queue entry: its partition releases what is due by the entry's time (nothing,
+    /// if its event or a row released it already; a partition made since holds newer values).
     fn expire_one(&mut self) {
-        let Some((_, key)) = self.expiry.pop_front() else {
+        let (Some((t, key)), Shape::Sliding(d)) = (self.expiry.pop_front(), self.shape) else {
             return;
         };
         let Some(part) = self.parts.get_mut(&key) else {
             return;
         };
-        if let Some(v) = part.values.pop_front() {
-            part.agg.remove(&v);
-            self.held.values -= 1;
-        }
+        self.held.values -= part.release(t, d);
         if part.values.is_empty() {
             self.drop_part(&key);
         }
@@ -308,7 +358,33 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
                 self.held.partitions = 0;
                 self.next_emit = None;
             }
-            Shape::Sliding(_) | Shape::Count(_) => {
+            Shape::Sliding(d) => {
+                // Each partition releases what is due by `m` (the values of a query without
+                // queue entries leave here), then hands its row; one emptied is dropped.
+                let (spare, held) = (&mut self.spare, &mut self.held);
+                self.parts.retain(|_, part| {
+                    held.values -= part.release(m, d);
+                    if part.values.is_empty() {
+                        held.partitions -= 1;
+                        if spare.len() < SPARES && part.values.capacity() > 0 {
+                            spare.push(std::mem::take(&mut part.values));
+                        }
+                        return false;
+                    }
+                    row(RowAt {
+                        key: part.key,
+                        len: part.values.len(),
+                        value: part.agg.value(),
+                        time: m,
+                    });
+                    true
+                });
+                self.next_emit = match self.every {
+                    Some(p) if self.held.partitions > 0 => Some(m + p),
+                    _ => None,
+                };
+            }
+            Shape::Count(_) => {
                 for part in self.parts.values() {
                     row(RowAt {
                         key: part.key,
