@@ -335,10 +335,11 @@ mod imp {
         }
     }
 
-    /// `alloc/query`: the mode's VWAP stream twice, back to back (the second copy right after
-    /// the first), with markers at 65 % and 95 % of the second copy: past its first 60 s, every
-    /// window holds exactly what it held at that point of the first copy, so each deque has
-    /// already grown to what it needs there (warm). Allocations between the markers (every
+    /// `alloc/query`: the mode's VWAP stream twice, back to back (the second copy shifted by a
+    /// whole number of periods past the first), with markers at 65 % and 95 % of the second
+    /// copy: past its first 60 s, every window holds exactly what it held at that point of the
+    /// first copy, released at the same periodic rows, so each deque has already grown to what
+    /// it needs there (warm). Allocations between the markers (every
     /// thread's: the producer, the context, the row reader, which counts rows without keeping
     /// them) over the trades between them. The window covers about 30 s of stream: 30 rounds of
     /// periodic rows for every symbol, and every window sliding.
@@ -350,7 +351,10 @@ mod imp {
         }
         let (symbols, n) = sizes(ctx.mode);
         let data = generate(symbols, n);
-        let shift = data.events.last().map_or(0, |tr| tr.t_us) + 1;
+        // A whole number of periods after the first copy's last trade: the second copy's
+        // periodic rows (which release the values) fall at the same points of its stream.
+        let last = data.events.last().map_or(0, |tr| tr.t_us);
+        let shift = (last / EVERY_US + 1) * EVERY_US;
         let mut events: Vec<Trade> = data.events.to_vec();
         events.extend(data.events.iter().map(|tr| Trade {
             id: tr.id + n,
