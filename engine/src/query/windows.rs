@@ -37,10 +37,12 @@ pub(crate) enum Shape {
 /// Most spare deques kept for reuse.
 const SPARES: usize = 1024;
 
-/// A sliding window releases the values whose time is up in batches: at the query's next event
-/// or row, or at most `d / RELEASE_BATCH` after their time (its timer), rather than with a
-/// timer per value. Rows see exactly the values inside the window either way (both release
-/// what is due first); what is held past its time is bounded by `d / RELEASE_BATCH` of values.
+/// A sliding window releases the values whose time is up in batches, rather than with a timer
+/// per value: a partition at its next event (when the query hands a row per event) and at every
+/// periodic row, and the query's one timer at most `d / RELEASE_BATCH` after their time (for a
+/// query without `every`, or with a period longer than the window). Rows see exactly the values
+/// inside the window either way (each releases what is due first); what is held past its time
+/// is bounded by `d / RELEASE_BATCH` of values, or by the period.
 pub(crate) const RELEASE_BATCH: u32 = 64;
 
 /// A window's key: the partition, and the group if the query has `group_by`.
