@@ -74,6 +74,41 @@ fn r7_9_a_partition_whose_sliding_window_empties_is_dropped_and_starts_afresh() 
     assert_eq!(w.take(s(12), (7, None), 1.0).map(|r| r.value), Some(1.0));
 }
 
+/// A window that empties between two visits of its partition (no timer or periodic row has
+/// released its values yet) also starts afresh at its next event, in both release modes: with
+/// `every` (released only at the rows) and without (released at the partition's event, or by
+/// the timer up to its slack later).
+#[test]
+fn r7_9_a_sliding_window_that_emptied_since_its_last_visit_starts_afresh_at_its_next_event() {
+    let d = Duration::from_secs(10);
+    for every in [None, Some(Duration::from_secs(5))] {
+        let mut w = Windows::new(Shape::Sliding(d), every, Sum::of(|v: &f64| *v));
+        w.take(s(6), (7, None), 1e17);
+        w.take(s(7), (7, None), 1.0);
+        if every.is_some() {
+            // The rows at 10 s and 15 s release nothing (the values are in until 16 s, 17 s).
+            assert_eq!(rows(&mut w, s(15)).len(), 2);
+        }
+        // At 17 s both values have left, but no row or timer has visited the partition since:
+        // its event finds the window empty. The running sum would be 1e17 + 1.0 - 1e17 - 1.0
+        // = -1.0 (the 1.0 is lost to rounding when it enters, not when it leaves).
+        let row = w.take(s(17), (7, None), 5.0).map(|r| r.value);
+        assert_eq!(row, every.map_or(Some(5.0), |_| None), "every = {every:?}");
+        assert_eq!(
+            w.held(),
+            WindowsHeld {
+                partitions: 1,
+                values: 1
+            },
+            "every = {every:?}"
+        );
+        if every.is_some() {
+            // The row at 20 s sees the new value alone, in a sum from 0.0.
+            assert_eq!(rows(&mut w, s(20)), [(7, 20, 1, 5.0)]);
+        }
+    }
+}
+
 #[test]
 fn r7_9_a_count_window_keeps_the_last_n_values() {
     let mut w = Windows::new(Shape::Count(2), None, Sum::of(|v: &f64| *v));

@@ -264,11 +264,21 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         });
         match self.shape {
             Shape::Sliding(d) => {
-                // A row per event: what is due in this window leaves first (its queue entry's
-                // timer may come up to its slack later), so that the row sees exactly the
-                // window. With `every`, the next periodic row releases it (reading the window's
-                // oldest value here would cost a cold line per event).
-                if self.every.is_none() {
+                if part.values.back().is_some_and(|&(t, _)| t + d <= now) {
+                    // Even the newest value has left: the window emptied before this event
+                    // (between two visits), so the partition starts again from the initial
+                    // aggregate, as one dropped and made afresh (SPEC "Stream queries": no
+                    // residue of values that are gone). The newest value's line is the one
+                    // this push writes next to, so the check costs no extra cold line.
+                    self.held.values -= part.values.len() as u64;
+                    part.values.clear();
+                    part.agg = proto.clone();
+                } else if self.every.is_none() {
+                    // A row per event: what is due in this window leaves first (its queue
+                    // entry's timer may come up to its slack later), so that the row sees
+                    // exactly the window. With `every`, the next periodic row releases it
+                    // (reading the window's oldest value here would cost a cold line per
+                    // event).
                     self.held.values -= part.release(now, d);
                 }
                 part.agg.add(&value);
