@@ -48,13 +48,17 @@ pub(crate) const RELEASE_BATCH: u32 = 64;
 /// A window's key: the partition, and the group if the query has `group_by`.
 pub(crate) type PartKey = (u64, Option<u64>);
 
+/// One partition's window, inline in the map's bucket with its key: what an event touches
+/// (the key, the deque's header, the aggregate, the newest value's time) is the bucket alone.
 struct Part<P, A> {
-    key: PartKey,
     /// The values in the window with the clock time each was taken, oldest first.
     values: VecDeque<(Time, P)>,
     agg: A,
     /// Values taken in the current tumbling window (tumbling windows keep no values).
     taken: u64,
+    /// When the newest value was taken (sliding): the window has emptied once `newest + d` is
+    /// past, which an event checks without reading the deque's cold back slot.
+    newest: Time,
 }
 
 /// What a query's windows hold: partitions, and values (SPEC R7.11, `Status`).
@@ -256,20 +260,19 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
         let part = self.parts.entry(key).or_insert_with(|| {
             held.partitions += 1;
             Part {
-                key,
                 values: spare.pop().unwrap_or_default(),
                 agg: proto.clone(),
                 taken: 0,
+                newest: now,
             }
         });
         match self.shape {
             Shape::Sliding(d) => {
-                if part.values.back().is_some_and(|&(t, _)| t + d <= now) {
+                if !part.values.is_empty() && part.newest + d <= now {
                     // Even the newest value has left: the window emptied before this event
                     // (between two visits), so the partition starts again from the initial
                     // aggregate, as one dropped and made afresh (SPEC "Stream queries": no
-                    // residue of values that are gone). The newest value's line is the one
-                    // this push writes next to, so the check costs no extra cold line.
+                    // residue of values that are gone).
                     self.held.values -= part.values.len() as u64;
                     part.values.clear();
                     part.agg = proto.clone();
@@ -283,6 +286,7 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
                 }
                 part.agg.add(&value);
                 part.values.push_back((now, value));
+                part.newest = now;
                 if self.queued {
                     self.expiry.push_back((now + d, key));
                 }
@@ -316,7 +320,7 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
                 None
             }
             None => Some(RowAt {
-                key: part.key,
+                key,
                 len: part.values.len(),
                 value: part.agg.value(),
                 time: now,
@@ -359,9 +363,9 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             Shape::Tumbling(_) => {
                 // Every partition took a value in the window (it is dropped when it closes):
                 // a row each, and the next window starts with none.
-                for (_, part) in self.parts.drain() {
+                for (key, part) in self.parts.drain() {
                     row(RowAt {
-                        key: part.key,
+                        key,
                         len: part.taken as usize,
                         value: part.agg.value(),
                         time: m,
@@ -372,7 +376,10 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             }
             Shape::Sliding(d) => {
                 // Each partition releases what is due by `m` (the values of a query without
-                // queue entries leave here), then hands its row; one emptied is dropped.
+                // queue entries leave here); one emptied is dropped. Then each hands its row.
+                // Two passes: the release reads every partition's oldest value, a cold line
+                // each, and a tight loop lets the processor overlap those misses, where a
+                // handler call between two of them would not.
                 let (spare, held) = (&mut self.spare, &mut self.held);
                 self.parts.retain(|_, part| {
                     held.values -= part.release(m, d);
@@ -383,23 +390,25 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
                         }
                         return false;
                     }
+                    true
+                });
+                for (&key, part) in &self.parts {
                     row(RowAt {
-                        key: part.key,
+                        key,
                         len: part.values.len(),
                         value: part.agg.value(),
                         time: m,
                     });
-                    true
-                });
+                }
                 self.next_emit = match self.every {
                     Some(p) if self.held.partitions > 0 => Some(m + p),
                     _ => None,
                 };
             }
             Shape::Count(_) => {
-                for part in self.parts.values() {
+                for (&key, part) in &self.parts {
                     row(RowAt {
-                        key: part.key,
+                        key,
                         len: part.values.len(),
                         value: part.agg.value(),
                         time: m,
