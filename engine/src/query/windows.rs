@@ -245,11 +245,7 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
     fn drop_part(&mut self, key: &PartKey) {
         if let Some(part) = self.parts.remove(key) {
             self.held.partitions -= 1;
-            if self.spare.len() < SPARES && part.values.capacity() > 0 {
-                let mut values = part.values;
-                values.clear();
-                self.spare.push(values);
-            }
+            keep_spare(&mut self.spare, part.values);
         }
     }
 
@@ -373,52 +369,47 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
                 }
                 self.held.partitions = 0;
                 self.next_emit = None;
+                return;
             }
             Shape::Sliding(d) => {
                 // Each partition releases what is due by `m` (the values of a query without
-                // queue entries leave here); one emptied is dropped. Then each hands its row.
-                // Two passes: the release reads every partition's oldest value, a cold line
-                // each, and a tight loop lets the processor overlap those misses, where a
-                // handler call between two of them would not.
+                // queue entries leave here); one emptied is dropped. The rows come in a second
+                // pass: the release reads every partition's oldest value, a cold line each,
+                // and a tight loop lets the processor overlap those misses, where a handler
+                // call between two of them would not.
                 let (spare, held) = (&mut self.spare, &mut self.held);
                 self.parts.retain(|_, part| {
                     held.values -= part.release(m, d);
                     if part.values.is_empty() {
                         held.partitions -= 1;
-                        if spare.len() < SPARES && part.values.capacity() > 0 {
-                            spare.push(std::mem::take(&mut part.values));
-                        }
+                        keep_spare(spare, std::mem::take(&mut part.values));
                         return false;
                     }
                     true
                 });
-                for (&key, part) in &self.parts {
-                    row(RowAt {
-                        key,
-                        len: part.values.len(),
-                        value: part.agg.value(),
-                        time: m,
-                    });
-                }
-                self.next_emit = match self.every {
-                    Some(p) if self.held.partitions > 0 => Some(m + p),
-                    _ => None,
-                };
             }
-            Shape::Count(_) => {
-                for (&key, part) in &self.parts {
-                    row(RowAt {
-                        key,
-                        len: part.values.len(),
-                        value: part.agg.value(),
-                        time: m,
-                    });
-                }
-                self.next_emit = match self.every {
-                    Some(p) if self.held.partitions > 0 => Some(m + p),
-                    _ => None,
-                };
-            }
+            // A count window always holds its last `n` values: nothing leaves with time.
+            Shape::Count(_) => {}
         }
+        for (&key, part) in &self.parts {
+            row(RowAt {
+                key,
+                len: part.values.len(),
+                value: part.agg.value(),
+                time: m,
+            });
+        }
+        self.next_emit = match self.every {
+            Some(p) if self.held.partitions > 0 => Some(m + p),
+            _ => None,
+        };
+    }
+}
+
+/// Keeps an emptied partition's deque for reuse (its memory, not its values), up to [`SPARES`].
+fn keep_spare<P>(spare: &mut Vec<VecDeque<(Time, P)>>, mut values: VecDeque<(Time, P)>) {
+    if spare.len() < SPARES && values.capacity() > 0 {
+        values.clear();
+        spare.push(values);
     }
 }
