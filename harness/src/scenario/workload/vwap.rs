@@ -439,18 +439,8 @@ mod imp {
 
     #[cfg(test)]
     mod tests {
+        use super::super::tests::trade;
         use super::*;
-
-        fn trade(id: u64, symbol: u64, t_us: u64, price: u64, qty: u64) -> Trade {
-            Trade {
-                id,
-                symbol,
-                t_us,
-                price,
-                qty,
-                mark: false,
-            }
-        }
 
         #[test]
         fn r7_9_r7_10_the_engines_vwap_rows_are_the_twins_at_the_windows_edges() {
@@ -490,7 +480,8 @@ mod imp {
 mod tests {
     use super::*;
 
-    fn trade(id: u64, symbol: u64, t_us: u64, price: u64, qty: u64) -> Trade {
+    /// A trade of the stream (not a marker); the engine's tests in `imp` use it too.
+    pub(super) fn trade(id: u64, symbol: u64, t_us: u64, price: u64, qty: u64) -> Trade {
         Trade {
             id,
             symbol,
