@@ -3,13 +3,15 @@
 # partitions of one stream, and a publisher. Every key's events are processed, in order, by
 # exactly one process; the script checks that and prints each process's status line.
 #   scripts/nats-example.sh [KEYS] [EVENTS_PER_KEY]     (defaults 16 and 500)
+#   PROFILE  the cargo profile the worker is built with (default release; the test command: ci)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keys=${1:-16}
 per_key=${2:-500}
 
-cargo build -q --release -p correlator-nats --bin correlator-nats-worker
-worker=target/release/correlator-nats-worker
+profile=${PROFILE:-release}
+cargo build -q --profile "$profile" -p correlator-nats --bin correlator-nats-worker
+worker=target/$profile/correlator-nats-worker
 eval "$(scripts/nats-server.sh start --map 'ev.*=evp.{{partition(4,1)}}.{{wildcard(1)}}')"
 logs=$(mktemp -d)
 pids=()

@@ -41,31 +41,34 @@ stage "docs (engine, default features; private items)" bash -c '
 # The NATS connector's tests and the harness's nats/loopback run against a real nats-server
 # (Debian package), installed here if absent; each test starts and stops its own server.
 stage "nats-server (install if absent)" scripts/nats-server.sh install
-stage "tests (workspace: unit, integration, doc)" cargo test --workspace --release
-# The release run skips `debug_assert!`: run the engine's tests once more with them on.
+# The optimized stages build with the `ci` profile (Cargo.toml: release without its single codegen
+# unit, thin LTO and debug info, which triple a fresh build's time and change nothing a test checks).
+stage "tests (workspace: unit, integration, doc)" cargo test --workspace --profile ci
+# The optimized run skips `debug_assert!`: run the engine's tests once more with them on.
 stage "engine tests with debug assertions" cargo test -p correlator
 # The harness turns the engine's `async` feature on in the workspace build; the engine alone
 # (`-p correlator`) builds without it, so its receivers' tests, the async sends, `SharedInput`,
 # `shutdown_async` and the tokio service (both runtime flavours) run here with it.
-stage "engine outputs and async sends with the async feature" cargo test -p correlator --release \
+stage "engine outputs and async sends with the async feature" cargo test -p correlator --profile ci \
   --features async --lib --test outputs --test async_send --test async_service
 stage "tokio examples (the service, and the quick start the README and the rustdoc show)" bash -c '
-  cargo run -q --release -p correlator --features async --example tokio_service &&
-  cargo run -q --release -p correlator --features async --example quick_start'
+  cargo run -q --profile ci -p correlator --features async --example tokio_service &&
+  cargo run -q --profile ci -p correlator --features async --example quick_start'
 stage "engine status export with the serde and metrics features" \
-  cargo test -p correlator --release --features serde,metrics --lib --test status_export
+  cargo test -p correlator --profile ci --features serde,metrics --lib --test status_export
 # The `quantiles` feature (the `histogram` crate) is off in the workspace build: its aggregate's
 # unit tests and rustdoc example run here.
 stage "engine stream queries with the quantiles feature" bash -c '
-  cargo test -p correlator --release --features quantiles --lib query:: &&
-  cargo test -p correlator --release --features quantiles --doc Quantile'
-stage "benches (test mode)" cargo bench -p correlator-benches -- --test
+  cargo test -p correlator --profile ci --features quantiles --lib query:: &&
+  cargo test -p correlator --profile ci --features quantiles --doc Quantile'
+# `cargo test --benches` runs each criterion benchmark once, as `cargo bench -- --test` does.
+stage "benches (test mode)" cargo test -p correlator-benches --benches --profile ci
 stage "seed example" bash -c '
-  out=$(cargo run -q --release -p correlator --example seed_order)
+  out=$(cargo run -q --profile ci -p correlator --example seed_order)
   echo "$out"
   [ "$out" = "E1 R1 R3 R5 R4 R2 E2 E3 E4 En1 En2" ]'
-stage "nats example (two correlator processes, one server)" scripts/nats-example.sh 16 200
-stage "harness smoke" cargo run -q --release -p harness -- run --smoke --out target/smoke-results
+stage "nats example (two correlator processes, one server)" env PROFILE=ci scripts/nats-example.sh 16 200
+stage "harness smoke" cargo run -q --profile ci -p harness -- run --smoke --out target/smoke-results
 stage "loom models" scripts/loom.sh
 stage "miri (inbox, route stack, monitor state, listener table)" scripts/miri.sh
 stage "thread sanitizer (stress tests)" scripts/tsan.sh
