@@ -628,10 +628,12 @@ pub mod scenarios {
     }
 
     /// R5.2, the shortest cycle: a context sends two entries to its own full inbox (capacity 1) while
-    /// it processes the entry that fills it, and an external producer sends two entries with
+    /// it processes the entry that fills it, and an external producer sends an entry with
     /// back-pressure at the same time. The self-sends must be taken beyond capacity (exactly two
-    /// overruns), the context must finish, and both senders' entries arrive in order, across the
-    /// overflow and back to the ring.
+    /// overruns), the context must finish, and every entry arrives, the self-sends in order, across
+    /// the overflow and back to the ring. One external entry, not two: a second one made the model
+    /// seven times longer (about ten minutes of the test command) and adds what other models check
+    /// (a blocked producer's wake-up: `two_blocked_producers_resume`; a producer's order: `model_fifo`).
     pub fn self_send_into_full_inbox_finishes() {
         let graph = WaitGraph::new(1);
         let (inbox, mut consumer) = Inbox::<Msg>::with_capacity(1);
@@ -639,9 +641,7 @@ pub mod scenarios {
         let producer = {
             let inbox = inbox.clone();
             spawn(move || {
-                for seq in 0..2 {
-                    send_blocking(&inbox, Sender::External, Msg::From(9, seq)).expect("open");
-                }
+                send_blocking(&inbox, Sender::External, Msg::From(9, 0)).expect("open");
             })
         };
         let me = inbox.clone();
@@ -658,7 +658,7 @@ pub mod scenarios {
                 }
                 Msg::From(s, q) => got.push((s, q)),
             }
-            if got.len() == 4 {
+            if got.len() == 3 {
                 Flow::Stop
             } else {
                 Flow::Continue
@@ -672,7 +672,7 @@ pub mod scenarios {
         );
         assert_eq!(inbox.overruns(), 2, "R9.1: overruns miscounted");
         assert_sender_fifo(&got, 0, &[0, 1], "R5.2");
-        assert_sender_fifo(&got, 9, &[0, 1], "R5.2");
+        assert_sender_fifo(&got, 9, &[0], "R5.2");
         assert_eq!(
             inbox.overflow_len(),
             0,
