@@ -5,7 +5,7 @@
 //! register **listeners** on event patterns; handlers **route** events to the front of their own
 //! context's queue, **send** them to the back of any context's inbox, or to **channels** that
 //! contexts subscribe to and that external receivers can read. The processing order is a contract:
-//! [`spec`] (rules R1.1 ... R9.1, the file `engine/SPEC.md`), summarised in the README; every rule has
+//! [`spec`] (rules R1.1 ... R11.7, the file `engine/SPEC.md`), summarised in the README; every rule has
 //! tests naming it.
 //!
 //! # Quick start
@@ -41,6 +41,8 @@
 //! - [`Pattern`] and [`Expr`]: templates and event expressions (`then`, `and`, `or`, [`not`],
 //!   `within`, `within_from_first`, [`wait`], [`at`]).
 //! - [`Pool`]: one monitor instance per key across partitioned contexts.
+//! - [`checkpoint`]: where checkpoints are stored ([`checkpoint::DirStore`]: atomic, checksummed,
+//!   the previous one used when the newest is damaged); the consistent cut and recovery are to come.
 //! - [`spec`]: the processing-order contract, with the rule numbers that tests and docs cite.
 //!
 //! # Example
@@ -123,6 +125,7 @@
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 mod channel;
+pub mod checkpoint;
 mod config;
 mod context;
 mod correlator;
@@ -174,7 +177,7 @@ internal_modules! {
     route;
 }
 
-/// The processing-order contract (rules R1.1 ... R10.4), from `engine/SPEC.md`.
+/// The processing-order contract (rules R1.1 ... R11.7), from `engine/SPEC.md`.
 ///
 /// Tests and the rest of this documentation cite its rule numbers.
 #[doc = include_str!("../SPEC.md")]
