@@ -5,7 +5,7 @@
 //! register **listeners** on event patterns; handlers **route** events to the front of their own
 //! context's queue, **send** them to the back of any context's inbox, or to **channels** that
 //! contexts subscribe to and that external receivers can read. The processing order is a contract:
-//! [`spec`] (rules R1.1 ... R11.7, the file `engine/SPEC.md`), summarised in the README; every rule has
+//! [`spec`] (rules R1.1 ... R11.8, the file `engine/SPEC.md`), summarised in the README; every rule has
 //! tests naming it.
 //!
 //! # Quick start
@@ -177,7 +177,7 @@ internal_modules! {
     route;
 }
 
-/// The processing-order contract (rules R1.1 ... R11.7), from `engine/SPEC.md`.
+/// The processing-order contract (rules R1.1 ... R11.8), from `engine/SPEC.md`.
 ///
 /// Tests and the rest of this documentation cite its rule numbers.
 #[doc = include_str!("../SPEC.md")]

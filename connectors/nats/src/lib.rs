@@ -11,6 +11,8 @@
 //! * [`Codec`] with [`JsonCodec`]; undecodable payloads are counted and go to a dead-letter subject.
 //! * [`Partitioning`]: the server-side mapping of keys to partitions and of partitions to
 //!   processes, for scale-out.
+//! * [`JetStreamCheckpoints`]: a `correlator::checkpoint::CheckpointStore` in an object store
+//!   bucket, the checkpoint store several processes share.
 //! * [`ConnectorStatus`]: connection state (the client reconnects with backoff) and counts.
 //! * [`LocalServer`]: a local `nats-server` through `scripts/nats-server.sh`, for tests, examples
 //!   and the [`bench`](mod@bench).
@@ -55,6 +57,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+mod checkpoint;
 mod codec;
 mod connector;
 mod error;
@@ -64,6 +67,7 @@ mod processed;
 mod server;
 mod status;
 
+pub use checkpoint::JetStreamCheckpoints;
 pub use codec::{Codec, CodecError, JsonCodec};
 pub use connector::{
     dead_letter_headers, Connector, ConnectorOptions, Egress, Ingress, JetStreamSource,

@@ -34,6 +34,15 @@ pub enum CheckpointError {
         /// Each one, newest first, with what is wrong with it.
         skipped: Vec<Skipped>,
     },
+    /// A request to a store that is not a local directory (an object store bucket, say) failed.
+    Remote {
+        /// What the store was doing, as a verb phrase ("put the checkpoint").
+        op: &'static str,
+        /// What it concerned: the bucket, or `bucket/object`.
+        location: String,
+        /// What the store's client said.
+        reason: String,
+    },
     /// A file system operation failed.
     Io {
         /// What the store was doing, as a verb phrase ("write the temporary file").
@@ -97,6 +106,15 @@ impl fmt::Display for CheckpointError {
                      files away to start without a checkpoint",
                 )
             }
+            Self::Remote {
+                op,
+                location,
+                reason,
+            } => write!(
+                f,
+                "cannot {op} `{location}`: {reason}; check that the store's server runs and \
+                 can be reached"
+            ),
             Self::Io { op, path, source } => {
                 write!(f, "cannot {op} `{}`: {source}", path.display())?;
                 match source.kind() {

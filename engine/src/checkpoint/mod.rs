@@ -58,6 +58,60 @@
 //! a second process from the same directory, so two writers on one directory are a mistake the
 //! store does not detect.
 //!
+//! # Design of what comes next (not built yet)
+//! Written down before it is built, so that the storage above is shaped for it; SPEC §11 gains
+//! these rules only when they are built and tested.
+//!
+//! **The cut** is Chandy and Lamport's snapshot over the engine's channels, which are FIFO per
+//! sender (R2.3, across the overflow too, R5.2): every context and every input handle is a
+//! sender of its own into each inbox.
+//! 1. A checkpoint `k` starts (on request, or every period) when the coordinator (the
+//!    correlator's background thread) raises the requested epoch to `k`, fixes the set of live
+//!    input handles, and puts a `Start(k)` entry in every inbox.
+//! 2. An input handle marks itself: its next send sees the requested epoch above its own (one
+//!    relaxed load per send) and first sends `Marker(k, position)` to every context, `position`
+//!    being what its source says it has fed (a JetStream stream sequence). An idle handle cannot
+//!    be waited for: the coordinator claims it (a CAS from idle to claimed, which a send that
+//!    begins meanwhile waits out, spinning briefly, then yielding) and sends its markers on its
+//!    behalf. A handle created during checkpoint `k` begins with its marker; a handle dropped
+//!    during it sends its markers first. This handshake gets a loom model before it is trusted.
+//! 3. A context, at the first `Start(k)` or `Marker(k)` it takes, is between entries with an
+//!    empty route stack (R2.2): it writes its own state (below), then sends `Marker(k)` to every
+//!    other context through the send core (a marker is never refused and never waits: taken
+//!    beyond capacity like a cycle's send, R5.2, at most one per context pair per checkpoint).
+//!    From then on, every entry it takes from a sender whose `Marker(k)` has not yet arrived is
+//!    processed as usual and also recorded as that channel's state. When every expected sender's
+//!    marker has arrived it hands its part to the coordinator. A context stops the world for
+//!    nobody: it pauses only while it writes its own state.
+//! 4. The coordinator frames the parts (each context's state and channel states, each input's
+//!    position) into one payload and saves it through a [`CheckpointStore`] from its own thread.
+//!
+//! **What a context writes**: its logical clock and timers (R7), its instances (each monitor's
+//! state through an opt-in serde trait, below), each listener's partial matches with the events
+//! they hold, its query windows, its id counters and each output's emit sequence. A spawn in
+//! flight between contexts carries a closure, which cannot be saved: a checkpointing correlator
+//! spawns across contexts only monitors of the trait, as data (type name and state).
+//!
+//! **Monitors opt in** through a trait over `Monitor` with a stable type name, serde for the
+//! state and an `on_restore` hook that registers the instance's listeners again, in the order it
+//! first did. A closure cannot be saved, so the engine cannot restore listeners opaquely as
+//! Apama restores a persistent monitor's: it pairs each re-registered listener with its saved
+//! partial matches by registration order and checks the expression's shape (a mismatch is a typed
+//! error naming the instance and the listener, never a silent fresh start).
+//!
+//! **Recovery** loads the newest intact checkpoint ([`CheckpointStore::load_latest`]), rebuilds
+//! each context's instances and state, puts each recorded channel state at the front of its
+//! inbox in its sender's order, and tells the caller each input's position (inputs named, not
+//! numbered, so that a restarted process can match them); the caller re-reads each source from
+//! there. JetStream acknowledgement then follows the checkpoint, not the processing.
+//!
+//! **Effectively-once outputs**: each emit carries `(output, context, sequence)`, restored with
+//! the checkpoint, which a sink uses as its de-duplication id (a JetStream message id). A
+//! re-derived output gets the id it had before the crash when the context takes its entries in
+//! the same order again: exact for a context fed by one sender (a partition per context, as the
+//! NATS scale-out runs), and for several senders when the recording of the interleaving since
+//! the checkpoint (`record`) is replayed before going live.
+//!
 //! Owns checkpoint storage: the store trait and what it returns; `dir` the local-directory store,
 //! `format` a file's bytes and checks, `crc32c` the checksum, `error` the errors. May import
 //! nothing.
@@ -109,7 +163,8 @@ pub trait CheckpointStore: Send {
     ///
     /// # Errors
     /// [`CheckpointError::NotIncreasing`] if `seq` is not above every sequence stored, an intact
-    /// checkpoint's or not (R11.1); [`CheckpointError::Io`] if the storage failed.
+    /// checkpoint's or not (R11.1); [`CheckpointError::Io`] or [`CheckpointError::Remote`]
+    /// if the storage failed.
     fn save(&mut self, seq: u64, payload: &[u8]) -> Result<(), CheckpointError>;
 
     /// The newest checkpoint that passes its checks, with every newer one that failed them
@@ -117,14 +172,45 @@ pub trait CheckpointStore: Send {
     ///
     /// # Errors
     /// [`CheckpointError::AllCorrupt`] if checkpoints are stored but none passes its checks;
-    /// [`CheckpointError::Io`] if the storage cannot be read at all.
+    /// [`CheckpointError::Io`] or [`CheckpointError::Remote`] if the storage cannot be read at all.
     fn load_latest(&self) -> Result<Option<Loaded>, CheckpointError>;
 
     /// The checkpoints stored, oldest first, unchecked.
     ///
     /// # Errors
-    /// [`CheckpointError::Io`] if the storage cannot be read.
+    /// [`CheckpointError::Io`] or [`CheckpointError::Remote`] if the storage cannot be read.
     fn list(&self) -> Result<Vec<StoredCheckpoint>, CheckpointError>;
+}
+
+/// Checkpoint `seq` as a store keeps it: the header of the [module doc](self) (magic, version,
+/// sequence, length, CRC-32C), then `payload`. A store that is not a directory keeps these bytes
+/// so that [`unframe`] gives every store the same checks (R11.3).
+pub fn frame(seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    bytes.extend_from_slice(&format::header(seq, payload));
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// The payload of `bytes`, a checkpoint kept under sequence `seq` as [`frame`] made it, if it
+/// passes every check of R11.3.
+///
+/// # Errors
+/// The first check `bytes` fails, as a [`SkipReason`].
+///
+/// # Example
+/// ```
+/// use correlator::checkpoint::{frame, unframe, SkipReason};
+///
+/// let mut bytes = frame(7, b"state");
+/// assert_eq!(unframe(&bytes, 7), Ok(&b"state"[..]));
+/// let last = bytes.len() - 1;
+/// bytes[last] ^= 1; // one changed bit
+/// assert!(matches!(unframe(&bytes, 7), Err(SkipReason::ChecksumMismatch { .. })));
+/// ```
+pub fn unframe(bytes: &[u8], seq: u64) -> Result<&[u8], SkipReason> {
+    format::check(bytes, seq)?;
+    Ok(&bytes[HEADER_LEN..])
 }
 
 /// A checkpoint loaded by [`CheckpointStore::load_latest`].
@@ -144,7 +230,7 @@ pub struct Loaded {
 pub struct Skipped {
     /// The sequence its name gives.
     pub seq: u64,
-    /// Its file.
+    /// Its file (for a store that is not a directory, `bucket/object`).
     pub path: PathBuf,
     /// What is wrong with it.
     pub reason: SkipReason,
