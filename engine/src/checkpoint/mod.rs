@@ -71,10 +71,18 @@
 //! 2. An input handle marks itself: its next send sees the requested epoch above its own (one
 //!    relaxed load per send) and first sends `Marker(k, position)` to every context, `position`
 //!    being what its source says it has fed (a JetStream stream sequence). An idle handle cannot
-//!    be waited for: the coordinator claims it (a CAS from idle to claimed, which a send that
-//!    begins meanwhile waits out, spinning briefly, then yielding) and sends its markers on its
-//!    behalf. A handle created during checkpoint `k` begins with its marker; a handle dropped
-//!    during it sends its markers first. This handshake gets a loom model before it is trusted.
+//!    be waited for, and this is the open question of the design. Either the coordinator claims
+//!    it (a CAS from idle to claimed, which a send that begins meanwhile waits out, spinning
+//!    briefly, then yielding) and sends its markers on its behalf: that makes every send a CAS
+//!    on the handle's own line, to be measured against `stream/1to1` before it is chosen. Or
+//!    only handles that can be woken take part (the NATS connector's feeders, and handles whose
+//!    owner calls a `poll_checkpoint` when idle), and checkpointing a correlator with any other
+//!    input handle is a typed error. (Marking by colour instead, Lai and Yang's way, each entry
+//!    carrying its sender's epoch so that a red entry makes its receiver snapshot first, saves
+//!    the marker entries but not this question: a receiver still cannot tell that an idle
+//!    sender's last white entry has arrived.) A handle created during checkpoint `k` begins with
+//!    its marker; a handle dropped during it sends its markers first. Whichever is chosen gets
+//!    a loom model before it is trusted.
 //! 3. A context, at the first `Start(k)` or `Marker(k)` it takes, is between entries with an
 //!    empty route stack (R2.2): it writes its own state (below), then sends `Marker(k)` to every
 //!    other context through the send core (a marker is never refused and never waits: taken
