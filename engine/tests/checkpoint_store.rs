@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use correlator::checkpoint::{
     CheckpointError, CheckpointStore, DirStore, Loaded, SkipReason, StoredCheckpoint, DEFAULT_KEEP,
-    HEADER_LEN, MIN_KEEP,
+    HEADER_LEN, LOCK_FILE, MIN_KEEP,
 };
 
 /// A fresh directory of its own per test (under the system's temporary directory), removed when
@@ -37,6 +37,7 @@ impl TestDir {
         let mut names: Vec<String> = fs::read_dir(&self.0)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|name| name != LOCK_FILE)
             .collect();
         names.sort();
         names
@@ -127,7 +128,8 @@ fn r11_2_a_saved_checkpoint_loads_back_byte_for_byte() {
     assert_eq!(list[1].path, store.path_of(2));
     assert_eq!(list[1].len, (HEADER_LEN + large.len()) as u64);
 
-    // A store opened again on the directory reads the same.
+    // A store opened again on the directory (once this one is gone) reads the same.
+    drop(store);
     let again = DirStore::open(dir.path()).unwrap();
     assert_eq!(loaded(&again).payload, large);
 }
@@ -407,6 +409,7 @@ fn r11_1_a_sequence_not_above_the_newest_is_refused() {
 
     store.save(6, b"six").unwrap();
     flip_byte(&store.path_of(6), HEADER_LEN);
+    drop(store);
     let mut reopened = DirStore::open(dir.path()).unwrap();
     assert!(matches!(
         reopened.save(6, b"six again"),
@@ -434,7 +437,7 @@ fn r11_7_io_errors_carry_the_path() {
 
     let gone = dir.path().join("gone");
     let mut store = DirStore::open(&gone).unwrap();
-    fs::remove_dir(&gone).unwrap();
+    fs::remove_dir_all(&gone).unwrap(); // its lock file with it
     for e in [
         store.load_latest().unwrap_err(),
         store.list().unwrap_err(),
@@ -462,4 +465,33 @@ fn r11_1_a_store_is_an_object_safe_send_trait() {
     let dir = TestDir::new("object-safe");
     let store = Box::new(DirStore::open(dir.path()).unwrap());
     assert_eq!(owned_by_a_thread(store).unwrap().payload, b"from a thread");
+}
+
+// R11.1: one writer per directory. A second store on it, while the first lives, is refused with
+// an error naming the lock file (and writes nothing); once the first is dropped it opens, and it
+// holds the lock in turn.
+#[test]
+fn r11_1_a_second_store_on_the_directory_is_refused_while_the_first_lives() {
+    let dir = TestDir::new("one-writer");
+    let mut first = DirStore::open(dir.path()).unwrap();
+    first.save(1, b"one").unwrap();
+    let e = DirStore::open(dir.path()).unwrap_err();
+    assert!(
+        matches!(&e, CheckpointError::InUse { path } if path == &dir.path().join(LOCK_FILE)),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("a checkpoint directory of its own"),
+        "{e}"
+    );
+    assert_eq!(dir.names(), ["checkpoint-00000000000000000001.ckpt"]);
+
+    drop(first);
+    let mut second = DirStore::open(dir.path()).unwrap();
+    second.save(2, b"two").unwrap();
+    assert!(matches!(
+        DirStore::open(dir.path()),
+        Err(CheckpointError::InUse { .. })
+    ));
+    assert_eq!(loaded(&second).payload, b"two");
 }

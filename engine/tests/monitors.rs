@@ -204,7 +204,7 @@ fn r6_6_unmatched() {
     let log = Log::default();
     c.load(Script::new("m", &log, |_, cx| {
         cx.on_all(
-            Pattern::kind(1).filter(|e: &Ev| e.val % 2 == 0),
+            Pattern::kind(1).filter(|e: &Ev| e.val.is_multiple_of(2)),
             |m: &mut Script, _, e: &Ev| m.log.push(format!("even {}", e.val)),
         );
         cx.unmatched(Pattern::kind(1), |m: &mut Script, _, e: &Ev| {

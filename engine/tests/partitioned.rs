@@ -105,7 +105,7 @@ impl Keyed {
         }
         *expect = e.seq + 1;
         self.vals.push(e.val);
-        self.die_every != 0 && e.val % self.die_every == 0
+        self.die_every != 0 && e.val.is_multiple_of(self.die_every)
     }
 }
 

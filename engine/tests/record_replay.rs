@@ -55,7 +55,7 @@ impl Monitor<Ev> for Mixer {
                 let to = m.peers[(n / 3) as usize % m.peers.len()];
                 cx.send_to(to, Ev::Hop { n, ttl: 2 }).unwrap();
             }
-            if m.count % 4 == 0 {
+            if m.count.is_multiple_of(4) {
                 let h = if m.bug == Some(n) { m.h ^ 1 } else { m.h };
                 let _ = cx.emit_to(&m.out, (cx.context().id(), h, n));
             }

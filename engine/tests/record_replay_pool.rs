@@ -53,7 +53,7 @@ impl Monitor<Tx> for PerKey {
         );
         cx.on_all(Pattern::kind(()).key(key), |m: &mut PerKey, cx, e| {
             m.count += 1;
-            if m.count % 10 == 0 {
+            if m.count.is_multiple_of(10) {
                 let _ = cx.emit_to(&m.out, (e.key, m.count, 0));
             }
         });

@@ -23,6 +23,8 @@ pub const MIN_KEEP: usize = 2;
 const PREFIX: &str = "checkpoint-";
 /// What a checkpoint's file name ends with.
 const SUFFIX: &str = ".ckpt";
+/// The file a store holds an exclusive lock on while it is open: one writer per directory.
+pub const LOCK_FILE: &str = "checkpoint.lock";
 /// What a temporary file's name ends with (after the name of the checkpoint it will become).
 const TEMP_SUFFIX: &str = ".ckpt.tmp";
 /// The sequence in a file name: zero-padded to the width of `u64::MAX`, so names sort as numbers.
@@ -32,9 +34,12 @@ const SEQ_DIGITS: usize = 20;
 /// `checkpoint-{seq:020}.ckpt`, written atomically and durably, checked on loading, the newest
 /// [`keep`](DirStoreBuilder::keep) kept (SPEC §11).
 ///
-/// One `DirStore` is the one writer of its directory: saving takes `&mut self`, and two stores
-/// (in one process or several) must not save into the same directory. Files whose names are not
-/// the store's are left alone.
+/// One `DirStore` is the one writer of its directory: saving takes `&mut self`, and opening
+/// takes an exclusive lock on the directory's [`LOCK_FILE`], so that a second store on the same
+/// directory, in this process or another, is refused ([`CheckpointError::InUse`]) rather than
+/// interleaving its checkpoints with the first's. The lock goes with the store when it is
+/// dropped, or with its process: a crash leaves no stale lock. Files whose names are not the
+/// store's are left alone.
 ///
 /// # Example
 /// ```
@@ -64,6 +69,8 @@ const SEQ_DIGITS: usize = 20;
 pub struct DirStore {
     dir: PathBuf,
     keep: usize,
+    /// The lock file, locked exclusively while the store lives (R11.1).
+    _lock: fs::File,
 }
 
 /// Settings of a [`DirStore`]; [`open`](Self::open) makes the store.
@@ -87,8 +94,10 @@ impl DirStoreBuilder {
     ///
     /// # Errors
     /// [`CheckpointError::InvalidKeep`] if `keep` is below [`MIN_KEEP`];
+    /// [`CheckpointError::InUse`] if another store holds the directory's lock;
     /// [`CheckpointError::Io`] if the directory cannot be created (or a file of that name is in
-    /// the way), or, when it was created, its parent cannot be synced.
+    /// the way), when it was created its parent cannot be synced, or the lock file cannot be
+    /// opened or locked.
     pub fn open(self) -> Result<DirStore, CheckpointError> {
         if self.keep < MIN_KEEP {
             return Err(CheckpointError::InvalidKeep { keep: self.keep });
@@ -107,9 +116,26 @@ impl DirStoreBuilder {
                 sync_dir(parent)?;
             }
         }
+        let lock_path = self.dir.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| CheckpointError::io("open the lock file", &lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(CheckpointError::InUse { path: lock_path })
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(CheckpointError::io("lock", &lock_path, e))
+            }
+        }
         Ok(DirStore {
             dir: self.dir,
             keep: self.keep,
+            _lock: lock,
         })
     }
 }

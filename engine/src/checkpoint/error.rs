@@ -34,6 +34,12 @@ pub enum CheckpointError {
         /// Each one, newest first, with what is wrong with it.
         skipped: Vec<Skipped>,
     },
+    /// Another store holds the directory's lock (R11.1): a store in this process or another
+    /// process saves into it, and two writers would interleave their checkpoints.
+    InUse {
+        /// The lock file.
+        path: PathBuf,
+    },
     /// A request to a store that is not a local directory (an object store bucket, say) failed.
     Remote {
         /// What the store was doing, as a verb phrase ("put the checkpoint").
@@ -106,6 +112,13 @@ impl fmt::Display for CheckpointError {
                      files away to start without a checkpoint",
                 )
             }
+            Self::InUse { path } => write!(
+                f,
+                "the checkpoint directory is in use: another store, in this process or another, \
+                 holds `{}`; give each correlator a checkpoint directory of its own, or drop \
+                 (or stop) the other store first",
+                path.display()
+            ),
             Self::Remote {
                 op,
                 location,

@@ -54,9 +54,11 @@
 //! than a silent fresh start. Whatever the bytes, loading does not panic (R11.7).
 //!
 //! # One writer
-//! A store is owned by one writer: [`CheckpointStore::save`] takes `&mut self`, and no lock keeps
-//! a second process from the same directory, so two writers on one directory are a mistake the
-//! store does not detect.
+//! A store is owned by one writer: [`CheckpointStore::save`] takes `&mut self`, and a
+//! [`DirStore`] holds an exclusive lock (`flock` on unix) on its directory's [`LOCK_FILE`] from
+//! opening until it is dropped, so a second store on the same directory, in this process or
+//! another, is refused with [`CheckpointError::InUse`]. The operating system releases the lock
+//! with the process, so a crash leaves none behind.
 //!
 //! # Design of what comes next (not built yet)
 //! Written down before it is built, so that the storage above is shaped for it; SPEC §11 gains
@@ -132,7 +134,7 @@ mod format;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use dir::{DirStore, DirStoreBuilder, DEFAULT_KEEP, MIN_KEEP};
+pub use dir::{DirStore, DirStoreBuilder, DEFAULT_KEEP, LOCK_FILE, MIN_KEEP};
 pub use error::{CheckpointError, SkipReason};
 pub use format::{HEADER_LEN, MAGIC, VERSION};
 

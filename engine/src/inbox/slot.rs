@@ -139,7 +139,7 @@ pub(super) fn prefetch_for_write<T>(slot: &Slot<T>) {
 pub(super) unsafe fn write_entry<T>(dst: *mut MaybeUninit<T>, value: T) {
     const WORD: usize = std::mem::size_of::<u64>();
     let size = std::mem::size_of::<T>();
-    if size % WORD == 0 && size <= 64 && std::mem::align_of::<T>() >= WORD {
+    if size.is_multiple_of(WORD) && size <= 64 && std::mem::align_of::<T>() >= WORD {
         let value = std::mem::ManuallyDrop::new(value);
         let src = (&*value as *const T).cast::<MaybeUninit<u64>>();
         let dst = dst.cast::<MaybeUninit<u64>>();

@@ -757,7 +757,7 @@ fn r5_1_slot_layout_follows_the_measured_table() {
         let first = inbox.slot_at(0) as *const Slot<T> as usize;
         let second = inbox.slot_at(1) as *const Slot<T> as usize;
         let places = inbox.slots.len() + inbox.line_slots.len();
-        (second - first, first % 64 == 0, places)
+        (second - first, first.is_multiple_of(64), places)
     }
     assert_eq!(std::mem::size_of::<Slot<[u64; 2]>>(), 24);
     assert_eq!(layout::<[u64; 2]>().0, 24);
