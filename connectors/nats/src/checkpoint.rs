@@ -14,8 +14,10 @@
 //! limits or a purge remove them), never half a checkpoint. Durability is the bucket's stream's
 //! (file storage here; replicas on a cluster).
 //!
-//! One writer per bucket, as for a directory: the sequence check on save is a read, then a put,
-//! not a compare-and-set.
+//! One writer per bucket, as for a directory; a bucket cannot be locked as a directory is, so
+//! the store checks at each save that the newest checkpoint is still the one it saved last, and
+//! refuses with [`CheckpointError::OtherWriter`] when another writer has been at work (detected at
+//! the next save, not prevented: the check is a read, then a put, not a compare-and-set).
 
 use std::path::PathBuf;
 
@@ -60,6 +62,8 @@ pub struct JetStreamCheckpoints {
     bucket: String,
     store: ObjectStore,
     keep: usize,
+    /// The sequence this store saved last, for the other-writer check.
+    last_saved: Option<u64>,
 }
 
 impl std::fmt::Debug for JetStreamCheckpoints {
@@ -132,6 +136,7 @@ impl JetStreamCheckpoints {
             bucket: bucket.to_string(),
             store: store.map_err(js)?,
             keep,
+            last_saved: None,
         })
     }
 
@@ -202,20 +207,38 @@ impl CheckpointStore for JetStreamCheckpoints {
     ///
     /// # Errors
     /// [`CheckpointError::NotIncreasing`] if `seq` is not above every stored sequence;
-    /// [`CheckpointError::Remote`] if the bucket cannot be listed or the put fails. A checkpoint
+    /// [`CheckpointError::OtherWriter`] if the newest stored is not the one this store saved
+    /// last; [`CheckpointError::Remote`] if the bucket cannot be listed or the put fails. A checkpoint
     /// that cannot be deleted afterwards is logged, not an error: a later save deletes it.
     fn save(&mut self, seq: u64, payload: &[u8]) -> Result<(), CheckpointError> {
         let mut stored = self.scan()?;
-        if let Some(&(newest, _)) = stored.last() {
+        let newest = stored.last().map(|&(seq, _)| seq);
+        if let Some(last_saved) = self.last_saved {
+            if newest != Some(last_saved) {
+                return Err(CheckpointError::OtherWriter {
+                    location: self.bucket.clone(),
+                    newest,
+                    last_saved,
+                });
+            }
+        }
+        if let Some(newest) = newest {
             if seq <= newest {
                 return Err(CheckpointError::NotIncreasing { seq, newest });
             }
         }
         let name = Self::object_name(seq);
         let bytes = checkpoint::frame(seq, payload);
-        self.runtime
+        if let Err(e) = self
+            .runtime
             .block_on(self.store.put(name.as_str(), &mut bytes.as_slice()))
-            .map_err(|e| self.remote("put the checkpoint", &name, e))?;
+        {
+            // The put may have landed before the error: the next save cannot tell its own
+            // checkpoint from another writer's, so it skips the check once.
+            self.last_saved = None;
+            return Err(self.remote("put the checkpoint", &name, e));
+        }
+        self.last_saved = Some(seq);
         tracing::debug!(seq, bucket = %self.bucket, bytes = payload.len(), "checkpoint saved");
         stored.push((seq, bytes.len() as u64));
         let excess = stored.len().saturating_sub(self.keep);

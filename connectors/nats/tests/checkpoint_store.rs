@@ -129,7 +129,10 @@ fn r11_6_retention_keeps_the_newest_and_sequences_must_increase() {
         Err(CheckpointError::NotIncreasing { seq: 5, newest: 5 }) => {}
         other => panic!("expected NotIncreasing, got {other:?}"),
     }
+    // A damaged newest checkpoint keeps its number taken, for a store opened afresh too.
     put_raw(&nats, "ck-keep", 6, b"damaged");
+    drop(store);
+    let mut store = JetStreamCheckpoints::open_keeping(&nats, "ck-keep", 2).unwrap();
     assert!(matches!(
         store.save(6, b"six"),
         Err(CheckpointError::NotIncreasing { seq: 6, newest: 6 })
@@ -148,6 +151,34 @@ fn r11_6_retention_keeps_the_newest_and_sequences_must_increase() {
             ..
         })
     ));
+}
+
+// R11.1: a bucket cannot be locked; a store that finds at a save that another writer saved
+// since its own last save refuses (and writes nothing), naming both sequences.
+#[test]
+fn r11_1_a_store_refuses_to_save_after_another_writer_saved_into_its_bucket() {
+    let server = server();
+    let nats = connect(&server);
+    let mut first = JetStreamCheckpoints::open(&nats, "ck-two").unwrap();
+    let mut second = JetStreamCheckpoints::open(&nats, "ck-two").unwrap();
+    first.save(1, b"first's").unwrap();
+    second.save(2, b"second's").unwrap();
+    match first.save(3, b"first's again") {
+        Err(e @ CheckpointError::OtherWriter { .. }) => {
+            assert!(matches!(
+                e,
+                CheckpointError::OtherWriter {
+                    newest: Some(2),
+                    last_saved: 1,
+                    ..
+                }
+            ));
+            assert!(e.to_string().contains("a store of its own"), "{e}");
+        }
+        other => panic!("expected OtherWriter, got {other:?}"),
+    }
+    assert_eq!(seqs(&first), [1, 2]);
+    second.save(3, b"second's again").unwrap();
 }
 
 // R11.7: a store whose connection is gone answers with a typed error, it does not panic.

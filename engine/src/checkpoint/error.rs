@@ -40,6 +40,17 @@ pub enum CheckpointError {
         /// The lock file.
         path: PathBuf,
     },
+    /// A store that cannot be locked (an object store bucket) found, at a save, that the newest
+    /// checkpoint stored is not the one it saved last: another writer saves into it (R11.1).
+    /// Nothing was written.
+    OtherWriter {
+        /// The store: the bucket.
+        location: String,
+        /// The newest sequence stored (`None`: the store's checkpoints were all removed).
+        newest: Option<u64>,
+        /// The sequence this store saved last.
+        last_saved: u64,
+    },
     /// A request to a store that is not a local directory (an object store bucket, say) failed.
     Remote {
         /// What the store was doing, as a verb phrase ("put the checkpoint").
@@ -119,6 +130,22 @@ impl fmt::Display for CheckpointError {
                  (or stop) the other store first",
                 path.display()
             ),
+            Self::OtherWriter {
+                location,
+                newest,
+                last_saved,
+            } => {
+                write!(f, "another writer saves checkpoints into `{location}`: ")?;
+                match newest {
+                    Some(n) => write!(f, "its newest checkpoint is {n}")?,
+                    None => f.write_str("its checkpoints were removed")?,
+                }
+                write!(
+                    f,
+                    ", but this store saved {last_saved} last; give each correlator a store of \
+                     its own"
+                )
+            }
             Self::Remote {
                 op,
                 location,
