@@ -5,7 +5,9 @@
 //! listener dispatch, channel fan-out); whole-system figures with baselines, pinning and
 //! checks are the harness's job (`harness run`). Run them with
 //! `cargo bench -p correlator-benches`, or once each in test mode with
-//! `cargo bench -p correlator-benches -- --test` (what CI does, so they cannot rot).
+//! `cargo bench -p correlator-benches -- --test`; CI runs them so with `cargo test -p
+//! correlator-benches --benches --profile ci` (criterion takes a run without `--bench` as test
+//! mode), so they cannot rot.
 
 #![warn(missing_docs)]
 

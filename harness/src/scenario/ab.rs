@@ -64,6 +64,9 @@ pub enum Seg {
 pub const WARMUP_SEGMENTS: usize = 1;
 /// Unmeasured segments after the measured ones (wind-down: senders finishing, the queue draining).
 pub const COOLDOWN_SEGMENTS: usize = 1;
+/// How long a latency loop's timed loop goes on past its stop flag while it has no sample yet
+/// ([`latency_loop`]); an empty histogram after it is a failed check.
+pub const EMPTY_WINDOW_GRACE_NS: u64 = 2_000_000_000;
 /// About how long one segment should last: short enough that the two segments of a pair see the
 /// same neighbours' load, long enough that two clock reads are nothing against it.
 pub const SEGMENT_TARGET: Duration = Duration::from_millis(4);
@@ -302,7 +305,8 @@ impl Stopped {
 
 /// Drives a latency loop (a ping-pong's round trips, a burst scenario's bursts) in the calling
 /// thread: its **timed loop** runs `booked(state, shared, hist)`, one unit (trip, burst) with its
-/// bookkeeping, until `shared`'s stop flag; then its **A/B phase** runs on, on the same queues, with
+/// bookkeeping, until `shared`'s stop flag (and, should `hist` still be empty then, until its
+/// first sample, for at most [`EMPTY_WINDOW_GRACE_NS`]); then its **A/B phase** runs on, on the same queues, with
 /// the plan sized from the timed loop's rate (`units(state)` when it ended, over its time) to fill
 /// [`latency_phase`]: a booked unit is the same `booked` step, publishing into a stop flag and
 /// counter of its own (never raised) and recording into a scratch histogram; a bare unit is
@@ -322,7 +326,18 @@ pub fn latency_loop<S>(
     mut bare: impl FnMut(&mut S) -> Result<(), String>,
 ) -> Result<(Plan, Vec<u64>), Stopped> {
     let t_begin = now_ns();
-    while !shared.stopped() {
+    let mut grace_until = None;
+    loop {
+        if shared.stopped() {
+            // A unit is timed one in many (`burst_sample_every`, the ping-pongs' sampling): a
+            // window that a descheduled virtual CPU cut to a few units (a smoke window) can end
+            // with none timed. The loop goes on, still measuring, until the first sample, for
+            // at most EMPTY_WINDOW_GRACE; a window with a sample ends at once.
+            let until = *grace_until.get_or_insert_with(|| now_ns() + EMPTY_WINDOW_GRACE_NS);
+            if !hist.is_empty() || now_ns() > until {
+                break;
+            }
+        }
         booked(state, shared, hist).map_err(Stopped::Timed)?;
     }
     let rate = units(state) as f64 * 1e9 / now_ns().saturating_sub(t_begin).max(1) as f64;
@@ -443,6 +458,39 @@ pub fn segment_word() -> SegmentWord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A window cut short before any unit was timed (a smoke window on a descheduled vCPU: the
+    // stop flag is up before the loop begins) still ends with a sample: the timed loop goes on,
+    // measuring, until the first one; a unit is timed one in eight here.
+    #[test]
+    fn a_latency_loop_whose_window_timed_nothing_goes_on_to_its_first_sample() {
+        let shared = Shared::new();
+        shared.measuring.store(true, Ordering::Relaxed);
+        shared.stop.store(true, Ordering::Relaxed);
+        let mut hist = new_hist();
+        let mut units = 0u64;
+        let booked = |n: &mut u64, sh: &Shared, h: &mut Histogram<u64>| {
+            *n += 1;
+            if *n % 8 == 0 && sh.measuring() {
+                h.saturating_record(1_000);
+            }
+            Ok(())
+        };
+        latency_loop(
+            Mode::Smoke,
+            &shared,
+            &mut hist,
+            &mut units,
+            |n| *n,
+            booked,
+            |n| {
+                *n += 1;
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(hist.len(), 1, "the timed loop stops at its first sample");
+    }
 
     #[test]
     fn measured_segments_run_abba_between_booked_warmup_and_cooldown() {
