@@ -24,19 +24,13 @@ use std::path::PathBuf;
 use async_nats::jetstream::object_store::{self, ObjectStore};
 use async_nats::jetstream::stream::StorageType;
 use correlator::checkpoint::{
-    self, CheckpointError, CheckpointStore, Loaded, SkipReason, Skipped, StoredCheckpoint,
-    DEFAULT_KEEP, MIN_KEEP,
+    self, CheckpointError, CheckpointStore, Loaded, StoredCheckpoint, DEFAULT_KEEP, MIN_KEEP,
 };
 use futures_util::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use crate::connector::Connector;
 use crate::error::{js, ConnectorError};
-
-/// What every checkpoint object's name begins with.
-const PREFIX: &str = "checkpoint-";
-/// The sequence in an object's name: zero-padded to the width of `u64::MAX`.
-const SEQ_DIGITS: usize = 20;
 
 /// A [`CheckpointStore`] in a JetStream object store bucket, created (file storage) if absent:
 /// the store for several processes, each with a bucket of its own or one writer per bucket.
@@ -150,14 +144,18 @@ impl JetStreamCheckpoints {
         self.keep
     }
 
-    /// The name of checkpoint `seq`'s object.
+    /// The name of checkpoint `seq`'s object ([`checkpoint::name_of`]).
     pub fn object_name(seq: u64) -> String {
-        format!("{PREFIX}{seq:0SEQ_DIGITS$}")
+        checkpoint::name_of(seq)
     }
 
-    /// `bucket/object`, what errors and skips name.
+    /// `bucket/object` (the bucket alone for an empty `object`), what errors and skips name.
     fn location(&self, object: &str) -> String {
-        format!("{}/{object}", self.bucket)
+        if object.is_empty() {
+            self.bucket.clone()
+        } else {
+            format!("{}/{object}", self.bucket)
+        }
     }
 
     fn remote(&self, op: &'static str, object: &str, e: impl std::fmt::Display) -> CheckpointError {
@@ -176,7 +174,7 @@ impl JetStreamCheckpoints {
             let mut found = Vec::new();
             while let Some(info) = list.next().await {
                 let info = info.map_err(|e| e.to_string())?;
-                if let Some(seq) = parse_name(&info.name) {
+                if let Some(seq) = checkpoint::seq_in_name(&info.name) {
                     found.push((seq, info.size as u64));
                 }
             }
@@ -261,33 +259,11 @@ impl CheckpointStore for JetStreamCheckpoints {
     /// [`CheckpointError::Remote`] if the bucket cannot be listed.
     fn load_latest(&self) -> Result<Option<Loaded>, CheckpointError> {
         let stored = self.scan()?;
-        if stored.is_empty() {
-            return Ok(None);
-        }
-        let mut skipped = Vec::new();
-        for &(seq, _) in stored.iter().rev() {
-            let name = Self::object_name(seq);
-            let checked = self
-                .read(&name)
-                .map_err(|error| SkipReason::Unreadable { error })
-                .and_then(|bytes| checkpoint::unframe(&bytes, seq).map(<[u8]>::to_vec));
-            match checked {
-                Ok(payload) => {
-                    return Ok(Some(Loaded {
-                        seq,
-                        payload,
-                        skipped,
-                    }))
-                }
-                Err(reason) => {
-                    let path = PathBuf::from(self.location(&name));
-                    tracing::warn!(object = %path.display(), seq, %reason,
-                        "checkpoint failed its checks and is skipped; loading the previous one, if any");
-                    skipped.push(Skipped { seq, path, reason });
-                }
-            }
-        }
-        Err(CheckpointError::AllCorrupt { skipped })
+        checkpoint::load_newest(
+            stored.iter().rev().map(|&(seq, _)| seq),
+            |seq| self.read(&Self::object_name(seq)),
+            |seq| PathBuf::from(self.location(&Self::object_name(seq))),
+        )
     }
 
     /// The checkpoints in the bucket, oldest first, unchecked; `len` is the object's size.
@@ -304,39 +280,5 @@ impl CheckpointStore for JetStreamCheckpoints {
                 len,
             })
             .collect())
-    }
-}
-
-/// The sequence of a checkpoint object's name; `None` for names that are not the store's.
-fn parse_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(PREFIX)?;
-    if digits.len() != SEQ_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // R11.1: names sort as numbers and parse back; other names are not the store's.
-    #[test]
-    fn r11_1_object_names_round_trip_and_foreign_names_are_left_alone() {
-        for seq in [0, 1, 42, u64::MAX] {
-            assert_eq!(
-                parse_name(&JetStreamCheckpoints::object_name(seq)),
-                Some(seq)
-            );
-        }
-        assert!(JetStreamCheckpoints::object_name(9) < JetStreamCheckpoints::object_name(10));
-        for foreign in [
-            "checkpoint-1",
-            "checkpoint-0000000000000000000x",
-            "checkpoint-99999999999999999999",
-            "notes",
-        ] {
-            assert_eq!(parse_name(foreign), None, "{foreign}");
-        }
     }
 }

@@ -1,17 +1,18 @@
 //! [`DirStore`]: checkpoints as files in one local directory, written by the protocol of the
 //! [module doc](super) (temporary file, `sync_all`, rename, directory sync), read newest first
-//! with every check of `format`, pruned to the newest `keep` after each save.
+//! through `kit`'s load walk, pruned to the newest `keep` after each save.
 //!
-//! Owns the directory's layout (file names) and the write, load and prune protocols. May import
-//! nothing.
+//! Owns the directory's layout (file names, the lock) and the write and prune protocols. May
+//! import nothing.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::error::{CheckpointError, SkipReason};
+use super::error::CheckpointError;
 use super::format;
-use super::{CheckpointStore, Loaded, Skipped, StoredCheckpoint};
+use super::kit::{load_newest, name_of, seq_in_name};
+use super::{CheckpointStore, Loaded, StoredCheckpoint};
 
 /// How many checkpoints a [`DirStore`] keeps unless told otherwise
 /// ([`DirStoreBuilder::keep`]).
@@ -19,16 +20,12 @@ pub const DEFAULT_KEEP: usize = 3;
 /// The fewest checkpoints a [`DirStore`] may keep: the newest and one to fall back to (R11.6).
 pub const MIN_KEEP: usize = 2;
 
-/// What every file name of the store begins with.
-const PREFIX: &str = "checkpoint-";
 /// What a checkpoint's file name ends with.
 const SUFFIX: &str = ".ckpt";
 /// The file a store holds an exclusive lock on while it is open: one writer per directory.
 pub const LOCK_FILE: &str = "checkpoint.lock";
 /// What a temporary file's name ends with (after the name of the checkpoint it will become).
 const TEMP_SUFFIX: &str = ".ckpt.tmp";
-/// The sequence in a file name: zero-padded to the width of `u64::MAX`, so names sort as numbers.
-const SEQ_DIGITS: usize = 20;
 
 /// A checkpoint store in a local directory: one file per checkpoint, named
 /// `checkpoint-{seq:020}.ckpt`, written atomically and durably, checked on loading, the newest
@@ -254,40 +251,14 @@ impl CheckpointStore for DirStore {
     /// # Errors
     /// [`CheckpointError::AllCorrupt`] if checkpoints are stored but none passes;
     /// [`CheckpointError::Io`] if the directory cannot be read. A checkpoint file that cannot be
-    /// read is skipped ([`SkipReason::Unreadable`]), not an error.
+    /// read is skipped ([`SkipReason::Unreadable`](super::SkipReason::Unreadable)), not an error.
     fn load_latest(&self) -> Result<Option<Loaded>, CheckpointError> {
         let scan = self.scan()?;
-        if scan.checkpoints.is_empty() {
-            return Ok(None);
-        }
-        let mut skipped = Vec::new();
-        for (seq, path) in scan.checkpoints.into_iter().rev() {
-            let checked = fs::read(&path)
-                .map_err(|e| SkipReason::Unreadable {
-                    error: e.to_string(),
-                })
-                .and_then(|bytes| format::check(&bytes, seq).map(|()| bytes));
-            match checked {
-                Ok(mut payload) => {
-                    payload.drain(..format::HEADER_LEN);
-                    return Ok(Some(Loaded {
-                        seq,
-                        payload,
-                        skipped,
-                    }));
-                }
-                Err(reason) => {
-                    tracing::warn!(
-                        path = %path.display(),
-                        seq,
-                        %reason,
-                        "checkpoint failed its checks and is skipped; loading the previous one, if any"
-                    );
-                    skipped.push(Skipped { seq, path, reason });
-                }
-            }
-        }
-        Err(CheckpointError::AllCorrupt { skipped })
+        load_newest(
+            scan.checkpoints.iter().rev().map(|&(seq, _)| seq),
+            |seq| fs::read(self.path_of(seq)).map_err(|e| e.to_string()),
+            |seq| self.path_of(seq),
+        )
     }
 
     /// The stored checkpoints, oldest first, as their names say: not read or checked
@@ -329,30 +300,20 @@ enum Name {
 
 /// Checkpoint `seq`'s file name.
 fn file_name(seq: u64) -> String {
-    format!("{PREFIX}{seq:0SEQ_DIGITS$}{SUFFIX}")
+    name_of(seq) + SUFFIX
 }
 
 /// The name checkpoint `seq` is written under before its rename.
 fn temp_name(seq: u64) -> String {
-    format!("{PREFIX}{seq:0SEQ_DIGITS$}{TEMP_SUFFIX}")
+    name_of(seq) + TEMP_SUFFIX
 }
 
 /// What the store makes of a file name; `None` for names that are not its own (left alone).
 fn parse_name(name: &str) -> Option<Name> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (digits, name) = match rest.strip_suffix(TEMP_SUFFIX) {
-        Some(digits) => (digits, Name::Temp),
-        None => (rest.strip_suffix(SUFFIX)?, Name::Checkpoint(0)),
-    };
-    if digits.len() != SEQ_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+    if let Some(stem) = name.strip_suffix(TEMP_SUFFIX) {
+        return seq_in_name(stem).map(|_| Name::Temp);
     }
-    // Twenty digits can exceed `u64::MAX`: such a name is not the store's.
-    let seq = digits.parse().ok()?;
-    Some(match name {
-        Name::Checkpoint(_) => Name::Checkpoint(seq),
-        Name::Temp => Name::Temp,
-    })
+    seq_in_name(name.strip_suffix(SUFFIX)?).map(Name::Checkpoint)
 }
 
 /// Removes a file the store no longer needs (a leftover temporary file, a checkpoint beyond

@@ -122,14 +122,16 @@
 //! NATS scale-out runs), and for several senders when the recording of the interleaving since
 //! the checkpoint (`record`) is replayed before going live.
 //!
-//! Owns checkpoint storage: the store trait and what it returns; `dir` the local-directory store,
-//! `format` a file's bytes and checks, `crc32c` the checksum, `error` the errors. May import
+//! Owns checkpoint storage: the store trait and what it returns; `kit` what every store shares
+//! (names, framing, the load walk), `dir` the local-directory store, `format` a file's bytes and
+//! checks, `crc32c` the checksum, `error` the errors. May import
 //! nothing.
 
 mod crc32c;
 mod dir;
 mod error;
 mod format;
+mod kit;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -137,6 +139,7 @@ use std::path::PathBuf;
 pub use dir::{DirStore, DirStoreBuilder, DEFAULT_KEEP, LOCK_FILE, MIN_KEEP};
 pub use error::{CheckpointError, SkipReason};
 pub use format::{HEADER_LEN, MAGIC, VERSION};
+pub use kit::{frame, load_newest, name_of, seq_in_name, unframe};
 
 /// Where checkpoints are kept: each one a byte payload under a sequence number that increases
 /// with every save. [`DirStore`] is the local-directory store; another (an object store, say)
@@ -190,37 +193,6 @@ pub trait CheckpointStore: Send {
     /// # Errors
     /// [`CheckpointError::Io`] or [`CheckpointError::Remote`] if the storage cannot be read.
     fn list(&self) -> Result<Vec<StoredCheckpoint>, CheckpointError>;
-}
-
-/// Checkpoint `seq` as a store keeps it: the header of the [module doc](self) (magic, version,
-/// sequence, length, CRC-32C), then `payload`. A store that is not a directory keeps these bytes
-/// so that [`unframe`] gives every store the same checks (R11.3).
-pub fn frame(seq: u64, payload: &[u8]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
-    bytes.extend_from_slice(&format::header(seq, payload));
-    bytes.extend_from_slice(payload);
-    bytes
-}
-
-/// The payload of `bytes`, a checkpoint kept under sequence `seq` as [`frame`] made it, if it
-/// passes every check of R11.3.
-///
-/// # Errors
-/// The first check `bytes` fails, as a [`SkipReason`].
-///
-/// # Example
-/// ```
-/// use correlator::checkpoint::{frame, unframe, SkipReason};
-///
-/// let mut bytes = frame(7, b"state");
-/// assert_eq!(unframe(&bytes, 7), Ok(&b"state"[..]));
-/// let last = bytes.len() - 1;
-/// bytes[last] ^= 1; // one changed bit
-/// assert!(matches!(unframe(&bytes, 7), Err(SkipReason::ChecksumMismatch { .. })));
-/// ```
-pub fn unframe(bytes: &[u8], seq: u64) -> Result<&[u8], SkipReason> {
-    format::check(bytes, seq)?;
-    Ok(&bytes[HEADER_LEN..])
 }
 
 /// A checkpoint loaded by [`CheckpointStore::load_latest`].
