@@ -5,10 +5,11 @@
 //! the newest `keep` are kept (R11.6), and every failure is a typed error naming its path (R11.7).
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
+mod common;
+
+use common::Captured;
 use correlator::checkpoint::{
     CheckpointError, CheckpointStore, DirStore, Loaded, SkipReason, StoredCheckpoint, DEFAULT_KEEP,
     HEADER_LEN, LOCK_FILE, MIN_KEEP,
@@ -78,30 +79,6 @@ fn truncate(path: &Path, len: u64) {
         .unwrap();
 }
 
-/// What `tracing` logs while `f` runs on this thread.
-fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let out = Captured::default();
-    let writer = out.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let value = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8_lossy(&out.0.lock().unwrap()).into_owned();
-    (value, text)
-}
-
 // R11.2: what is saved loads back byte for byte, under its sequence, from a file of the
 // documented name; no temporary file is left behind.
 #[test]
@@ -168,7 +145,7 @@ fn r11_4_a_flipped_payload_byte_falls_back_to_the_previous_checkpoint() {
     let newest = store.path_of(2);
     flip_byte(&newest, HEADER_LEN + 3);
 
-    let (l, log) = logged(|| loaded(&store));
+    let (l, log) = Captured::during(|| loaded(&store));
     assert_eq!((l.seq, &l.payload[..]), (1, &b"first state"[..]));
     assert_eq!(l.skipped.len(), 1);
     assert_eq!((l.skipped[0].seq, &l.skipped[0].path), (2, &newest));

@@ -20,10 +20,10 @@ fn put_raw(nats: &Connector, bucket: &str, seq: u64, bytes: &[u8]) {
     });
 }
 
-// R11.1, R11.4: what one connection saved, another (another process) loads; an empty bucket
-// has nothing to load.
+// R11.8 with R11.1, R11.4: what one connection saved, another (another process) loads; an empty
+// bucket has nothing to load.
 #[test]
-fn r11_4_a_checkpoint_saved_by_one_connection_is_loaded_by_another() {
+fn r11_8_a_checkpoint_saved_by_one_connection_is_loaded_by_another() {
     let server = server();
     let writer = connect(&server);
     let mut store = JetStreamCheckpoints::open(&writer, "ck-share").unwrap();
@@ -40,10 +40,10 @@ fn r11_4_a_checkpoint_saved_by_one_connection_is_loaded_by_another() {
     assert_eq!(seqs(&other), [1, 2, 3]);
 }
 
-// R11.3, R11.4: a damaged newest checkpoint (one changed bit) and a cut-short one are reported
-// and passed over; the newest intact one is loaded.
+// R11.8 with R11.3, R11.4: a damaged newest checkpoint (one changed bit) and a cut-short one are
+// reported and passed over; the newest intact one is loaded.
 #[test]
-fn r11_4_damaged_newest_checkpoints_are_skipped_and_the_previous_one_loaded() {
+fn r11_8_damaged_newest_checkpoints_are_skipped_and_the_previous_one_loaded() {
     let server = server();
     let nats = connect(&server);
     let mut store = JetStreamCheckpoints::open_keeping(&nats, "ck-damage", 5).unwrap();
@@ -76,9 +76,10 @@ fn r11_4_damaged_newest_checkpoints_are_skipped_and_the_previous_one_loaded() {
         .ends_with("checkpoint-00000000000000000004"));
 }
 
-// R11.4: checkpoints stored and none intact is an error that lists each, not a fresh start.
+// R11.8 with R11.4: checkpoints stored and none intact is an error that lists each, not a fresh
+// start.
 #[test]
-fn r11_4_a_bucket_of_damaged_checkpoints_is_an_error_listing_each() {
+fn r11_8_a_bucket_of_damaged_checkpoints_is_an_error_listing_each() {
     let server = server();
     let nats = connect(&server);
     let store = JetStreamCheckpoints::open(&nats, "ck-allbad").unwrap();
@@ -110,10 +111,10 @@ fn r11_4_a_bucket_of_damaged_checkpoints_is_an_error_listing_each() {
     }
 }
 
-// R11.1, R11.6: sequences must increase (a damaged checkpoint's number stays taken); only the
-// newest `keep` remain; objects of other names are left alone; `keep` below 2 is refused.
+// R11.8 with R11.1, R11.6: sequences must increase (a damaged checkpoint's number stays taken);
+// only the newest `keep` remain; objects of other names are left alone; `keep` below 2 is refused.
 #[test]
-fn r11_6_retention_keeps_the_newest_and_sequences_must_increase() {
+fn r11_8_retention_keeps_the_newest_and_sequences_must_increase() {
     let server = server();
     let nats = connect(&server);
     let mut store = JetStreamCheckpoints::open_keeping(&nats, "ck-keep", 2).unwrap();
@@ -153,10 +154,10 @@ fn r11_6_retention_keeps_the_newest_and_sequences_must_increase() {
     ));
 }
 
-// R11.1: a bucket cannot be locked; a store that finds at a save that another writer saved
-// since its own last save refuses (and writes nothing), naming both sequences.
+// R11.8 with R11.1: a bucket cannot be locked; a store that finds at a save that another writer
+// saved since its own last save refuses (and writes nothing), naming both sequences.
 #[test]
-fn r11_1_a_store_refuses_to_save_after_another_writer_saved_into_its_bucket() {
+fn r11_8_a_store_refuses_to_save_after_another_writer_saved_into_its_bucket() {
     let server = server();
     let nats = connect(&server);
     let mut first = JetStreamCheckpoints::open(&nats, "ck-two").unwrap();
@@ -181,9 +182,9 @@ fn r11_1_a_store_refuses_to_save_after_another_writer_saved_into_its_bucket() {
     second.save(3, b"second's again").unwrap();
 }
 
-// R11.7: a store whose connection is gone answers with a typed error, it does not panic.
+// R11.8 with R11.7: a store whose connection is gone answers with a typed error, it does not panic.
 #[test]
-fn r11_7_a_store_without_its_server_fails_with_a_typed_error() {
+fn r11_8_a_store_without_its_server_fails_with_a_typed_error() {
     let mut server = server();
     let nats = connect(&server);
     let mut store = JetStreamCheckpoints::open(&nats, "ck-gone").unwrap();

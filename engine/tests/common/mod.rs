@@ -147,14 +147,26 @@ pub struct Captured(Arc<Mutex<Vec<u8>>>);
 impl Captured {
     pub fn install_global() -> Self {
         let out = Captured::default();
-        let writer = out.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber)
+        tracing::subscriber::set_global_default(out.subscriber())
             .expect("one subscriber per test binary");
         out
+    }
+
+    /// What `tracing` logs on this thread while `f` runs, with `f`'s value (a scoped subscriber:
+    /// any number per test binary).
+    pub fn during<T>(f: impl FnOnce() -> T) -> (T, String) {
+        let out = Captured::default();
+        let value = tracing::subscriber::with_default(out.subscriber(), f);
+        (value, out.text())
+    }
+
+    /// A subscriber that writes into this capture, without colour codes.
+    fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync {
+        let writer = self.clone();
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish()
     }
 
     pub fn text(&self) -> String {
