@@ -272,11 +272,33 @@ impl<E: Event> Template<E> {
     /// (data) first, then the filters, then the `given` conditions.
     #[inline]
     fn passes(&self, prior: &Prior<'_, E>, event: &E) -> bool {
+        self.passes_alone(event) && self.given_holds(prior, event)
+    }
+
+    /// The conditions that need no match in progress: the fields, then the filters.
+    #[inline]
+    fn passes_alone(&self, event: &E) -> bool {
         self.fields.as_ref().is_none_or(|fs| {
             fs.iter()
                 .all(|t| event.field(t.field).is_some_and(|v| t.lo <= v && v <= t.hi))
         }) && self.filter.as_ref().is_none_or(|f| f(event))
-            && self.given.as_ref().is_none_or(|g| g(prior, event))
+    }
+
+    /// Whether the template's `given` conditions hold for `event` after what `prior` holds (true
+    /// without any).
+    #[inline]
+    pub(crate) fn given_holds(&self, prior: &Prior<'_, E>, event: &E) -> bool {
+        self.given.as_ref().is_none_or(|g| g(prior, event))
+    }
+
+    /// Whether `event` matches the template's kind, key, fields and filters: everything but the
+    /// `given` conditions, which need a match in progress (an expression listener asks this once
+    /// per event for each template, whatever the number of its matches in progress).
+    #[inline]
+    pub(crate) fn admits(&self, event: &E) -> bool {
+        self.kind == event.kind()
+            && self.key.is_none_or(|k| event.key() == Some(k))
+            && self.passes_alone(event)
     }
 
     /// Whether `event`, already known to be of this template's kind and to carry the template's

@@ -521,7 +521,6 @@ impl<E: Event> Context<E> {
     /// Returns whether the stimulus advanced it.
     pub(super) fn fire_expr(&mut self, slot: u32, stim: Stimulus<'_, E>) -> bool {
         let now = self.fx.now;
-        let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
         let Some(l) = self.table.slot_mut(slot) else {
             return false;
         };
@@ -529,16 +528,29 @@ impl<E: Event> Context<E> {
         let Body::Expr { expr, .. } = &mut l.body else {
             return false;
         };
-        // User code (the filters of its templates): a panic ends the listener's instance.
-        if let Stimulus::Time(t) = stim {
-            if !expr.first_at(self.tick, t) {
-                self.step_timers = out.timers;
-                return false;
+        let bits = match stim {
+            // User code (the filters of its templates): a panic ends the listener's instance.
+            // Most events offered to a listener are declined by all its templates (R7.3): then
+            // no matcher is stepped.
+            Stimulus::Event(e) => {
+                match panic::catch_unwind(AssertUnwindSafe(|| expr.admitted(e))) {
+                    Ok(bits) if expr.declines(bits) => return false,
+                    Ok(bits) => bits,
+                    Err(payload) => {
+                        self.after_handler(instance, Err(payload));
+                        return false;
+                    }
+                }
             }
-        }
+            Stimulus::Time(t) if !expr.first_at(self.tick, t) => return false,
+            Stimulus::Time(_) => 0,
+        };
+        let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
         let fired = &mut self.fired;
-        let stepped =
-            panic::catch_unwind(AssertUnwindSafe(|| expr.step(stim, now, &mut out, fired)));
+        // User code (the `given` conditions of its templates): as above.
+        let stepped = panic::catch_unwind(AssertUnwindSafe(|| {
+            expr.step_admitted(stim, bits, now, &mut out, fired)
+        }));
         if stepped.is_ok() && out.held.0 != out.held.1 {
             self.table.note_held(out.held.0, out.held.1);
         }

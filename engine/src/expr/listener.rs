@@ -15,7 +15,7 @@ use crate::time::Time;
 
 use super::analysis::{leaves, never_matches};
 use super::combinators::AfterMatch;
-use super::matcher::{fill_start, Held, Matcher, Outcome, StepOut, Stimulus};
+use super::matcher::{admitted, fill_start, Held, Matcher, Outcome, StepOut, Stimulus, ADMIT_BITS};
 use super::{Def, Expr, Prog};
 
 /// A completed match, handed to `when`/`when_all` handlers; or, for a listener registered with a
@@ -93,11 +93,23 @@ pub(crate) struct ExprListener<E: Event> {
     all: bool,
     /// Whether the last matcher has seen nothing yet (`when_all` only).
     fresh: bool,
-    /// Whether a completed match drops the others in progress (R7.6).
-    skip_past_last: bool,
-    /// Whether matches that time out are reported (R7.7).
-    timeouts: bool,
+    /// Whether some matcher is a copy made by `all` (R7.8) that no step has seen yet: the
+    /// parts above its restarted `all` recompute their outcomes at its next step, whatever the
+    /// stimulus, so until then no stimulus may be skipped.
+    unsettled: bool,
+    /// [`SKIP_PAST_LAST`], [`TIMEOUTS`], [`SKIPPABLE`]: set once, one byte with the flags above
+    /// (the listener is part of every listener slot, which must stay two cache lines).
+    traits: u8,
 }
+
+/// A completed match drops the others in progress (R7.6).
+const SKIP_PAST_LAST: u8 = 1;
+/// Matches that time out are reported (R7.7).
+const TIMEOUTS: u8 = 2;
+/// A stimulus that changes no matcher can be skipped: every template is tested by
+/// [`ExprListener::admitted`], and no part's outcome at start is final (which the next stimulus,
+/// of whatever kind, would report).
+const SKIPPABLE: u8 = 4;
 
 impl<E: Event> ExprListener<E> {
     pub(crate) fn new(
@@ -110,15 +122,42 @@ impl<E: Event> ExprListener<E> {
         let (mut prog, after) = expr.compile();
         fill_start(&prog.defs, &mut prog.labels);
         let first = Matcher::start(&prog.defs, &prog.labels, now, out, None);
+        let skippable = prog.defs.len() <= ADMIT_BITS && !prog.labels.odd_start;
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        let traits = flag(after == AfterMatch::SkipPastLastEvent, SKIP_PAST_LAST)
+            | flag(timeouts, TIMEOUTS)
+            | flag(skippable, SKIPPABLE);
         Self {
             prog,
             matchers: vec![first],
             live: 1,
             all,
             fresh: all,
-            skip_past_last: after == AfterMatch::SkipPastLastEvent,
-            timeouts,
+            unsettled: false,
+            traits,
         }
+    }
+
+    /// Whether stimuli that change no matcher can be skipped now.
+    #[inline(always)]
+    fn skippable(&self) -> bool {
+        self.traits & SKIPPABLE != 0 && !self.unsettled
+    }
+
+    /// Which templates accept `e` but for their `given` conditions, one bit per definition (see
+    /// [`admitted`]); user code, the templates' filters, runs here. For an event stimulus a
+    /// caller passes this to [`step_admitted`](Self::step_admitted).
+    #[inline]
+    pub(crate) fn admitted(&self, e: &E) -> u64 {
+        admitted(&self.prog.defs, e)
+    }
+
+    /// Whether an event of which [`admitted`](Self::admitted) said `bits` leaves every matcher
+    /// as it is: no template takes it, so no step is needed (SPEC R7.3: a listener whose
+    /// templates all decline an event does nothing for it).
+    #[inline]
+    pub(crate) fn declines(&self, bits: u64) -> bool {
+        bits == 0 && self.skippable()
     }
 
     /// What its matches in progress hold.
@@ -175,8 +214,8 @@ impl<E: Event> ExprListener<E> {
         }
     }
 
-    /// Steps every matcher; pushes completed (and, if asked for, timed-out) matches to `fired`.
-    /// Returns whether the stimulus advanced anything, and whether the listener can still fire.
+    /// [`step_admitted`](Self::step_admitted) of an event or a clock stimulus, for the tests.
+    #[cfg(test)]
     pub(crate) fn step(
         &mut self,
         stim: Stimulus<'_, E>,
@@ -184,7 +223,32 @@ impl<E: Event> ExprListener<E> {
         out: &mut StepOut,
         fired: &mut Vec<Fired<E>>,
     ) -> (bool, bool) {
+        let bits = match stim {
+            Stimulus::Event(e) => self.admitted(e),
+            Stimulus::Time(_) => 0,
+        };
+        self.step_admitted(stim, bits, now, out, fired)
+    }
+
+    /// Steps every matcher with `stim`, given what [`admitted`](Self::admitted) said of an
+    /// event stimulus (`bits`, ignored for a clock stimulus); pushes completed (and, if asked
+    /// for, timed-out) matches to `fired`. Returns whether the stimulus advanced anything, and
+    /// whether the listener can still fire. A test's `step` computes `bits` itself.
+    pub(crate) fn step_admitted(
+        &mut self,
+        stim: Stimulus<'_, E>,
+        bits: u64,
+        now: Time,
+        out: &mut StepOut,
+        fired: &mut Vec<Fired<E>>,
+    ) -> (bool, bool) {
+        if matches!(stim, Stimulus::Event(_)) && self.declines(bits) {
+            out.held = (Held::default(), Held::default());
+            return (false, self.live > 0);
+        }
         let mut progressed_any = false;
+        let skip_past_last = self.traits & SKIP_PAST_LAST != 0;
+        let skippable = self.skippable();
         let mut i = 0;
         let mut restart = false;
         let mut completed = false;
@@ -194,10 +258,21 @@ impl<E: Event> ExprListener<E> {
         let mut held = Held::default();
         while i < self.live as usize {
             let is_fresh = self.fresh && i + 1 == self.live as usize;
+            if let Stimulus::Time(t) = stim {
+                if skippable && self.matchers[i].due_after(t) {
+                    // Nothing of this match reacts to the clock yet: it stays as it is.
+                    let n = self.matchers[i].events_held();
+                    before.count(n);
+                    held.count(n);
+                    i += 1;
+                    continue;
+                }
+            }
             before.count(self.matchers[i].events_held());
             out.progressed = false;
             out.expired = false;
-            let status = self.matchers[i].step(&self.prog.defs, &self.prog.labels, stim, now, out);
+            let status =
+                self.matchers[i].step(&self.prog.defs, &self.prog.labels, stim, bits, now, out);
             progressed_any |= out.progressed;
             if !out.alls.is_empty() {
                 let mut alls = std::mem::take(&mut out.alls);
@@ -210,7 +285,7 @@ impl<E: Event> ExprListener<E> {
                 Outcome::Matched => {
                     let mut m = self.retire(i);
                     // Under `SkipPastLastEvent` only the oldest match completing here fires.
-                    if !(completed && self.skip_past_last) {
+                    if !(completed && skip_past_last) {
                         let hit = self.hit(&mut m, now);
                         fired.push(Fired {
                             hit,
@@ -225,7 +300,7 @@ impl<E: Event> ExprListener<E> {
                 }
                 Outcome::Failed => {
                     let mut m = self.retire(i);
-                    if self.timeouts && out.expired && m.has_events() {
+                    if self.traits & TIMEOUTS != 0 && out.expired && m.has_events() {
                         let hit = self.hit(&mut m, now);
                         fired.push(Fired {
                             hit,
@@ -247,14 +322,14 @@ impl<E: Event> ExprListener<E> {
                 }
             }
         }
-        if completed && self.skip_past_last {
+        if completed && skip_past_last {
             copies.clear();
             held = Held::default();
         }
         for c in &copies {
             held.count(c.events_held());
         }
-        if completed && self.skip_past_last && self.live > 0 {
+        if completed && skip_past_last && self.live > 0 {
             // Every other match in progress started at or before the completed one's last
             // event: dropped, and a new fresh one starts after it (R7.6).
             let keep = self.matchers.len() > self.live as usize;
@@ -264,6 +339,7 @@ impl<E: Event> ExprListener<E> {
             self.live = 0;
             restart = self.all && self.fresh;
         }
+        self.unsettled = !copies.is_empty();
         if !copies.is_empty() {
             // Before the fresh matcher, if it is still fresh: it stays the last one.
             let at = self.live as usize - usize::from(self.fresh && !restart && self.live > 0);

@@ -6,7 +6,7 @@
 //! Owns the matcher's states. May import `event`, `pattern` and `time`.
 
 use crate::event::Event;
-use crate::pattern::Prior;
+use crate::pattern::{Prior, Template};
 use crate::time::Time;
 
 use super::Def;
@@ -136,7 +136,7 @@ pub(crate) struct StepOut {
     /// restarted (R7.8).
     pub(crate) alls: Vec<u32>,
     /// What the listener's matches in progress held before and after the step (set by
-    /// [`ExprListener::step`](super::ExprListener::step)).
+    /// [`ExprListener::step_admitted`](super::ExprListener::step_admitted)).
     pub(crate) held: (Held, Held),
 }
 
@@ -210,6 +210,37 @@ pub(crate) struct Matcher<E> {
     /// How many `not`s the step is inside: what a template matches there is not part of the
     /// match.
     negated: u32,
+    /// For the event of the step in progress: bit `d` set if definition `d` (below
+    /// [`ADMIT_BITS`]) is a template whose kind, key, fields and filters accept it (see
+    /// [`admitted`]); its `given` conditions are asked by the matcher, which holds the match.
+    admitted: u64,
+    /// No part of the match reacts to the clock before this time: the earliest due time or
+    /// bound of its timed parts still open, or earlier (it is lowered when a part sets a time and
+    /// recomputed after a clock stimulus; [`Time`] at `u64::MAX` ns: none known). A clock
+    /// stimulus before it leaves the match as it is ([`due_after`](Self::due_after)).
+    next_due: Time,
+}
+
+/// [`Matcher::next_due`] when no part has a time.
+const NO_DUE: Time = Time::from_nanos(u64::MAX);
+
+/// The definitions an expression listener tests once per event for all its matches
+/// ([`admitted`]): a template numbered from here on is tested whole by each matcher.
+pub(crate) const ADMIT_BITS: usize = 64;
+
+/// Which of the templates of `defs` (the first [`ADMIT_BITS`] definitions) accept `e` by kind,
+/// key, fields and filters: bit `d` for definition `d`. Each filter runs once here, not once per
+/// match in progress; an event none accepts changes no matcher (only a template taking an event
+/// does, for an event stimulus).
+#[inline]
+pub(crate) fn admitted<E: Event>(defs: &[Def<E>], e: &E) -> u64 {
+    let mut bits = 0;
+    for (d, def) in defs.iter().enumerate().take(ADMIT_BITS) {
+        if let Def::Leaf(t) | Def::Repeat(t, ..) = def {
+            bits |= u64::from(t.admits(e)) << d;
+        }
+    }
+    bits
 }
 
 impl<E: Event> Matcher<E> {
@@ -226,8 +257,11 @@ impl<E: Event> Matcher<E> {
             got: Vec::new(),
             hits: 0,
             negated: 0,
+            admitted: 0,
+            next_due: NO_DUE,
         });
         m.hits = 0;
+        m.next_due = NO_DUE;
         m.nodes.clear();
         m.nodes.resize(defs.len(), NodeState::default());
         m.got.clear();
@@ -281,6 +315,9 @@ impl<E: Event> Matcher<E> {
             ..NodeState::default()
         };
         state.set_time(time);
+        if let Some(t) = time {
+            self.next_due = self.next_due.min(t);
+        }
         // A part that fails from its start (a `not` of a repetition satisfied at once) fails what
         // holds it from the start too, before any stimulus, so no sibling takes an event for it.
         let fails = labels.odd_start && self.status_now(labels, d) == Outcome::Failed;
@@ -290,18 +327,49 @@ impl<E: Event> Matcher<E> {
         self.nodes[d] = state;
     }
 
-    /// Steps the whole matcher with `stim` at logical time `now`.
+    /// Steps the whole matcher with `stim` at logical time `now`; for an event, `admitted` says
+    /// which templates accept it but for their `given` conditions ([`admitted`]).
     #[inline]
     pub(crate) fn step(
         &mut self,
         defs: &[Def<E>],
         labels: &Labels,
         stim: Stimulus<'_, E>,
+        admitted: u64,
         now: Time,
         out: &mut StepOut,
     ) -> Outcome {
         self.negated = 0;
-        self.step_node(defs, labels, defs.len() - 1, stim, now, out)
+        self.admitted = admitted;
+        let status = self.step_node(defs, labels, defs.len() - 1, stim, now, out);
+        if let Stimulus::Time(_) = stim {
+            self.next_due = self
+                .nodes
+                .iter()
+                .filter(|n| n.started && n.fin.is_none() && n.timed)
+                .map(|n| n.due)
+                .min()
+                .unwrap_or(NO_DUE);
+        }
+        status
+    }
+
+    /// Whether a clock stimulus at `t` would leave the match as it is: no open part of it has
+    /// a timer due or a bound that expires by `t` (only those react to the clock; every other
+    /// part's outcome was settled by the step that last changed it).
+    #[inline]
+    pub(crate) fn due_after(&self, t: Time) -> bool {
+        t < self.next_due
+    }
+
+    /// Whether template `t`, definition `d`, takes `e` in this match.
+    #[inline(always)]
+    fn takes(&self, t: &Template<E>, labels: &Labels, d: usize, e: &E) -> bool {
+        if d < ADMIT_BITS {
+            self.admitted >> d & 1 == 1 && t.given_holds(&Prior::new(&self.got, labels), e)
+        } else {
+            t.matches_after(&Prior::new(&self.got, labels), e)
+        }
     }
 
     /// The outcome of definition `d` just started: [`peek`](Self::peek) without the walk, read
@@ -353,7 +421,7 @@ impl<E: Event> Matcher<E> {
         }
         let status = match &defs[d] {
             Def::Leaf(t) => match stim {
-                Stimulus::Event(e) if t.matches_after(&Prior::new(&self.got, labels), e) => {
+                Stimulus::Event(e) if self.takes(t, labels, d, e) => {
                     if self.negated == 0 {
                         self.got.push((d as u32, e.clone()));
                     }
@@ -366,7 +434,7 @@ impl<E: Event> Matcher<E> {
             &Def::Repeat(ref t, min, max) => {
                 let mut count = node.count;
                 if let Stimulus::Event(e) = stim {
-                    if count < max && t.matches_after(&Prior::new(&self.got, labels), e) {
+                    if count < max && self.takes(t, labels, d, e) {
                         if self.negated == 0 {
                             self.got.push((d as u32, e.clone()));
                         }
@@ -464,6 +532,9 @@ impl<E: Event> Matcher<E> {
                     let bound = now.checked_add(dur);
                     self.nodes[d].set_time(bound);
                     out.timers.extend(bound);
+                    if let Some(b) = bound {
+                        self.next_due = self.next_due.min(b);
+                    }
                 }
                 // Only a time stimulus expires it, and none starts its clock: `node.time` is the
                 // bound as it was before this step.
@@ -509,6 +580,8 @@ impl<E: Event> Matcher<E> {
             got: self.got.clone(),
             hits: self.hits,
             negated: 0,
+            admitted: 0,
+            next_due: self.next_due,
         };
         for &d in alls {
             let (d, lo) = (d as usize, labels.lo(d as usize));

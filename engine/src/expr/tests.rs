@@ -656,3 +656,52 @@ fn r7_6_a_part_sets_the_policy_of_the_whole() {
     assert_eq!(policy(all(Expr::from(p(1)).after_match(skip))), skip);
     assert_eq!(policy(p(1).then(p(2))), AfterMatch::NoSkip);
 }
+
+/// R7.3 (the decision "Filters and the clock in a repeating listener"): a template's filter runs
+/// once per event offered to the listener, however many matches are in progress, and an event
+/// no template accepts steps no matcher; a clock stimulus before any bound leaves the matches as
+/// they are. What fires is what the matches say, as before.
+#[test]
+fn r7_3_filters_run_once_per_event_whatever_the_matches_in_progress() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = |k: u32| {
+        let calls = Arc::clone(&calls);
+        p(k).filter(move |e: &Ev| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            e.1 > 0
+        })
+    };
+    // Every 1 starts a match; each waits for a 2 within 10.
+    let mut r = Run::new(
+        counted(1).then(counted(2).within(Duration::from_nanos(10))),
+        true,
+    );
+    for t in 1..=4 {
+        r.ev(1, 5, t);
+    }
+    assert_eq!(r.l.held().matches, 4, "four matches in progress");
+    let before = calls.load(Ordering::Relaxed);
+    // Declined (value 0): one call, of the kind-2 template's filter (the other is of kind 1),
+    // not one per match waiting for it.
+    r.ev(2, 0, 5);
+    assert_eq!(calls.load(Ordering::Relaxed) - before, 1);
+    assert!(r.log.is_empty());
+    // A clock before every bound (the first is 1 + 10): nothing changes.
+    r.tick(6);
+    assert_eq!(r.l.held().matches, 4);
+    // Accepted: still one call, and all four matches complete.
+    let before = calls.load(Ordering::Relaxed);
+    r.ev(2, 7, 7);
+    assert_eq!(calls.load(Ordering::Relaxed) - before, 1);
+    assert_eq!(
+        r.log,
+        [
+            "@7 [1.5 2.7]",
+            "@7 [1.5 2.7]",
+            "@7 [1.5 2.7]",
+            "@7 [1.5 2.7]"
+        ]
+    );
+}

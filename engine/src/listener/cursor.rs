@@ -15,6 +15,10 @@ use super::{List, ListenerTable, Lists, Solo};
 /// a template constraining another field by equality is listed unkeyed and checked as data.
 pub(crate) const FIELD_LISTS: usize = 3;
 
+/// The longest keyed list a cursor copies when it starts (see [`Cursor::keyed`]): a key's list
+/// usually names a few listeners (one instance's per-key listeners).
+const KEYED_COPY: usize = 4;
+
 /// A walk over the listeners of one bucket's lists for one event (see
 /// [`ListenerTable::cursor`]): positions, not borrows, since the handlers it leads to change the
 /// table between steps (they may register listeners, which are appended, and end them, which
@@ -30,6 +34,13 @@ pub(crate) struct Cursor {
     /// Next position in, and length taken of, the list keyed on `key`.
     j: usize,
     keyed_len: usize,
+    /// The keyed list's first `keyed_len` slots, copied when the walk starts if there are at
+    /// most [`KEYED_COPY`]: then no step looks the key up again. The copy stays exact while the
+    /// walk lasts: a list only grows at its end during a dispatch (past `keyed_len`), and a
+    /// listener that ends stays in it, marked dead, until compaction after the dispatch.
+    keyed: [u32; KEYED_COPY],
+    /// Whether `keyed` holds the copy.
+    copied: bool,
     /// How many of `fields` the walk merges (0 for a kind without field lists: the usual case).
     nf: u8,
     /// The lists of the event's indexed fields: `(field, value, next position, length taken)`.
@@ -46,16 +57,49 @@ impl Cursor {
     pub(crate) fn next<E: Event>(&mut self, table: &ListenerTable<E>) -> Option<u32> {
         #[cfg(test)]
         table.walked.set(table.walked.get() + 1);
-        let lists = table.buckets[self.bucket as usize].lists(self.mode);
-        if self.j >= self.keyed_len && self.nf == 0 {
-            // The usual case: no keyed or field listener to merge with.
-            if self.i >= self.plain_len {
-                return None;
+        if self.nf == 0 {
+            if self.j >= self.keyed_len {
+                // The usual case for an unkeyed kind: no keyed or field listener to merge with.
+                if self.i >= self.plain_len {
+                    return None;
+                }
+                let lists = table.buckets[self.bucket as usize].lists(self.mode);
+                self.i += 1;
+                return Some(lists.plain.slots[self.i - 1]);
             }
-            self.i += 1;
-            return Some(lists.plain.slots[self.i - 1]);
+            if self.i >= self.plain_len && self.copied {
+                // The usual case for a keyed kind: the key's listeners alone, from the copy.
+                let q = self.keyed[self.j];
+                self.j += 1;
+                self.note_dead(table, q);
+                return Some(q);
+            }
         }
+        let lists = table.buckets[self.bucket as usize].lists(self.mode);
         self.next_merged(table, lists)
+    }
+
+    /// The keyed list's slot at position `j`, if within the walk.
+    #[inline(always)]
+    fn keyed_at(&self, lists: &Lists, j: usize) -> Option<u32> {
+        if j >= self.keyed_len {
+            None
+        } else if self.copied {
+            Some(self.keyed[j])
+        } else {
+            lists
+                .keyed
+                .get(&self.key)
+                .and_then(|v| v.slots.get(j).copied())
+        }
+    }
+
+    /// Notes a dead listener met in the keyed list while the table is ending.
+    #[inline(always)]
+    fn note_dead<E: Event>(&mut self, table: &ListenerTable<E>, q: u32) {
+        if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
+            self.met_dead |= 1;
+        }
     }
 
     /// [`next`](Self::next) while keyed listeners remain: the earlier registered of the two heads.
@@ -64,10 +108,7 @@ impl Cursor {
         if self.nf > 0 {
             return self.next_of_many(table, lists);
         }
-        let keyed = lists
-            .keyed
-            .get(&self.key)
-            .and_then(|v| v.slots.get(self.j).copied());
+        let keyed = self.keyed_at(lists, self.j);
         let plain = (self.i < self.plain_len).then(|| lists.plain.slots[self.i]);
         match (plain, keyed) {
             // A listener listed in both (an expression with an unkeyed and a keyed template of
@@ -75,9 +116,7 @@ impl Cursor {
             (Some(p), Some(q)) if p == q => {
                 self.i += 1;
                 self.j += 1;
-                if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
-                    self.met_dead |= 1;
-                }
+                self.note_dead(table, q);
                 Some(q)
             }
             (Some(p), Some(q)) if table.handle_at(p) < table.handle_at(q) => {
@@ -86,9 +125,7 @@ impl Cursor {
             }
             (_, Some(q)) => {
                 self.j += 1;
-                if table.ending && !table.slot(q).is_some_and(|l| l.alive) {
-                    self.met_dead |= 1;
-                }
+                self.note_dead(table, q);
                 Some(q)
             }
             (Some(p), None) => {
@@ -115,8 +152,8 @@ impl Cursor {
             offer(lists.plain.slots[self.i]);
         }
         if self.j < self.keyed_len {
-            match lists.keyed.get(&self.key).and_then(|v| v.slots.get(self.j)) {
-                Some(&q) => offer(q),
+            match self.keyed_at(lists, self.j) {
+                Some(q) => offer(q),
                 None => self.j = self.keyed_len,
             }
         }
@@ -141,9 +178,7 @@ impl Cursor {
         if self.i < self.plain_len && lists.plain.slots[self.i] == slot {
             self.i += 1;
         }
-        if self.j < self.keyed_len
-            && lists.keyed.get(&self.key).and_then(|v| v.slots.get(self.j)) == Some(&slot)
-        {
+        if self.j < self.keyed_len && self.keyed_at(lists, self.j) == Some(slot) {
             self.j += 1;
             dead_bit |= 1;
         }
@@ -196,10 +231,22 @@ impl<E: Event> ListenerTable<E> {
                     .partition_point(|&s| self.handle_at(s) < first_new)
             }
         };
+        let mut keyed = [0; KEYED_COPY];
+        let mut copied = false;
         let (key, keyed_len) = match lists.keyed.is_empty() {
             true => (0, 0),
             false => match event.key() {
-                Some(k) => (k, lists.keyed.get(&k).map_or(0, cut)),
+                Some(k) => match lists.keyed.get(&k) {
+                    Some(list) => {
+                        let len = cut(list);
+                        if len <= KEYED_COPY {
+                            keyed[..len].copy_from_slice(&list.slots[..len]);
+                            copied = true;
+                        }
+                        (k, len)
+                    }
+                    None => (k, 0),
+                },
                 None => (0, 0),
             },
         };
@@ -211,6 +258,8 @@ impl<E: Event> ListenerTable<E> {
             plain_len: cut(&lists.plain),
             j: 0,
             keyed_len,
+            keyed,
+            copied,
             nf: 0,
             fields: [(0, 0, 0, 0); FIELD_LISTS],
             met_dead: 0,
