@@ -103,6 +103,15 @@ fn has_template_outside_not<E: Event>(defs: &[Def<E>], d: usize) -> bool {
 /// cannot complete, see the module docs), or two templates with one name. Registration logs it
 /// as a warning: the listener is kept, with the documented semantics.
 pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Option<&'static str> {
+    // Only a `not` or a repetition can keep a part from matching (see `reach`), and only names
+    // can be given twice: an expression without them (the everyday one, registered per
+    // instance) needs no walk.
+    let odd = defs
+        .iter()
+        .any(|d| matches!(d, Def::Not(_) | Def::Repeat(..)));
+    if !odd && labels.names.is_empty() {
+        return None;
+    }
     let impossible_repeat = defs
         .iter()
         .any(|d| matches!(d, &Def::Repeat(_, min, max) if max == 0 || min > max));
@@ -113,7 +122,15 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
         );
     }
     let root = defs.len() - 1;
-    let whole = reach(defs, root);
+    let whole = if odd {
+        reach(defs, root)
+    } else {
+        Reach {
+            matches: true,
+            holds: false,
+            satisfied: false,
+        }
+    };
     if !whole.matches {
         return Some(if whole.satisfied {
             "this event expression can never match: a greedy repetition (`at_least`, `between`) \
@@ -126,13 +143,14 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
              the first event, and a `not` alone has none)"
         });
     }
-    let dead_or_side = defs.iter().any(|d| match d {
-        Def::Or(a, b) => [*a, *b].into_iter().any(|side| {
-            let side = reach(defs, side);
-            !side.matches && !side.satisfied
-        }),
-        _ => false,
-    });
+    let dead_or_side = odd
+        && defs.iter().any(|d| match d {
+            Def::Or(a, b) => [*a, *b].into_iter().any(|side| {
+                let side = reach(defs, side);
+                !side.matches && !side.satisfied
+            }),
+            _ => false,
+        });
     if dead_or_side {
         return Some(
             "a side of an `or` in this event expression can never match: a `not` never completes a \

@@ -121,7 +121,7 @@ impl<E: Event> ExprListener<E> {
     ) -> Self {
         let (mut prog, after) = expr.compile();
         fill_start(&prog.defs, &mut prog.labels);
-        let first = Matcher::start(&prog.defs, &prog.labels, now, out, None);
+        let first = Matcher::start(&prog.defs, &prog.labels, now, out);
         let skippable = prog.defs.len() <= ADMIT_BITS && !prog.labels.odd_start;
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         let traits = flag(after == AfterMatch::SkipPastLastEvent, SKIP_PAST_LAST)
@@ -349,13 +349,13 @@ impl<E: Event> ExprListener<E> {
         }
         if restart && self.all {
             out.progressed = false;
-            let spare = if self.matchers.len() > self.live as usize {
-                self.matchers.pop()
-            } else {
-                None
-            };
-            let fresh = Matcher::start(&self.prog.defs, &self.prog.labels, now, out, spare);
-            self.matchers.push(fresh);
+            let (defs, labels) = (&self.prog.defs, &self.prog.labels);
+            // The spare, if any, is restarted where it lies: a matcher is moved as little as
+            // can be (it is a few lines long).
+            match self.matchers.get_mut(self.live as usize) {
+                Some(spare) => spare.restart(defs, labels, now, out),
+                None => self.matchers.push(Matcher::start(defs, labels, now, out)),
+            }
             self.live += 1;
             self.fresh = true;
         }

@@ -244,29 +244,41 @@ pub(crate) fn admitted<E: Event>(defs: &[Def<E>], e: &E) -> u64 {
 }
 
 impl<E: Event> Matcher<E> {
-    /// A matcher of `defs` with its root started at `now`, in `reuse`'s vectors if given.
-    pub(crate) fn start(
-        defs: &[Def<E>],
-        labels: &Labels,
-        now: Time,
-        out: &mut StepOut,
-        reuse: Option<Matcher<E>>,
-    ) -> Self {
-        let mut m = reuse.unwrap_or(Matcher {
+    /// A matcher of `defs` with its root started at `now`.
+    pub(crate) fn start(defs: &[Def<E>], labels: &Labels, now: Time, out: &mut StepOut) -> Self {
+        let mut m = Matcher {
             nodes: SmallVec::new(),
             got: Vec::new(),
             hits: 0,
             negated: 0,
             admitted: 0,
             next_due: NO_DUE,
-        });
-        m.hits = 0;
-        m.next_due = NO_DUE;
-        m.nodes.clear();
-        m.nodes.resize(defs.len(), NodeState::default());
-        m.got.clear();
-        m.start_node(defs, labels, defs.len() - 1, now, out);
+        };
+        m.restart(defs, labels, now, out);
         m
+    }
+
+    /// Makes this matcher (a finished one, whose vectors are reused: nothing is allocated in
+    /// the steady state) a new match of `defs` with its root started at `now`, in place.
+    pub(crate) fn restart(
+        &mut self,
+        defs: &[Def<E>],
+        labels: &Labels,
+        now: Time,
+        out: &mut StepOut,
+    ) {
+        self.hits = 0;
+        self.next_due = NO_DUE;
+        // A reused matcher has the expression's length already: its states are reset in place
+        // (`SmallVec::resize` costs a call and a branch per state).
+        if self.nodes.len() == defs.len() {
+            self.nodes.fill(NodeState::default());
+        } else {
+            self.nodes.clear();
+            self.nodes.resize(defs.len(), NodeState::default());
+        }
+        self.got.clear();
+        self.start_node(defs, labels, defs.len() - 1, now, out);
     }
 
     /// Starts definition `d` (and what of its subtree starts with it) at `now`.
