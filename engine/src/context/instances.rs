@@ -314,7 +314,7 @@ impl<E: Event> Context<E> {
                 if let Some(why) = l.never_matches() {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
                 }
-                let index = SmallVec::from_vec(l.leaves());
+                let index = l.leaves();
                 let body = Body::Expr {
                     expr: l,
                     handlers: Box::new(ExprHandlers {

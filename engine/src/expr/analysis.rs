@@ -4,6 +4,8 @@
 //!
 //! Owns these checks. May import `event` and `pattern`.
 
+use smallvec::SmallVec;
+
 use crate::event::Event;
 use crate::pattern::{IndexKey, Labels};
 
@@ -170,8 +172,9 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
 
 /// The templates of an expression: `(kind, where it is listed)` of every template, for the
 /// listener index.
-pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> Vec<(E::Kind, IndexKey)> {
-    let mut v: Vec<(E::Kind, IndexKey)> = Vec::new();
+pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> SmallVec<[(E::Kind, IndexKey); 1]> {
+    // In place for the usual expression: every template of one kind and key.
+    let mut v: SmallVec<[(E::Kind, IndexKey); 1]> = SmallVec::new();
     for d in defs {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
             let at = (t.kind, t.index());

@@ -182,7 +182,7 @@ impl<E: Event> ExprListener<E> {
         first
     }
 
-    pub(crate) fn leaves(&self) -> Vec<(E::Kind, crate::pattern::IndexKey)> {
+    pub(crate) fn leaves(&self) -> SmallVec<[(E::Kind, crate::pattern::IndexKey); 1]> {
         leaves(&self.prog.defs)
     }
 
@@ -203,13 +203,14 @@ impl<E: Event> ExprListener<E> {
 
     /// The completed (or timed-out) match of matcher `m` at `now`.
     fn hit(&self, m: &mut Matcher<E>, now: Time) -> Match<E> {
-        let mut events = Vec::new();
-        let mut templates = Vec::new();
+        // One allocation: the events the handler gets (the template numbers fit in place).
+        let mut events = Vec::with_capacity(m.events_held());
+        let mut templates = SmallVec::new();
         m.collect(&self.prog.labels, &mut events, &mut templates);
         Match {
             events,
             time: now,
-            templates: SmallVec::from_vec(templates),
+            templates,
             names: self.prog.labels.shared.clone(),
         }
     }

@@ -564,7 +564,12 @@ impl<E: Event> Matcher<E> {
     /// numbered children first, left before right, so their order is the expression's; a
     /// repetition's events in the order they came: the sort is stable), and the number of the
     /// template each matched into `templates`.
-    pub(crate) fn collect(&mut self, labels: &Labels, out: &mut Vec<E>, templates: &mut Vec<u32>) {
+    pub(crate) fn collect(
+        &mut self,
+        labels: &Labels,
+        out: &mut Vec<E>,
+        templates: &mut impl Extend<u32>,
+    ) {
         self.got.sort_by_key(|&(d, _)| d);
         templates.extend(
             self.got
