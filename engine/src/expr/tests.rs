@@ -289,7 +289,10 @@ fn leaves_are_deduplicated() {
     let e = p(1).then(p(2)).or(p(1)).and(not(Pattern::kind(4).key(9)));
     let (prog, _) = e.compile();
     use crate::pattern::IndexKey::{Key, Plain};
-    assert_eq!(leaves(&prog.defs).as_slice(), [(1, Plain), (2, Plain), (4, Key(9))]);
+    assert_eq!(
+        leaves(&prog.defs).as_slice(),
+        [(1, Plain), (2, Plain), (4, Key(9))]
+    );
 }
 
 /// The matches `l` fired for `events` (kind, value, time), as handed to the handler.
