@@ -153,6 +153,21 @@
 //! registered with the context's timer queue and come back as time stimuli, in trigger-time order,
 //! then creation order.
 //!
+//! An event offered to a listener first meets its templates, once each (kind, key, fields,
+//! filter: one bit per template); an event none of them accepts changes no match and stops
+//! there, which is the fate of most events a per-key listener is offered. Only then is each match
+//! in progress stepped, asking the `given` conditions itself. A clock stimulus skips the matches
+//! none of whose open timers or bounds is due yet. A copy that `all` made is stepped by the next
+//! stimulus whatever it is (its parts above the restarted `all` settle there).
+//!
+//! Not built yet, the next step for per-instance rules (issue 31): every registration compiles
+//! its expression anew (flatten, the start table, the index entries; `workload/unconfirmed`
+//! registers one per order), and each listener keeps its own definitions, cold in memory at
+//! 20,000 cards. An expression whose closures capture nothing is the same program for every
+//! instance but for its templates' keys: a context could keep one shared program per shape (the
+//! closures' types, the durations, the bounds, the names) and give each listener only its keys
+//! and its matchers.
+//!
 //! Owns the expression language, its matchers and the expression builders of a
 //! [`Pattern`](crate::Pattern). May import `event`, `pattern` and `time`.
 

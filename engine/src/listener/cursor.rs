@@ -240,7 +240,11 @@ impl<E: Event> ListenerTable<E> {
                     Some(list) => {
                         let len = cut(list);
                         if len <= KEYED_COPY {
-                            keyed[..len].copy_from_slice(&list.slots[..len]);
+                            // A fixed-size loop, not `copy_from_slice`: a copy of a length
+                            // known only here is a call to `memcpy`.
+                            for (to, &from) in keyed.iter_mut().zip(&list.slots[..len]) {
+                                *to = from;
+                            }
                             copied = true;
                         }
                         (k, len)
