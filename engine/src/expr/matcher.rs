@@ -355,15 +355,20 @@ impl<E: Event> Matcher<E> {
         self.admitted = admitted;
         let status = self.step_node(defs, labels, defs.len() - 1, stim, now, out);
         if let Stimulus::Time(_) = stim {
-            self.next_due = self
-                .nodes
-                .iter()
-                .filter(|n| n.started && n.fin.is_none() && n.timed)
-                .map(|n| n.due)
-                .min()
-                .unwrap_or(NO_DUE);
+            self.recompute_due();
         }
         status
+    }
+
+    /// Sets [`next_due`](Self::next_due) to the earliest time of the open timed parts.
+    fn recompute_due(&mut self) {
+        self.next_due = self
+            .nodes
+            .iter()
+            .filter(|n| n.started && n.fin.is_none() && n.timed)
+            .map(|n| n.due)
+            .min()
+            .unwrap_or(NO_DUE);
     }
 
     /// Whether a clock stimulus at `t` would leave the match as it is: no open part of it has
@@ -625,6 +630,9 @@ impl<E: Event> Matcher<E> {
             }
             m.start_node(defs, labels, d, now, out);
         }
+        // Parts reopened above a restarted `all` may hold a bound the original had finished:
+        // the copy's clock is worked out from its own states.
+        m.recompute_due();
         m
     }
 

@@ -512,6 +512,11 @@ impl Node {
                     // it did not take (R7.6).
                     if !b.out.done() && !a_took {
                         b.step(stim, cx);
+                    } else if !b.out.done() {
+                        // Not stepped, but open parts of it settle at this stimulus like every
+                        // other (R7.8: a copy's reopened parts are worked out anew at its next
+                        // stimulus, also when the left side takes it).
+                        b.settle_open(cx.reading);
                     }
                 } else if matches!(a.out, Out::Satisfied | Out::Matched) {
                     b.start(cx);
@@ -693,6 +698,31 @@ impl Node {
                 inner.clear_copies();
             }
         }
+    }
+
+    /// Settles every open node of the subtree from its children's outcomes, without a stimulus
+    /// (children first).
+    fn settle_open(&mut self, reading: Reading) {
+        if self.out.done() {
+            return;
+        }
+        match &mut self.what {
+            What::Tpl { .. } | What::Wait { .. } | What::At(_) => {}
+            What::Then(a, b, _) => {
+                a.settle_open(reading);
+                if b.started {
+                    b.settle_open(reading);
+                }
+            }
+            What::And(a, b) | What::Or(a, b) => {
+                a.settle_open(reading);
+                b.settle_open(reading);
+            }
+            What::Not(x) | What::Within { inner: x, .. } | What::All { inner: x, .. } => {
+                x.settle_open(reading)
+            }
+        }
+        self.settle(reading);
     }
 
     /// Sets the node's outcome from its state and its children's.
