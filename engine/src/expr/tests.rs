@@ -708,3 +708,26 @@ fn r7_3_filters_run_once_per_event_whatever_the_matches_in_progress() {
         ]
     );
 }
+
+/// R7.3: an expression of more definitions than the listener tests at once (64) still matches
+/// exactly: the templates past the first 64 definitions are tested by each match itself.
+#[test]
+fn r7_3_a_long_expression_tests_its_late_templates_in_each_match() {
+    // 40 templates in a chain: 79 definitions.
+    let mut e: Expr<Ev> = p(1).filter(|e: &Ev| e.1 > 0).into();
+    for _ in 1..40 {
+        e = e.then(p(1).filter(|e: &Ev| e.1 > 0));
+    }
+    let mut r = Run::new(e, false);
+    assert!(r.l.defs().len() > 64);
+    for t in 1..40 {
+        r.ev(1, 1, t);
+        r.ev(1, 0, t);
+        r.ev(2, 1, t);
+    }
+    assert!(r.log.is_empty(), "39 of 40: no match yet");
+    r.ev(1, 5, 40);
+    assert_eq!(r.log.len(), 1);
+    assert!(r.log[0].starts_with("@40 [1.1 1.1"), "{:?}", r.log);
+    assert!(!r.alive, "a `when` ends at its match");
+}
