@@ -166,7 +166,10 @@
 //! 20,000 cards. An expression whose closures capture nothing is the same program for every
 //! instance but for its templates' keys: a context could keep one shared program per shape (the
 //! closures' types, the durations, the bounds, the names) and give each listener only its keys
-//! and its matchers.
+//! and its matchers. A closure's identity is knowable where it is given: `filter` and `given`
+//! see its type, and a zero-sized closure's behaviour is its type (`TypeId::of::<F>()` when
+//! `size_of::<F>() == 0`); one that captures something, or two filters combined, makes the
+//! expression unshareable and it compiles as today.
 //!
 //! Owns the expression language, its matchers and the expression builders of a
 //! [`Pattern`](crate::Pattern). May import `event`, `pattern` and `time`.
