@@ -313,9 +313,7 @@ impl<E: Event> Template<E> {
     /// Whether `event` matches (kind, key and conditions), after what `prior` holds.
     #[inline]
     pub(crate) fn matches_after(&self, prior: &Prior<'_, E>, event: &E) -> bool {
-        self.kind == event.kind()
-            && self.key.is_none_or(|k| event.key() == Some(k))
-            && self.passes(prior, event)
+        self.admits(event) && self.given_holds(prior, event)
     }
 }
 

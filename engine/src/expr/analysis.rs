@@ -111,9 +111,23 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
     let odd = defs
         .iter()
         .any(|d| matches!(d, Def::Not(_) | Def::Repeat(..)));
-    if !odd && labels.names.is_empty() {
-        return None;
+    if let Some(why) = odd.then(|| cannot_match(defs)).flatten() {
+        return Some(why);
     }
+    let named: Vec<&str> = labels.names.iter().flatten().copied().collect();
+    let twice = named
+        .iter()
+        .enumerate()
+        .any(|(i, n)| named[..i].contains(n));
+    twice.then_some(
+        "two templates of this event expression have the same name: `Prior::named` and \
+         `Match::named` find the first of them",
+    )
+}
+
+/// Why an expression holding a `not` or a repetition can never match, or has a side of an `or`
+/// that cannot (the walk `never_matches` needs only for those).
+fn cannot_match<E: Event>(defs: &[Def<E>]) -> Option<&'static str> {
     let impossible_repeat = defs
         .iter()
         .any(|d| matches!(d, &Def::Repeat(_, min, max) if max == 0 || min > max));
@@ -124,15 +138,7 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
         );
     }
     let root = defs.len() - 1;
-    let whole = if odd {
-        reach(defs, root)
-    } else {
-        Reach {
-            matches: true,
-            holds: false,
-            satisfied: false,
-        }
-    };
+    let whole = reach(defs, root);
     if !whole.matches {
         return Some(if whole.satisfied {
             "this event expression can never match: a greedy repetition (`at_least`, `between`) \
@@ -145,28 +151,16 @@ pub(crate) fn never_matches<E: Event>(defs: &[Def<E>], labels: &Labels) -> Optio
              the first event, and a `not` alone has none)"
         });
     }
-    let dead_or_side = odd
-        && defs.iter().any(|d| match d {
-            Def::Or(a, b) => [*a, *b].into_iter().any(|side| {
-                let side = reach(defs, side);
-                !side.matches && !side.satisfied
-            }),
-            _ => false,
-        });
-    if dead_or_side {
-        return Some(
-            "a side of an `or` in this event expression can never match: a `not` never completes a \
-             match by itself (combine it with `and`, or bound it with `within`)",
-        );
-    }
-    let named: Vec<&str> = labels.names.iter().flatten().copied().collect();
-    let twice = named
-        .iter()
-        .enumerate()
-        .any(|(i, n)| named[..i].contains(n));
-    twice.then_some(
-        "two templates of this event expression have the same name: `Prior::named` and \
-         `Match::named` find the first of them",
+    let dead_or_side = defs.iter().any(|d| match d {
+        Def::Or(a, b) => [*a, *b].into_iter().any(|side| {
+            let side = reach(defs, side);
+            !side.matches && !side.satisfied
+        }),
+        _ => false,
+    });
+    dead_or_side.then_some(
+        "a side of an `or` in this event expression can never match: a `not` never completes a \
+         match by itself (combine it with `and`, or bound it with `within`)",
     )
 }
 

@@ -327,9 +327,7 @@ impl<E: Event> Matcher<E> {
             ..NodeState::default()
         };
         state.set_time(time);
-        if let Some(t) = time {
-            self.next_due = self.next_due.min(t);
-        }
+        self.lower_due(time);
         // A part that fails from its start (a `not` of a repetition satisfied at once) fails what
         // holds it from the start too, before any stimulus, so no sibling takes an event for it.
         let fails = labels.odd_start && self.status_now(labels, d) == Outcome::Failed;
@@ -358,6 +356,14 @@ impl<E: Event> Matcher<E> {
             self.recompute_due();
         }
         status
+    }
+
+    /// Notes that a part just set a timer or bound at `time` (`None`: never).
+    #[inline(always)]
+    fn lower_due(&mut self, time: Option<Time>) {
+        if let Some(t) = time {
+            self.next_due = self.next_due.min(t);
+        }
     }
 
     /// Sets [`next_due`](Self::next_due) to the earliest time of the open timed parts.
@@ -549,9 +555,7 @@ impl<E: Event> Matcher<E> {
                     let bound = now.checked_add(dur);
                     self.nodes[d].set_time(bound);
                     out.timers.extend(bound);
-                    if let Some(b) = bound {
-                        self.next_due = self.next_due.min(b);
-                    }
+                    self.lower_due(bound);
                 }
                 // Only a time stimulus expires it, and none starts its clock: `node.time` is the
                 // bound as it was before this step.
@@ -603,7 +607,8 @@ impl<E: Event> Matcher<E> {
             hits: self.hits,
             negated: 0,
             admitted: 0,
-            next_due: self.next_due,
+            // Worked out from the copy's own states below.
+            next_due: NO_DUE,
         };
         for &d in alls {
             let (d, lo) = (d as usize, labels.lo(d as usize));
