@@ -14,7 +14,9 @@
 //!
 //! Owns templates, their names and [`Prior`]. May import `event` only.
 
+use std::any::TypeId;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -43,6 +45,50 @@ struct FieldTest {
     field: usize,
     lo: u64,
     hi: u64,
+}
+
+/// What a template's closures are, as far as that can be known: what lets one program serve the
+/// expression listeners of every instance that registers the same expression (`expr::programs`).
+/// A closure that captures nothing (zero-sized) behaves as its type says, so its [`TypeId`] names
+/// it; one that captures something, or two filters combined, cannot be named, and an expression
+/// holding it gets a program of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Ident {
+    /// The filter's and the `given` condition's: the type of the closure, [`NoClosure`]'s for
+    /// none, [`Unnamed`]'s for one its type does not name (two words each, where an `Option`
+    /// would take three: a pattern is moved into every listener registration).
+    closures: [TypeId; 2],
+}
+
+/// No closure (see [`Ident`]).
+struct NoClosure;
+/// A closure that captures something, or two combined (see [`Ident`]).
+struct Unnamed;
+
+impl Default for Ident {
+    fn default() -> Self {
+        Self {
+            closures: [TypeId::of::<NoClosure>(); 2],
+        }
+    }
+}
+
+impl Ident {
+    /// Whether some closure is not named by its type.
+    pub(crate) fn opaque(&self) -> bool {
+        self.closures.contains(&TypeId::of::<Unnamed>())
+    }
+
+    /// Notes a closure of type `F` as the filter (`at` 0) or the `given` condition (1): named by
+    /// its type if it is the first there and captures nothing.
+    fn closure<F: 'static>(&mut self, at: usize) {
+        let first = self.closures[at] == TypeId::of::<NoClosure>();
+        self.closures[at] = if first && std::mem::size_of::<F>() == 0 {
+            TypeId::of::<F>()
+        } else {
+            TypeId::of::<Unnamed>()
+        };
+    }
 }
 
 /// Where a listener is listed in its kind's lists: unkeyed, under its key, or under the value of
@@ -103,10 +149,6 @@ pub(crate) struct Labels {
     pub(crate) names: Vec<Option<&'static str>>,
     /// `names`, shared with the matches the handler gets, if any template is named.
     pub(crate) shared: Option<Arc<[Option<&'static str>]>>,
-    /// The tick and time (ns) of the last clock stimulus the expression's listener took: kept
-    /// here, off the listener slot, which it would make a cache line longer (the listener's
-    /// `first_at`).
-    pub(crate) stepped: (u32, u64),
 }
 
 impl Labels {
@@ -149,7 +191,6 @@ static NO_LABELS: Labels = Labels {
     odd_start: false,
     names: Vec::new(),
     shared: None,
-    stepped: (u32::MAX, 0),
 };
 
 /// The events a match in progress has matched so far, as a [`given`](Pattern::given) condition
@@ -296,9 +337,33 @@ impl<E: Event> Template<E> {
     /// per event for each template, whatever the number of its matches in progress).
     #[inline]
     pub(crate) fn admits(&self, event: &E) -> bool {
+        self.admits_keyed(event, self.key)
+    }
+
+    /// [`admits`](Self::admits) with `key` in place of the template's own (an expression
+    /// listener keeps the key of a shared program's templates itself).
+    #[inline]
+    pub(crate) fn admits_keyed(&self, event: &E, key: Option<u64>) -> bool {
         self.kind == event.kind()
-            && self.key.is_none_or(|k| event.key() == Some(k))
+            && key.is_none_or(|k| event.key() == Some(k))
             && self.passes_alone(event)
+    }
+
+    /// Whether `other` is this template as data: kind, key and field constraints (what the
+    /// closures are is the caller's [`Ident`]).
+    pub(crate) fn same_data(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.key == other.key && self.fields == other.fields
+    }
+
+    /// Hashes what [`same_data`](Self::same_data) compares.
+    pub(crate) fn hash_data(&self, h: &mut impl Hasher) {
+        self.kind.hash(h);
+        self.key.hash(h);
+        if let Some(fs) = &self.fields {
+            for f in fs.iter() {
+                (f.field, f.lo, f.hi).hash(h);
+            }
+        }
     }
 
     /// Whether `event`, already known to be of this template's kind and to carry the template's
@@ -338,6 +403,8 @@ pub struct Pattern<E: Event> {
     pub(crate) template: Template<E>,
     /// The name given with [`named`](Pattern::named).
     pub(crate) name: Option<&'static str>,
+    /// What its closures are.
+    pub(crate) ident: Ident,
 }
 
 impl<E: Event> Pattern<E> {
@@ -358,6 +425,7 @@ impl<E: Event> Pattern<E> {
                 given: None,
             },
             name: None,
+            ident: Ident::default(),
         }
     }
 
@@ -405,7 +473,8 @@ impl<E: Event> Pattern<E> {
     }
 
     /// Narrows the pattern to events for which `f` returns true (filters combine with *and*).
-    pub fn filter(mut self, f: impl Fn(&E) -> bool + Send + 'static) -> Self {
+    pub fn filter<F: Fn(&E) -> bool + Send + 'static>(mut self, f: F) -> Self {
+        self.ident.closure::<F>(0);
         let filter: Filter<E> = match self.template.filter.take() {
             None => Box::new(f),
             Some(prev) => Box::new(move |e| prev(e) && f(e)),
@@ -432,7 +501,11 @@ impl<E: Event> Pattern<E> {
     /// let later = Pattern::kind(2).given(|p, e: &Ev| p.named("a").is_some_and(|a| e.1 >= a.1 + 5));
     /// assert_eq!(first_match(first.then(later), &[(1, 10), (2, 12), (2, 15)]), Some((15, vec![1, 2])));
     /// ```
-    pub fn given(mut self, f: impl Fn(&Prior<'_, E>, &E) -> bool + Send + 'static) -> Self {
+    pub fn given<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Prior<'_, E>, &E) -> bool + Send + 'static,
+    {
+        self.ident.closure::<F>(1);
         let given: Given<E> = match self.template.given.take() {
             None => Box::new(f),
             Some(prev) => Box::new(move |p, e| prev(p, e) && f(p, e)),

@@ -307,7 +307,8 @@ impl<E: Event> Context<E> {
             Spec::Expr(expr, handler, on_timeout) => {
                 let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
                 let timeouts = on_timeout.is_some();
-                let l = ExprListener::new(expr, mode == Mode::All, timeouts, self.fx.now, &mut out);
+                let (all, now) = (mode == Mode::All, self.fx.now);
+                let l = ExprListener::new(expr, all, timeouts, now, &mut out, &mut self.programs);
                 self.step_timers = out.timers;
                 let monitor = self.instances[instance as usize].as_ref().map(|i| &i.state);
                 self.event_clock.check_bounds(l.defs(), monitor, self.fx.me);

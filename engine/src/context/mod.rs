@@ -65,7 +65,7 @@ use crate::entry::{DieReason, Effects, Entry};
 use crate::error::Error;
 use crate::event::Event;
 use crate::event_time::{EventClock, Stamp};
-use crate::expr::Fired;
+use crate::expr::{Fired, Programs};
 use crate::id::ContextRef;
 use crate::inbox::{Consumer, Inbox};
 use crate::listener::ListenerTable;
@@ -122,6 +122,8 @@ pub(crate) struct Context<E: Event> {
     /// Reused buffers for expression steps.
     step_timers: Vec<Time>,
     fired: Vec<Fired<E>>,
+    /// The expression listeners' programs, one per shape (`expr::programs`).
+    programs: Programs<E>,
     /// For each `completed` marker on the route stack, in push order: the first listener handle
     /// issued after its event started (R6.5: later listeners are left out). Markers pop in the
     /// reverse order of their pushes, so this is a stack beside the route stack, kept off the
@@ -230,6 +232,7 @@ impl<E: Event> Context<E> {
             tick: 0,
             deferred: Vec::new(),
             step_timers: Vec::new(),
+            programs: Programs::default(),
             fired: Vec::new(),
             completed_since: Vec::new(),
             unpublished: false,

@@ -166,12 +166,22 @@ fn cannot_match<E: Event>(defs: &[Def<E>]) -> Option<&'static str> {
 
 /// The templates of an expression: `(kind, where it is listed)` of every template, for the
 /// listener index.
-pub(crate) fn leaves<E: Event>(defs: &[Def<E>]) -> SmallVec<[(E::Kind, IndexKey); 1]> {
+pub(crate) fn leaves<E: Event>(
+    defs: &[Def<E>],
+    keyed: u64,
+    key: u64,
+) -> SmallVec<[(E::Kind, IndexKey); 1]> {
     // In place for the usual expression: every template of one kind and key.
     let mut v: SmallVec<[(E::Kind, IndexKey); 1]> = SmallVec::new();
-    for d in defs {
+    for (i, d) in defs.iter().enumerate() {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
-            let at = (t.kind, t.index());
+            // A template keyed by its listener's key (`Prog::keyed`) is listed under it.
+            let index = if i < 64 && keyed >> i & 1 != 0 {
+                IndexKey::Key(key)
+            } else {
+                t.index()
+            };
+            let at = (t.kind, index);
             if !v.contains(&at) {
                 v.push(at);
             }

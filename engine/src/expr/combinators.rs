@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::event::Event;
-use crate::pattern::{Labels, Pattern, Template};
+use crate::pattern::{Ident, Labels, Pattern, Template};
 use crate::time::Time;
 
 /// One definition of a flattened expression: children before parents, left before right, the
@@ -36,16 +36,40 @@ pub(crate) enum Def<E: Event> {
 /// A binary node's constructor (`Node::Then`, `Node::And`, `Node::Or`).
 type Binary<E> = fn(Box<Node<E>>, Box<Node<E>>) -> Node<E>;
 
-/// A flattened expression: its definitions and its templates' labels.
+/// A flattened expression: its definitions and its templates' labels. Once compiled it does not
+/// change, so one program serves every listener registered with the same expression
+/// (`programs`); what differs between them, the key of their keyed templates, each listener
+/// keeps itself.
 pub(crate) struct Prog<E: Event> {
     pub(crate) defs: Vec<Def<E>>,
-    /// Boxed: read only by `given` conditions and at a match, it keeps the listener slot small.
-    pub(crate) labels: Box<Labels>,
+    pub(crate) labels: Labels,
+    /// Bit `d`: definition `d` is a template keyed by its listener's key, moved out of the
+    /// template when it was compiled (every keyed template of an expression with one key and at
+    /// most [`ADMIT_BITS`](super::matcher::ADMIT_BITS) definitions; otherwise 0, and each
+    /// template keeps its own key).
+    pub(crate) keyed: u64,
+    /// What each template's closures are, by template number.
+    pub(crate) idents: Vec<Ident>,
 }
 
+impl<E: Event> Prog<E> {
+    /// Whether another listener may run this program: it has the listener's key moved out, or no
+    /// key at all, and every closure is named by its type.
+    pub(crate) fn shareable(&self) -> bool {
+        let keys_out = self.defs.iter().all(|d| match d {
+            Def::Leaf(t) | Def::Repeat(t, ..) => t.key.is_none(),
+            _ => true,
+        });
+        keys_out && !self.idents.iter().any(Ident::opaque)
+    }
+}
+
+/// A template leaf: the template, its name, what its closures are.
+type Leaf<E> = (Template<E>, Option<&'static str>, Ident);
+
 enum Node<E: Event> {
-    Leaf(Template<E>, Option<&'static str>),
-    Repeat(Template<E>, Option<&'static str>, u32, u32),
+    Leaf(Leaf<E>),
+    Repeat(Leaf<E>, u32, u32),
     Wait(Duration),
     At(Time),
     Then(Box<Node<E>>, Box<Node<E>>),
@@ -77,7 +101,7 @@ pub struct Expr<E: Event> {
 
 impl<E: Event> From<Pattern<E>> for Expr<E> {
     fn from(p: Pattern<E>) -> Self {
-        Expr::of(Node::Leaf(p.template, p.name))
+        Expr::of(Node::Leaf((p.template, p.name, p.ident)))
     }
 }
 
@@ -411,8 +435,9 @@ impl<E: Event> Expr<E> {
     }
 
     /// Flattens the tree: children before parents; the root is the last definition. Also returns
-    /// the templates' numbers and names, and the after-match policy.
-    pub(crate) fn compile(self) -> (Prog<E>, AfterMatch) {
+    /// the after-match policy and the listener's key, if the templates' keys were moved out
+    /// ([`Prog::keyed`]).
+    pub(crate) fn compile(self) -> (Prog<E>, AfterMatch, Option<u64>) {
         /// The number of nodes of the tree under `n`.
         fn count<E: Event>(n: &Node<E>) -> usize {
             1 + match n {
@@ -423,85 +448,101 @@ impl<E: Event> Expr<E> {
                 }
             }
         }
-        fn go<E: Event>(
-            n: Node<E>,
-            out: &mut Vec<Def<E>>,
-            labels: &mut Labels,
-            templates: &mut u32,
-        ) -> usize {
-            fn template(
-                labels: &mut Labels,
-                templates: &mut u32,
-                name: Option<&'static str>,
-            ) -> u32 {
-                let t = *templates;
-                *templates += 1;
+        struct Out<E: Event> {
+            defs: Vec<Def<E>>,
+            labels: Labels,
+            idents: Vec<Ident>,
+        }
+        fn go<E: Event>(n: Node<E>, out: &mut Out<E>) -> usize {
+            fn template<E: Event>(out: &mut Out<E>, name: Option<&'static str>, id: Ident) -> u32 {
+                let t = out.idents.len() as u32;
+                out.idents.push(id);
                 if name.is_some() {
-                    labels.names.resize(t as usize, None);
-                    labels.names.push(name);
+                    out.labels.names.resize(t as usize, None);
+                    out.labels.names.push(name);
                 }
                 t
             }
             const NONE: u32 = u32::MAX;
-            let lo = out.len() as u32;
+            let lo = out.defs.len() as u32;
             let (d, ordinal) = match n {
-                Node::Leaf(t, name) => (Def::Leaf(t), template(labels, templates, name)),
-                Node::Repeat(t, name, min, max) => {
-                    (Def::Repeat(t, min, max), template(labels, templates, name))
+                Node::Leaf((t, name, id)) => {
+                    let o = template(out, name, id);
+                    (Def::Leaf(t), o)
+                }
+                Node::Repeat((t, name, id), min, max) => {
+                    let o = template(out, name, id);
+                    (Def::Repeat(t, min, max), o)
                 }
                 Node::Wait(d) => (Def::Wait(d), NONE),
                 Node::At(t) => (Def::At(t), NONE),
-                Node::Then(a, b) => (
-                    Def::Then(
-                        go(*a, out, labels, templates),
-                        go(*b, out, labels, templates),
-                    ),
-                    NONE,
-                ),
-                Node::And(a, b) => (
-                    Def::And(
-                        go(*a, out, labels, templates),
-                        go(*b, out, labels, templates),
-                    ),
-                    NONE,
-                ),
-                Node::Or(a, b) => (
-                    Def::Or(
-                        go(*a, out, labels, templates),
-                        go(*b, out, labels, templates),
-                    ),
-                    NONE,
-                ),
-                Node::Not(a) => (Def::Not(go(*a, out, labels, templates)), NONE),
-                Node::Within(a, d) => (Def::Within(go(*a, out, labels, templates), d), NONE),
-                Node::WithinFirst(a, d) => {
-                    (Def::WithinFirst(go(*a, out, labels, templates), d), NONE)
-                }
-                Node::All(a) => (Def::All(go(*a, out, labels, templates)), NONE),
+                Node::Then(a, b) => (Def::Then(go(*a, out), go(*b, out)), NONE),
+                Node::And(a, b) => (Def::And(go(*a, out), go(*b, out)), NONE),
+                Node::Or(a, b) => (Def::Or(go(*a, out), go(*b, out)), NONE),
+                Node::Not(a) => (Def::Not(go(*a, out)), NONE),
+                Node::Within(a, d) => (Def::Within(go(*a, out), d), NONE),
+                Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out), d), NONE),
+                Node::All(a) => (Def::All(go(*a, out)), NONE),
             };
-            out.push(d);
-            labels.meta.push((ordinal, lo, 0));
-            out.len() - 1
+            out.defs.push(d);
+            out.labels.meta.push((ordinal, lo, 0));
+            out.defs.len() - 1
         }
         let n = count(&self.root);
-        let mut out = Vec::with_capacity(n);
-        let mut labels = Labels {
-            meta: Vec::with_capacity(n),
-            stepped: (u32::MAX, u64::MAX),
-            ..Labels::default()
+        let mut out = Out {
+            defs: Vec::with_capacity(n),
+            labels: Labels {
+                meta: Vec::with_capacity(n),
+                ..Labels::default()
+            },
+            idents: Vec::new(),
         };
-        go(self.root, &mut out, &mut labels, &mut 0);
+        go(self.root, &mut out);
+        let Out {
+            mut defs,
+            mut labels,
+            idents,
+        } = out;
         if labels.names.iter().any(Option::is_some) {
             labels.shared = Some(labels.names.clone().into());
         }
-        (
-            Prog {
-                defs: out,
-                labels: Box::new(labels),
-            },
-            self.after,
-        )
+        let (keyed, key) = take_keys(&mut defs);
+        let prog = Prog {
+            defs,
+            labels,
+            keyed,
+            idents,
+        };
+        (prog, self.after, key)
     }
+}
+
+/// Moves the templates' key out of `defs` if there is one key and the templates fit the
+/// per-event test's bits: the definitions keyed by it (one bit each), and the key.
+fn take_keys<E: Event>(defs: &mut [Def<E>]) -> (u64, Option<u64>) {
+    let mut key = None;
+    for d in defs.iter() {
+        if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
+            match (key, t.key) {
+                (_, None) => {}
+                (None, k) => key = k,
+                (Some(a), Some(b)) if a == b => {}
+                _ => return (0, None),
+            }
+        }
+    }
+    if key.is_none() || defs.len() > super::matcher::ADMIT_BITS {
+        return (0, None);
+    }
+    let mut keyed = 0;
+    for (i, d) in defs.iter_mut().enumerate() {
+        if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
+            if t.key.take().is_some() {
+                keyed |= 1 << i;
+            }
+        }
+    }
+    (keyed, key)
 }
 
 /// The expression builders of a single template: `Pattern` is the leaf of [`Expr`], so they live
@@ -614,6 +655,10 @@ impl<E: Event> Pattern<E> {
     /// assert_eq!(first_match(run, &[(1, 0), (1, 1), (1, 2), (1, 3), (2, 4)]), Some((4, vec![1, 1, 1, 2])));
     /// ```
     pub fn between(self, min: u32, max: u32) -> Expr<E> {
-        Expr::of(Node::Repeat(self.template, self.name, min, max))
+        Expr::of(Node::Repeat(
+            (self.template, self.name, self.ident),
+            min,
+            max,
+        ))
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! Owns the listener's matchers and their reuse. May import `event`, `pattern` and `time`.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -15,7 +16,8 @@ use crate::time::Time;
 
 use super::analysis::{leaves, never_matches};
 use super::combinators::AfterMatch;
-use super::matcher::{admitted, fill_start, Held, Matcher, Outcome, StepOut, Stimulus, ADMIT_BITS};
+use super::matcher::{admitted, Held, Matcher, Outcome, StepOut, Stimulus, ADMIT_BITS};
+use super::programs::Programs;
 use super::{Def, Expr, Prog};
 
 /// A completed match, handed to `when`/`when_all` handlers; or, for a listener registered with a
@@ -82,7 +84,14 @@ pub(crate) struct Fired<E> {
 
 /// The matchers of one expression listener (see the module docs for `when` vs `when_all`).
 pub(crate) struct ExprListener<E: Event> {
-    prog: Prog<E>,
+    /// Its program, shared with every listener registered with the same expression on this
+    /// context where that can be known ([`Programs`]).
+    prog: Rc<Prog<E>>,
+    /// The key of the program's templates keyed by the listener's key ([`Prog::keyed`]).
+    key: u64,
+    /// The tick and time (ns) of the last clock stimulus the listener took (`first_at`).
+    stepped_tick: u32,
+    stepped_at: u64,
     /// The active matchers, `matchers[..live]` (for `when_all` the last active one is the fresh
     /// one, if `fresh`), then at most one finished matcher whose vectors the next one reuses.
     /// The spare sits in the same vector rather than in a field of its own: that keeps the
@@ -112,15 +121,17 @@ const TIMEOUTS: u8 = 2;
 const SKIPPABLE: u8 = 4;
 
 impl<E: Event> ExprListener<E> {
+    /// A listener of `expr`, its program taken from `programs` if one of the same shape is there.
     pub(crate) fn new(
         expr: Expr<E>,
         all: bool,
         timeouts: bool,
         now: Time,
         out: &mut StepOut,
+        programs: &mut Programs<E>,
     ) -> Self {
-        let (mut prog, after) = expr.compile();
-        fill_start(&prog.defs, &mut prog.labels);
+        let (prog, after, key) = expr.compile();
+        let prog = programs.share(prog);
         let first = Matcher::start(&prog.defs, &prog.labels, now, out);
         let skippable = prog.defs.len() <= ADMIT_BITS && !prog.labels.odd_start;
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
@@ -129,6 +140,9 @@ impl<E: Event> ExprListener<E> {
             | flag(skippable, SKIPPABLE);
         Self {
             prog,
+            key: key.unwrap_or(0),
+            stepped_tick: u32::MAX,
+            stepped_at: u64::MAX,
             matchers: vec![first],
             live: 1,
             all,
@@ -149,7 +163,7 @@ impl<E: Event> ExprListener<E> {
     /// caller passes this to [`step_admitted`](Self::step_admitted).
     #[inline]
     pub(crate) fn admitted(&self, e: &E) -> u64 {
-        admitted(&self.prog.defs, e)
+        admitted(&self.prog.defs, self.prog.keyed, self.key, e)
     }
 
     /// Whether an event of which [`admitted`](Self::admitted) said `bits` leaves every matcher
@@ -176,14 +190,20 @@ impl<E: Event> ExprListener<E> {
     /// timers deferred to the next one (R7.2): so a second stimulus at `t` in the same tick is
     /// skipped, or it would fire that match early.
     pub(crate) fn first_at(&mut self, tick: u32, t: Time) -> bool {
-        let now = (tick, t.as_nanos());
-        let first = self.prog.labels.stepped != now;
-        self.prog.labels.stepped = now;
+        let first = (self.stepped_tick, self.stepped_at) != (tick, t.as_nanos());
+        self.stepped_tick = tick;
+        self.stepped_at = t.as_nanos();
         first
     }
 
     pub(crate) fn leaves(&self) -> SmallVec<[(E::Kind, crate::pattern::IndexKey); 1]> {
-        leaves(&self.prog.defs)
+        leaves(&self.prog.defs, self.prog.keyed, self.key)
+    }
+
+    /// Its program (for the tests).
+    #[cfg(test)]
+    pub(crate) fn program(&self) -> &Rc<Prog<E>> {
+        &self.prog
     }
 
     /// The flattened expression.

@@ -231,13 +231,19 @@ pub(crate) const ADMIT_BITS: usize = 64;
 /// Which of the templates of `defs` (the first [`ADMIT_BITS`] definitions) accept `e` by kind,
 /// key, fields and filters: bit `d` for definition `d`. Each filter runs once here, not once per
 /// match in progress; an event none accepts changes no matcher (only a template taking an event
-/// does, for an event stimulus).
+/// does, for an event stimulus). A template of `keyed` (one bit per definition) is keyed by
+/// `key`, its listener's, and has no key of its own.
 #[inline]
-pub(crate) fn admitted<E: Event>(defs: &[Def<E>], e: &E) -> u64 {
+pub(crate) fn admitted<E: Event>(defs: &[Def<E>], keyed: u64, key: u64, e: &E) -> u64 {
     let mut bits = 0;
     for (d, def) in defs.iter().enumerate().take(ADMIT_BITS) {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = def {
-            bits |= u64::from(t.admits(e)) << d;
+            let k = if keyed >> d & 1 != 0 {
+                Some(key)
+            } else {
+                t.key
+            };
+            bits |= u64::from(t.admits_keyed(e, k)) << d;
         }
     }
     bits

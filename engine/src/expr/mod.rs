@@ -160,29 +160,28 @@
 //! none of whose open timers or bounds is due yet. A copy that `all` made is stepped by the next
 //! stimulus whatever it is (its parts above the restarted `all` settle there).
 //!
-//! Not built yet, the next step for per-instance rules (issue 31): every registration compiles
-//! its expression anew (flatten, the start table, the index entries; `workload/unconfirmed`
-//! registers one per order), and each listener keeps its own definitions, cold in memory at
-//! 20,000 cards. An expression whose closures capture nothing is the same program for every
-//! instance but for its templates' keys: a context could keep one shared program per shape (the
-//! closures' types, the durations, the bounds, the names) and give each listener only its keys
-//! and its matchers. A closure's identity is knowable where it is given: `filter` and `given`
-//! see its type, and a zero-sized closure's behaviour is its type (`TypeId::of::<F>()` when
-//! `size_of::<F>() == 0`); one that captures something, or two filters combined, makes the
-//! expression unshareable and it compiles as today.
+//! Every registration on a context compiles its expression, and the context keeps one program
+//! per shape (`programs`): the instances of a per-key monitor that register the same expression
+//! run one program, and each listener keeps only its key and its matches. An expression whose
+//! closures capture nothing is the same program for every instance but for its templates' key;
+//! a closure's identity is knowable where it is given: `filter` and `given` see its type, and a
+//! zero-sized closure's behaviour is its type (`TypeId::of::<F>()` when `size_of::<F>() == 0`).
+//! One that captures something, or two filters combined, makes the expression unshareable and
+//! it gets a program of its own (SPEC, Decisions: "One program per expression shape").
 //!
 //! Owns the expression language, its matchers and the expression builders of a
 //! [`Pattern`](crate::Pattern). May import `event`, `pattern` and `time`.
 
 // One job per file: `combinators` (the `Expr` tree, `wait`, `at`, `not`, the combinators and
 // `Pattern`'s builders, flattened into definitions), `matcher` (one match in progress, stepped by
-// events and time), `listener` (the matchers of one `when`/`when_all` listener, and `Match`) and
+// events and time), `listener` (the matchers of one `when`/`when_all` listener, and `Match`),
 // `analysis` (what a flattened expression can come to: the registration warnings, the templates
-// for the listener index).
+// for the listener index) and `programs` (one compiled program per shape, per context).
 mod analysis;
 mod combinators;
 mod listener;
 mod matcher;
+mod programs;
 
 pub use combinators::{all, at, not, wait, AfterMatch, Expr};
 pub use listener::Match;
@@ -191,6 +190,7 @@ pub(crate) use combinators::{Def, Prog};
 pub(crate) use listener::{ExprListener, Fired};
 pub(crate) use matcher::Held;
 pub(crate) use matcher::{StepOut, Stimulus};
+pub(crate) use programs::Programs;
 
 #[cfg(test)]
 mod proptests;

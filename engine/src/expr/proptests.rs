@@ -387,7 +387,14 @@ impl Driver {
         };
         let mut out = StepOut::new(Vec::new());
         let e = expr(&c.desc).after_match(policy);
-        let engine = ExprListener::new(e, c.all, c.timeouts, Time::ZERO, &mut out);
+        let engine = ExprListener::new(
+            e,
+            c.all,
+            c.timeouts,
+            Time::ZERO,
+            &mut out,
+            &mut Programs::default(),
+        );
         let (model, timers) =
             RefListener::new(c.reading, &c.desc, c.all, c.timeouts, c.skip_past_last, 0);
         let kinds = engine.leaves().into_iter().map(|(k, _)| k).collect();
@@ -602,7 +609,14 @@ fn p(k: u32) -> Pattern<Ev> {
 /// still alive.
 fn engine_log(expr: Expr<Ev>, all: bool, stims: &[(Stim, u64)]) -> (Vec<String>, bool) {
     let mut out = StepOut::new(Vec::new());
-    let mut l = ExprListener::new(expr, all, true, Time::ZERO, &mut out);
+    let mut l = ExprListener::new(
+        expr,
+        all,
+        true,
+        Time::ZERO,
+        &mut out,
+        &mut Programs::default(),
+    );
     let (mut log, mut alive) = (Vec::new(), true);
     for &(stim, now) in stims {
         let ev;

@@ -39,7 +39,14 @@ impl Run {
     /// A listener that also reports timed-out matches (R7.7), logged as `T@time [...]`.
     fn with_timeouts(e: Expr<Ev>, all: bool, timeouts: bool) -> Self {
         let mut out = StepOut::new(Vec::new());
-        let l = ExprListener::new(e, all, timeouts, Time::ZERO, &mut out);
+        let l = ExprListener::new(
+            e,
+            all,
+            timeouts,
+            Time::ZERO,
+            &mut out,
+            &mut Programs::default(),
+        );
         Self {
             l,
             timers: out.timers,
@@ -195,7 +202,7 @@ fn r7_3_not_within_is_absence() {
 fn r7_3_never_matches_finds_a_lone_not() {
     let five = Duration::from_nanos(5);
     let check = |e: Expr<Ev>| {
-        let (prog, _) = e.compile();
+        let (prog, _, _) = e.compile();
         never_matches(&prog.defs, &prog.labels).map(|m| m.starts_with("this"))
     };
     // The whole expression can never match.
@@ -278,19 +285,21 @@ fn r7_3_within_from_first_with_and_or_not() {
     r.ev(3, 0, 5);
     assert!(r.timers.is_empty());
     // A lone `not` has no first event: the registration check says it can never match.
-    let (lone, _) = not::<Ev>(p(3)).within_from_first(ten).compile();
+    let (lone, _, _) = not::<Ev>(p(3)).within_from_first(ten).compile();
     assert!(never_matches(&lone.defs, &lone.labels).is_some());
-    let (fine, _) = p(1).then(not(p(3))).within_from_first(ten).compile();
+    let (fine, _, _) = p(1).then(not(p(3))).within_from_first(ten).compile();
     assert_eq!(never_matches(&fine.defs, &fine.labels), None);
 }
 
 #[test]
 fn leaves_are_deduplicated() {
     let e = p(1).then(p(2)).or(p(1)).and(not(Pattern::kind(4).key(9)));
-    let (prog, _) = e.compile();
+    let (prog, _, key) = e.compile();
     use crate::pattern::IndexKey::{Key, Plain};
+    // The one key moved out of its template: the listener keeps it, and lists it under it.
+    assert_eq!((prog.keyed, key), (1 << 5, Some(9)));
     assert_eq!(
-        leaves(&prog.defs).as_slice(),
+        leaves(&prog.defs, prog.keyed, 9).as_slice(),
         [(1, Plain), (2, Plain), (4, Key(9))]
     );
 }
@@ -298,7 +307,14 @@ fn leaves_are_deduplicated() {
 /// The matches `l` fired for `events` (kind, value, time), as handed to the handler.
 fn hits(e: Expr<Ev>, all: bool, events: &[(u32, u64, u64)]) -> Vec<Match<Ev>> {
     let mut out = StepOut::new(Vec::new());
-    let mut l = ExprListener::new(e, all, false, Time::ZERO, &mut out);
+    let mut l = ExprListener::new(
+        e,
+        all,
+        false,
+        Time::ZERO,
+        &mut out,
+        &mut Programs::default(),
+    );
     let mut fired = Vec::new();
     for &(k, v, t) in events {
         let ev = Ev(k, v);
@@ -489,7 +505,7 @@ fn r7_6_after_match_policies() {
 fn r7_6_never_matches_finds_impossible_and_unfinished_repetitions() {
     let ten = Duration::from_nanos(10);
     let check = |e: Expr<Ev>| {
-        let (prog, _) = e.compile();
+        let (prog, _, _) = e.compile();
         never_matches(&prog.defs, &prog.labels).is_some()
     };
     assert!(check(p(1).times(0)));
