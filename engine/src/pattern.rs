@@ -349,16 +349,15 @@ impl<E: Event> Template<E> {
             && self.passes_alone(event)
     }
 
-    /// Whether `other` is this template as data: kind, key and field constraints (what the
-    /// closures are is the caller's [`Ident`]).
+    /// Whether `other` is this template as data but for the key: kind and field constraints
+    /// (what the closures are is the caller's [`Ident`], the key the caller's).
     pub(crate) fn same_data(&self, other: &Self) -> bool {
-        self.kind == other.kind && self.key == other.key && self.fields == other.fields
+        self.kind == other.kind && self.fields == other.fields
     }
 
     /// Hashes what [`same_data`](Self::same_data) compares.
     pub(crate) fn hash_data(&self, h: &mut impl Hasher) {
         self.kind.hash(h);
-        self.key.hash(h);
         if let Some(fs) = &self.fields {
             for f in fs.iter() {
                 (f.field, f.lo, f.hi).hash(h);

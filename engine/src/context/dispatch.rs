@@ -542,7 +542,10 @@ impl<E: Event> Context<E> {
                     }
                 }
             }
-            Stimulus::Time(t) if !expr.first_at(self.tick, t) => return false,
+            Stimulus::Time(_) if !expr.first_at(self.stimulus) => return false,
+            // Nothing of it is due yet (the timer of a match that has ended since): the matches
+            // stay unread.
+            Stimulus::Time(t) if expr.quiet_at(t) => return false,
             Stimulus::Time(_) => 0,
         };
         let mut out = StepOut::new(std::mem::take(&mut self.step_timers));

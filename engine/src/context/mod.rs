@@ -113,8 +113,10 @@ pub(crate) struct Context<E: Event> {
     timer_purge_at: usize,
     /// Whether [`advance_time`](Self::advance_time) is firing timers.
     advancing: bool,
-    /// The number of the tick being (or last) taken: counts `advance_time` calls.
-    tick: u32,
+    /// The number of the clock stimulus being (or last) given: one per time at which a tick fires
+    /// timers (a time due in two ticks is two stimuli). An expression listener takes one per
+    /// number (`ExprListener::first_at`).
+    stimulus: u64,
     /// Timers set while a tick fires timers that are already due at the clock's time (`wait(0)`,
     /// `at` a past time, `within(0)`): they join the heap once that tick is done, so they fire at the
     /// next tick and a repeating one fires at most once per tick (R7.2).
@@ -229,7 +231,7 @@ impl<E: Event> Context<E> {
             timer_seq: 0,
             timer_purge_at: TIMER_PURGE_MIN,
             advancing: false,
-            tick: 0,
+            stimulus: 0,
             deferred: Vec::new(),
             step_timers: Vec::new(),
             programs: Programs::default(),

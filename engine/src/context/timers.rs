@@ -20,13 +20,18 @@ impl<E: Event> Context<E> {
     /// logical time and the tick would never end.
     pub(super) fn advance_time(&mut self, t: Time) {
         self.advancing = true;
-        // A new tick: an expression listener takes one clock stimulus per time in it.
-        self.tick = self.tick.wrapping_add(1);
+        // An expression listener takes one clock stimulus per time in a tick: the entries come
+        // in time order, so a new number starts at each new time, and at the tick's first.
+        let mut last = None;
         // Most moves of an event-time clock fire nothing: one comparison says so.
         while self.timers.due_by(t) {
             let Some((due, _, handle, slot)) = self.timers.pop_if(|e| e.0 <= t) else {
                 break;
             };
+            if last != Some(due) {
+                self.stimulus += 1;
+                last = Some(due);
+            }
             if due > self.fx.now {
                 self.fx.now = due;
             }

@@ -7,9 +7,11 @@
 //!
 //! Owns the tree and the definitions. May import `event`, `pattern` and `time`.
 
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use crate::event::Event;
+use crate::hash::KindHasher;
 use crate::pattern::{Ident, Labels, Pattern, Template};
 use crate::time::Time;
 
@@ -50,6 +52,9 @@ pub(crate) struct Prog<E: Event> {
     pub(crate) keyed: u64,
     /// What each template's closures are, by template number.
     pub(crate) idents: Vec<Ident>,
+    /// Why the expression can never match, if it cannot (the registration warning, see
+    /// [`never_matches`](super::analysis::never_matches)): found once per program.
+    pub(crate) never: Option<&'static str>,
 }
 
 impl<E: Event> Prog<E> {
@@ -512,8 +517,134 @@ impl<E: Event> Expr<E> {
             labels,
             keyed,
             idents,
+            never: None,
         };
         (prog, self.after, key)
+    }
+
+    /// The after-match policy.
+    pub(crate) fn policy(&self) -> AfterMatch {
+        self.after
+    }
+
+    /// What a shared program of this expression is filed under, without compiling it: a hash of
+    /// the program it compiles to, and the key [`compile`](Self::compile) would move out. `None`
+    /// where that program could not be shared ([`Prog::shareable`]): a closure not named by its
+    /// type, two keys, more definitions than the per-event test's bits.
+    pub(crate) fn shape(&self) -> Option<(u64, Option<u64>)> {
+        struct Walk {
+            h: KindHasher,
+            key: Option<u64>,
+            defs: usize,
+        }
+        fn leaf<E: Event>(w: &mut Walk, (t, name, id): &Leaf<E>) -> Option<()> {
+            if id.opaque() {
+                return None;
+            }
+            match (w.key, t.key) {
+                (_, None) => {}
+                (None, k) => w.key = k,
+                (Some(a), Some(b)) if a == b => {}
+                _ => return None,
+            }
+            t.hash_data(&mut w.h);
+            (t.key.is_some(), name, id).hash(&mut w.h);
+            Some(())
+        }
+        fn go<E: Event>(n: &Node<E>, w: &mut Walk) -> Option<()> {
+            // Post-order, as `compile` flattens: with each node's arity, the sequence is the tree.
+            match n {
+                Node::Leaf(l) => leaf(w, l)?,
+                Node::Repeat(l, min, max) => {
+                    leaf(w, l)?;
+                    (min, max).hash(&mut w.h);
+                }
+                Node::Wait(d) => d.hash(&mut w.h),
+                Node::At(t) => t.as_nanos().hash(&mut w.h),
+                Node::Then(a, b) | Node::And(a, b) | Node::Or(a, b) => {
+                    go(a, w)?;
+                    go(b, w)?;
+                }
+                Node::Not(a) | Node::All(a) => go(a, w)?,
+                Node::Within(a, d) | Node::WithinFirst(a, d) => {
+                    go(a, w)?;
+                    d.hash(&mut w.h);
+                }
+            }
+            std::mem::discriminant(n).hash(&mut w.h);
+            w.defs += 1;
+            (w.defs <= super::matcher::ADMIT_BITS).then_some(())
+        }
+        let mut w = Walk {
+            h: KindHasher::default(),
+            key: None,
+            defs: 0,
+        };
+        go(&self.root, &mut w)?;
+        Some((w.h.finish(), w.key))
+    }
+
+    /// Whether `prog` is the program this expression compiles to, the key moved out: the
+    /// confirmation of a [`shape`](Self::shape) found in the map (for an expression whose shape
+    /// is `Some`).
+    pub(crate) fn is_compiled_as(&self, prog: &Prog<E>) -> bool {
+        /// Definition and template numbers, counting up as `compile` numbers them.
+        struct At<'p, E: Event> {
+            prog: &'p Prog<E>,
+            def: usize,
+            template: usize,
+        }
+        fn leaf<E: Event>(at: &mut At<'_, E>, (t, name, id): &Leaf<E>, p: &Template<E>) -> bool {
+            let (d, o) = (at.def, at.template);
+            at.template += 1;
+            let keyed = at.prog.keyed >> d & 1 != 0;
+            p.same_data(t)
+                && p.key.is_none()
+                && keyed == t.key.is_some()
+                && at.prog.idents.get(o) == Some(id)
+                && at.prog.labels.names.get(o).copied().flatten() == *name
+        }
+        /// The definition number of `n`, if `n` is what the program holds there.
+        fn go<E: Event>(n: &Node<E>, at: &mut At<'_, E>) -> Option<usize> {
+            let sub = match n {
+                Node::Then(a, b) | Node::And(a, b) | Node::Or(a, b) => {
+                    Some((go(a, at)?, go(b, at)?))
+                }
+                Node::Not(a) | Node::All(a) | Node::Within(a, _) | Node::WithinFirst(a, _) => {
+                    Some((go(a, at)?, 0))
+                }
+                _ => None,
+            };
+            let d = at.def;
+            let def = at.prog.defs.get(d)?;
+            let same = match (n, def, sub) {
+                (Node::Leaf(l), Def::Leaf(p), _) => leaf(at, l, p),
+                (Node::Repeat(l, a0, a1), Def::Repeat(p, b0, b1), _) => {
+                    (a0, a1) == (b0, b1) && leaf(at, l, p)
+                }
+                (Node::Wait(x), Def::Wait(y), _) => x == y,
+                (Node::At(x), Def::At(y), _) => x == y,
+                (Node::Then(..), Def::Then(x, y), Some(s))
+                | (Node::And(..), Def::And(x, y), Some(s))
+                | (Node::Or(..), Def::Or(x, y), Some(s)) => (*x, *y) == s,
+                (Node::Not(_), Def::Not(x), Some(s)) | (Node::All(_), Def::All(x), Some(s)) => {
+                    *x == s.0
+                }
+                (Node::Within(_, a), Def::Within(x, b), Some(s))
+                | (Node::WithinFirst(_, a), Def::WithinFirst(x, b), Some(s)) => a == b && *x == s.0,
+                _ => false,
+            };
+            at.def += 1;
+            same.then_some(d)
+        }
+        let mut at = At {
+            prog,
+            def: 0,
+            template: 0,
+        };
+        go(&self.root, &mut at).is_some()
+            && at.def == prog.defs.len()
+            && at.template == prog.idents.len()
     }
 }
 

@@ -14,9 +14,9 @@ use crate::event::Event;
 use crate::pattern::template_named;
 use crate::time::Time;
 
-use super::analysis::{leaves, never_matches};
+use super::analysis::leaves;
 use super::combinators::AfterMatch;
-use super::matcher::{admitted, Held, Matcher, Outcome, StepOut, Stimulus, ADMIT_BITS};
+use super::matcher::{admitted, Held, Matcher, Outcome, StepOut, Stimulus, ADMIT_BITS, NO_DUE};
 use super::programs::Programs;
 use super::{Def, Expr, Prog};
 
@@ -89,9 +89,13 @@ pub(crate) struct ExprListener<E: Event> {
     prog: Rc<Prog<E>>,
     /// The key of the program's templates keyed by the listener's key ([`Prog::keyed`]).
     key: u64,
-    /// The tick and time (ns) of the last clock stimulus the listener took (`first_at`).
-    stepped_tick: u32,
-    stepped_at: u64,
+    /// The number of the last clock stimulus the listener took (`first_at`).
+    stepped: u64,
+    /// No match in progress reacts to the clock before this time: the least of their
+    /// [`Matcher::due_after`] bounds after the last step. Kept here, beside the listener's other
+    /// fields, a clock stimulus before it (most are, at a timer of a match that has ended since)
+    /// is skipped without reading the matches ([`quiet_at`](Self::quiet_at)).
+    due: Time,
     /// The active matchers, `matchers[..live]` (for `when_all` the last active one is the fresh
     /// one, if `fresh`), then at most one finished matcher whose vectors the next one reuses.
     /// The spare sits in the same vector rather than in a field of its own: that keeps the
@@ -130,9 +134,9 @@ impl<E: Event> ExprListener<E> {
         out: &mut StepOut,
         programs: &mut Programs<E>,
     ) -> Self {
-        let (prog, after, key) = expr.compile();
-        let prog = programs.share(prog);
+        let (prog, after, key) = programs.program(expr);
         let first = Matcher::start(&prog.defs, &prog.labels, now, out);
+        let due = first.next_due();
         let skippable = prog.defs.len() <= ADMIT_BITS && !prog.labels.odd_start;
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         let traits = flag(after == AfterMatch::SkipPastLastEvent, SKIP_PAST_LAST)
@@ -141,8 +145,8 @@ impl<E: Event> ExprListener<E> {
         Self {
             prog,
             key: key.unwrap_or(0),
-            stepped_tick: u32::MAX,
-            stepped_at: u64::MAX,
+            stepped: 0,
+            due,
             matchers: vec![first],
             live: 1,
             all,
@@ -174,6 +178,14 @@ impl<E: Event> ExprListener<E> {
         bits == 0 && self.skippable()
     }
 
+    /// Whether a clock stimulus at `t` leaves every match as it is: none reacts to the clock
+    /// before a time after `t`, and stimuli that change nothing may be skipped now (R7.2: the
+    /// timers and bounds still open fire when the clock reaches them).
+    #[inline]
+    pub(crate) fn quiet_at(&self, t: Time) -> bool {
+        t < self.due && self.skippable()
+    }
+
     /// What its matches in progress hold.
     pub(crate) fn held(&self) -> Held {
         let mut held = Held::default();
@@ -183,16 +195,15 @@ impl<E: Event> ExprListener<E> {
         held
     }
 
-    /// Whether a clock stimulus at `t` in the context's tick number `tick` is the first this
-    /// listener gets (and notes it). Its timers' entries can name one time more than once (two
-    /// timers of one match, or of two matches, due at once); every timer of its matches due by
-    /// `t` fires at the first, and a match started since then in the same tick has its due
-    /// timers deferred to the next one (R7.2): so a second stimulus at `t` in the same tick is
-    /// skipped, or it would fire that match early.
-    pub(crate) fn first_at(&mut self, tick: u32, t: Time) -> bool {
-        let first = (self.stepped_tick, self.stepped_at) != (tick, t.as_nanos());
-        self.stepped_tick = tick;
-        self.stepped_at = t.as_nanos();
+    /// Whether the context's clock stimulus number `stimulus` (one per time in a tick) is the
+    /// first of that number this listener gets (and notes it). Its timers' entries can name one
+    /// time more than once (two timers of one match, or of two matches, due at once); every
+    /// timer of its matches due by that time fires at the first, and a match started since then
+    /// in the same tick has its due timers deferred to the next one (R7.2): so a second stimulus
+    /// at that time in the same tick is skipped, or it would fire that match early.
+    pub(crate) fn first_at(&mut self, stimulus: u64) -> bool {
+        let first = self.stepped != stimulus;
+        self.stepped = stimulus;
         first
     }
 
@@ -216,9 +227,9 @@ impl<E: Event> ExprListener<E> {
         self.prog.defs.iter().any(|d| matches!(d, Def::Within(..)))
     }
 
-    /// See [`never_matches`].
+    /// See [`never_matches`](super::analysis::never_matches).
     pub(crate) fn never_matches(&self) -> Option<&'static str> {
-        never_matches(&self.prog.defs, &self.prog.labels)
+        self.prog.never
     }
 
     /// The completed (or timed-out) match of matcher `m` at `now`.
@@ -263,7 +274,11 @@ impl<E: Event> ExprListener<E> {
         out: &mut StepOut,
         fired: &mut Vec<Fired<E>>,
     ) -> (bool, bool) {
-        if matches!(stim, Stimulus::Event(_)) && self.declines(bits) {
+        let unchanged = match stim {
+            Stimulus::Event(_) => self.declines(bits),
+            Stimulus::Time(t) => self.quiet_at(t),
+        };
+        if unchanged {
             out.held = (Held::default(), Held::default());
             return (false, self.live > 0);
         }
@@ -380,6 +395,11 @@ impl<E: Event> ExprListener<E> {
             self.live += 1;
             self.fresh = true;
         }
+        self.due = self.matchers[..self.live as usize]
+            .iter()
+            .map(Matcher::next_due)
+            .min()
+            .unwrap_or(NO_DUE);
         out.held = (before, held);
         (progressed_any, self.live > 0)
     }

@@ -222,7 +222,7 @@ pub(crate) struct Matcher<E> {
 }
 
 /// [`Matcher::next_due`] when no part has a time.
-const NO_DUE: Time = Time::from_nanos(u64::MAX);
+pub(crate) const NO_DUE: Time = Time::from_nanos(u64::MAX);
 
 /// The definitions an expression listener tests once per event for all its matches
 /// ([`admitted`]): a template numbered from here on is tested whole by each matcher.
@@ -389,6 +389,13 @@ impl<E: Event> Matcher<E> {
     #[inline]
     pub(crate) fn due_after(&self, t: Time) -> bool {
         t < self.next_due
+    }
+
+    /// The time before which no part of the match reacts to the clock (see
+    /// [`due_after`](Self::due_after)).
+    #[inline]
+    pub(crate) fn next_due(&self) -> Time {
+        self.next_due
     }
 
     /// Whether template `t`, definition `d`, takes `e` in this match.

@@ -17,22 +17,25 @@
 //! more definitions than the per-event test's bits gets a program of its own, as before.
 //!
 //! # Bounds
-//! A shape is looked up by a hash of the compiled program and confirmed by comparing it with the
-//! one found (a different program under the same hash is not shared). Programs no listener holds
+//! A shape is looked up by a hash of the expression's tree, taken without compiling it
+//! ([`Expr::shape`]), and confirmed by comparing the tree with the program found
+//! ([`Expr::is_compiled_as`]; a different program under the same hash is not shared): a
+//! registration that finds its program compiles nothing and allocates only its matches. Programs no listener holds
 //! any more are swept from the map when it has doubled since the last sweep, so the map holds at
 //! most about twice the shapes in use (expressions built with per-instance durations, say, do not
 //! accumulate).
 //!
 //! Owns the per-context program map. May import `event`, `hash` and `pattern`.
 
-use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
 use crate::event::Event;
-use crate::hash::{KindHasher, KindMap};
+use crate::hash::KindMap;
 
+use super::analysis::never_matches;
+use super::combinators::AfterMatch;
 use super::matcher::fill_start;
-use super::{Def, Prog};
+use super::{Expr, Prog};
 
 /// The map is swept no earlier than at this many programs.
 const FIRST_SWEEP: usize = 64;
@@ -54,29 +57,34 @@ impl<E: Event> Default for Programs<E> {
 }
 
 impl<E: Event> Programs<E> {
-    /// The program to run `prog` with: one of the same shape already here, or `prog` itself,
-    /// finished (its start table filled) and kept for the next listener if it can be shared.
-    pub(crate) fn share(&mut self, mut prog: Prog<E>) -> Rc<Prog<E>> {
-        if !prog.shareable() {
-            fill_start(&prog.defs, &mut prog.labels);
-            return Rc::new(prog);
-        }
-        let shape = shape_hash(&prog);
+    /// The program to run `expr` with, its after-match policy and the listener's key (see
+    /// [`Prog::keyed`]): one of the same shape already here, found without compiling `expr`;
+    /// else `expr` compiled, and kept for the next listener if it can be shared.
+    pub(crate) fn program(&mut self, expr: Expr<E>) -> (Rc<Prog<E>>, AfterMatch, Option<u64>) {
+        let Some((shape, key)) = expr.shape() else {
+            let (prog, after, key) = expr.compile();
+            return (finish(prog), after, key);
+        };
         if let Some(known) = self.by_shape.get(&shape) {
-            if same_shape(known, &prog) {
-                return Rc::clone(known);
+            if expr.is_compiled_as(known) {
+                return (Rc::clone(known), expr.policy(), key);
             }
-            fill_start(&prog.defs, &mut prog.labels);
-            return Rc::new(prog);
+            // Another shape under the same hash: this one runs a program of its own.
+            let (prog, after, key) = expr.compile();
+            return (finish(prog), after, key);
         }
         if self.by_shape.len() >= self.sweep_at {
             self.by_shape.retain(|_, p| Rc::strong_count(p) > 1);
             self.sweep_at = (self.by_shape.len() * 2).max(FIRST_SWEEP);
         }
-        fill_start(&prog.defs, &mut prog.labels);
-        let prog = Rc::new(prog);
+        let (prog, after, key) = expr.compile();
+        debug_assert!(
+            prog.shareable(),
+            "a shape was found for an unshareable program"
+        );
+        let prog = finish(prog);
         self.by_shape.insert(shape, Rc::clone(&prog));
-        prog
+        (prog, after, key)
     }
 
     /// How many programs the map holds (for the tests).
@@ -86,53 +94,11 @@ impl<E: Event> Programs<E> {
     }
 }
 
-/// A hash of what [`same_shape`] compares.
-fn shape_hash<E: Event>(p: &Prog<E>) -> u64 {
-    let mut h = KindHasher::default();
-    p.defs.len().hash(&mut h);
-    for d in &p.defs {
-        std::mem::discriminant(d).hash(&mut h);
-        match d {
-            Def::Leaf(t) => t.hash_data(&mut h),
-            Def::Repeat(t, min, max) => {
-                t.hash_data(&mut h);
-                (min, max).hash(&mut h);
-            }
-            Def::Wait(d) => d.hash(&mut h),
-            Def::At(t) => t.as_nanos().hash(&mut h),
-            Def::Then(a, b) | Def::And(a, b) | Def::Or(a, b) => (a, b).hash(&mut h),
-            Def::Not(a) | Def::All(a) => a.hash(&mut h),
-            Def::Within(a, d) | Def::WithinFirst(a, d) => (a, d).hash(&mut h),
-        }
-    }
-    p.keyed.hash(&mut h);
-    p.idents.hash(&mut h);
-    p.labels.names.hash(&mut h);
-    h.finish()
-}
-
-/// Whether `a` and `b` are one program: equal definitions (the templates as data, their closures
-/// by [`Ident`](crate::pattern::Ident)), the same templates keyed by the listener's key, the same
-/// names.
-fn same_shape<E: Event>(a: &Prog<E>, b: &Prog<E>) -> bool {
-    let same_def = |x: &Def<E>, y: &Def<E>| match (x, y) {
-        (Def::Leaf(s), Def::Leaf(t)) => s.same_data(t),
-        (Def::Repeat(s, a0, a1), Def::Repeat(t, b0, b1)) => s.same_data(t) && (a0, a1) == (b0, b1),
-        (Def::Wait(s), Def::Wait(t)) => s == t,
-        (Def::At(s), Def::At(t)) => s == t,
-        (Def::Then(a0, a1), Def::Then(b0, b1))
-        | (Def::And(a0, a1), Def::And(b0, b1))
-        | (Def::Or(a0, a1), Def::Or(b0, b1)) => (a0, a1) == (b0, b1),
-        (Def::Not(s), Def::Not(t)) | (Def::All(s), Def::All(t)) => s == t,
-        (Def::Within(a0, a1), Def::Within(b0, b1))
-        | (Def::WithinFirst(a0, a1), Def::WithinFirst(b0, b1)) => (a0, a1) == (b0, b1),
-        _ => false,
-    };
-    a.defs.len() == b.defs.len()
-        && a.defs.iter().zip(&b.defs).all(|(x, y)| same_def(x, y))
-        && a.keyed == b.keyed
-        && a.idents == b.idents
-        && a.labels.names == b.labels.names
+/// A compiled program made ready to run: its start table filled, its warning found.
+fn finish<E: Event>(mut prog: Prog<E>) -> Rc<Prog<E>> {
+    fill_start(&prog.defs, &mut prog.labels);
+    prog.never = never_matches(&prog.defs, &prog.labels);
+    Rc::new(prog)
 }
 
 #[cfg(test)]
@@ -243,6 +209,64 @@ mod tests {
         );
         assert!(!Rc::ptr_eq(five.program(), six.program()));
         assert_eq!(programs.len(), 2);
+    }
+
+    /// Expressions that differ from each other in one thing each (the tree, a duration, a count,
+    /// a name, a field, a closure, which templates are keyed), all keyed by `k` where keyed.
+    fn variants(k: u64) -> Vec<Expr<Kv>> {
+        use crate::expr::{all, at, not, wait};
+        let p = |kind: u32| Pattern::<Kv>::kind(kind).key(k);
+        let s = Duration::from_secs;
+        vec![
+            p(1).then(p(2)),
+            p(2).then(p(1)),
+            p(1).and(p(2)),
+            p(1).or(p(2)),
+            p(1).then(p(2)).within(s(5)),
+            p(1).then(p(2)).within(s(6)),
+            p(1).then(p(2)).within_from_first(s(5)),
+            p(1).then(p(2).within(s(5))),
+            p(1).then(not(p(2)).within(s(5))),
+            p(1).then(all(p(2))),
+            all(p(1)).then(p(2)),
+            p(1).times(2).then(p(2)),
+            p(1).times(3).then(p(2)),
+            p(1).at_least(2).then(p(2)),
+            p(1).named("a").then(p(2)),
+            p(1).then(p(2).named("a")),
+            p(1).field(0, 4).then(p(2)),
+            p(1).field(0, 5).then(p(2)),
+            p(1).filter(|e: &Kv| e.0 == 1).then(p(2)),
+            p(1).filter(|e: &Kv| e.0 != 3).then(p(2)),
+            p(1).then(p(2).given(|pr, _: &Kv| pr.get(0).is_some())),
+            p(1).then(Pattern::kind(2)),
+            Pattern::kind(1).then(p(2)),
+            p(1).then(wait(s(5))),
+            p(1).then(at(Time::from_secs(9))),
+            p(1).then(p(2)).then(p(3)),
+            p(1).then(p(2).then(p(3))),
+        ]
+    }
+
+    // R7.3: two registrations share a program exactly when their expressions are the same but
+    // for the key: every pair of different variants gets two programs, every variant meets its
+    // twin of another key in the map.
+    #[test]
+    fn r7_3_expressions_share_a_program_exactly_when_they_are_the_same() {
+        let n = variants(1).len();
+        for i in 0..n {
+            let mut programs = Programs::default();
+            let first = listener(variants(1).swap_remove(i), &mut programs);
+            for j in 0..n {
+                let other = listener(variants(2).swap_remove(j), &mut programs);
+                let shared = Rc::ptr_eq(first.program(), other.program());
+                assert_eq!(shared, i == j, "variants {i} and {j}");
+                // The confirmation alone, as if their hashes had met.
+                let (prog, _, _) = variants(2).swap_remove(j).compile();
+                let same = variants(1).swap_remove(i).is_compiled_as(&prog);
+                assert_eq!(same, i == j, "variants {i} and {j} compared");
+            }
+        }
     }
 
     // The map holds the programs in use, and at most about twice as many: shapes no listener
