@@ -337,15 +337,8 @@ impl<E: Event> Template<E> {
     /// per event for each template, whatever the number of its matches in progress).
     #[inline]
     pub(crate) fn admits(&self, event: &E) -> bool {
-        self.admits_keyed(event, self.key)
-    }
-
-    /// [`admits`](Self::admits) with `key` in place of the template's own (an expression
-    /// listener keeps the key of a shared program's templates itself).
-    #[inline]
-    pub(crate) fn admits_keyed(&self, event: &E, key: Option<u64>) -> bool {
         self.kind == event.kind()
-            && key.is_none_or(|k| event.key() == Some(k))
+            && self.key.is_none_or(|k| event.key() == Some(k))
             && self.passes_alone(event)
     }
 

@@ -292,6 +292,8 @@ impl<E: Event> ExprListener<E> {
         let mut copies: Vec<Matcher<E>> = Vec::new();
         let mut before = Held::default();
         let mut held = Held::default();
+        // The least next-due time of the matches that stay (see `due`), gathered as they go by.
+        let mut due = NO_DUE;
         while i < self.live as usize {
             let is_fresh = self.fresh && i + 1 == self.live as usize;
             if let Stimulus::Time(t) = stim {
@@ -300,6 +302,7 @@ impl<E: Event> ExprListener<E> {
                     let n = self.matchers[i].events_held();
                     before.count(n);
                     held.count(n);
+                    due = due.min(self.matchers[i].next_due());
                     i += 1;
                     continue;
                 }
@@ -354,6 +357,7 @@ impl<E: Event> ExprListener<E> {
                         restart = true;
                     }
                     held.count(self.matchers[i].events_held());
+                    due = due.min(self.matchers[i].next_due());
                     i += 1;
                 }
             }
@@ -361,8 +365,10 @@ impl<E: Event> ExprListener<E> {
         if completed && skip_past_last {
             copies.clear();
             held = Held::default();
+            due = NO_DUE;
         }
         for c in &copies {
+            due = due.min(c.next_due());
             held.count(c.events_held());
         }
         if completed && skip_past_last && self.live > 0 {
@@ -392,14 +398,11 @@ impl<E: Event> ExprListener<E> {
                 Some(spare) => spare.restart(defs, labels, now, out),
                 None => self.matchers.push(Matcher::start(defs, labels, now, out)),
             }
+            due = due.min(self.matchers[self.live as usize].next_due());
             self.live += 1;
             self.fresh = true;
         }
-        self.due = self.matchers[..self.live as usize]
-            .iter()
-            .map(Matcher::next_due)
-            .min()
-            .unwrap_or(NO_DUE);
+        self.due = due;
         out.held = (before, held);
         (progressed_any, self.live > 0)
     }

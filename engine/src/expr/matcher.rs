@@ -235,15 +235,21 @@ pub(crate) const ADMIT_BITS: usize = 64;
 /// `key`, its listener's, and has no key of its own.
 #[inline]
 pub(crate) fn admitted<E: Event>(defs: &[Def<E>], keyed: u64, key: u64, e: &E) -> u64 {
+    // The listener's key is asked once, for all the templates it keys (which have none of
+    // their own, so each tests only its kind, fields and filter).
+    if keyed != 0 && e.key() != Some(key) {
+        return admitted_unkeyed(defs, e) & !keyed;
+    }
+    admitted_unkeyed(defs, e)
+}
+
+/// [`admitted`] by each template's own kind, key, fields and filters.
+#[inline(always)]
+fn admitted_unkeyed<E: Event>(defs: &[Def<E>], e: &E) -> u64 {
     let mut bits = 0;
     for (d, def) in defs.iter().enumerate().take(ADMIT_BITS) {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = def {
-            let k = if keyed >> d & 1 != 0 {
-                Some(key)
-            } else {
-                t.key
-            };
-            bits |= u64::from(t.admits_keyed(e, k)) << d;
+            bits |= u64::from(t.admits(e)) << d;
         }
     }
     bits
