@@ -5,7 +5,7 @@
 //! through ([`Def`], with the templates' [`Labels`]). The language itself is described in the
 //! [module docs](crate::expr).
 //!
-//! Owns the tree and the definitions. May import `event`, `pattern` and `time`.
+//! Owns the tree and the definitions. May import `event`, `hash`, `pattern` and `time`.
 
 use std::hash::{Hash, Hasher};
 use std::time::Duration;

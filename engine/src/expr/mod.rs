@@ -170,7 +170,7 @@
 //! it gets a program of its own (SPEC, Decisions: "One program per expression shape").
 //!
 //! Owns the expression language, its matchers and the expression builders of a
-//! [`Pattern`](crate::Pattern). May import `event`, `pattern` and `time`.
+//! [`Pattern`](crate::Pattern). May import `event`, `hash`, `pattern` and `time`.
 
 // One job per file: `combinators` (the `Expr` tree, `wait`, `at`, `not`, the combinators and
 // `Pattern`'s builders, flattened into definitions), `matcher` (one match in progress, stepped by
