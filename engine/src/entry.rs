@@ -93,9 +93,13 @@ pub(crate) enum Spec<E: Event> {
     /// An expression, its handler, and the handler of its timed-out matches (R7.7), if any.
     Expr(Expr<E>, MatchHandler<E>, Option<MatchHandler<E>>),
     /// A stream query (R7.9), or a join (R7.12) with its right side's template: its template(s),
-    /// and its windows with the handler of its rows or pairs.
-    Query(Pattern<E>, Option<Pattern<E>>, Box<dyn QueryRun<E>>),
+    /// and its windows with the handler of its rows or pairs. Boxed: two patterns would make
+    /// every operation a handler queues larger, and queries are registered rarely.
+    Query(Box<QuerySpec<E>>),
 }
+
+/// A stream query's or a join's registration (see [`Spec::Query`]).
+pub(crate) type QuerySpec<E> = (Pattern<E>, Option<Pattern<E>>, Box<dyn QueryRun<E>>);
 
 /// A stream query's listener with its monitor type erased (R7.9 - R7.11): its windows, what it
 /// computes of each event, and the handler of its rows (built by `monitor`, run by `context`).

@@ -325,7 +325,8 @@ impl<E: Event> Context<E> {
                 };
                 (body, index)
             }
-            Spec::Query(p, right, run) => {
+            Spec::Query(query) => {
+                let (p, right, run) = *query;
                 let mut index: SmallVec<[_; 1]> = smallvec![(p.template.kind, p.template.index())];
                 let right = right.map(|r| r.template);
                 if let Some(r) = &right {

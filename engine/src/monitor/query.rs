@@ -83,7 +83,10 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             account: Account::default(),
             _monitor: PhantomData,
         };
-        Ok(self.register(Mode::All, Spec::Query(template, None, Box::new(run))))
+        Ok(self.register(
+            Mode::All,
+            Spec::Query(Box::new((template, None, Box::new(run)))),
+        ))
     }
 
     /// Registers a join of two streams on a key within a window (SPEC R7.12): each side keeps
@@ -119,7 +122,10 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             account: Account::default(),
             _monitor: PhantomData,
         };
-        Ok(self.register(Mode::All, Spec::Query(left, Some(right), Box::new(run))))
+        Ok(self.register(
+            Mode::All,
+            Spec::Query(Box::new((left, Some(right), Box::new(run)))),
+        ))
     }
 }
 
