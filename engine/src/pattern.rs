@@ -465,6 +465,14 @@ impl<E: Event> Pattern<E> {
     }
 
     /// Narrows the pattern to events for which `f` returns true (filters combine with *and*).
+    ///
+    /// In an event expression, a filter that captures nothing (`|t: &Tx| t.amount > 1_000`,
+    /// constants included) lets every instance that registers the expression run one shared
+    /// program; a filter that captures a value (`move |t| t.country != country`), or a second
+    /// filter on the same template, gives each registration a program of its own, compiled and
+    /// kept per listener (SPEC, Decisions: "One program per expression shape"). To compare with
+    /// an event matched earlier in the same expression, [`given`](Self::given) without captures
+    /// says it and stays shared.
     pub fn filter<F: Fn(&E) -> bool + Send + 'static>(mut self, f: F) -> Self {
         self.ident.closure::<F>(0);
         let filter: Filter<E> = match self.template.filter.take() {
