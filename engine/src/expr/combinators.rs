@@ -57,18 +57,6 @@ pub(crate) struct Prog<E: Event> {
     pub(crate) never: Option<&'static str>,
 }
 
-impl<E: Event> Prog<E> {
-    /// Whether another listener may run this program: it has the listener's key moved out, or no
-    /// key at all, and every closure is named by its type.
-    pub(crate) fn shareable(&self) -> bool {
-        let keys_out = self.defs.iter().all(|d| match d {
-            Def::Leaf(t) | Def::Repeat(t, ..) => t.key.is_none(),
-            _ => true,
-        });
-        keys_out && !self.idents.iter().any(Ident::opaque)
-    }
-}
-
 /// A template leaf: the template, its name, what its closures are.
 type Leaf<E> = (Template<E>, Option<&'static str>, Ident);
 
@@ -529,7 +517,7 @@ impl<E: Event> Expr<E> {
 
     /// What a shared program of this expression is filed under, without compiling it: a hash of
     /// the program it compiles to, and the key [`compile`](Self::compile) would move out. `None`
-    /// where that program could not be shared ([`Prog::shareable`]): a closure not named by its
+    /// where that program could not be shared: a closure not named by its
     /// type, two keys, more definitions than the per-event test's bits.
     pub(crate) fn shape(&self) -> Option<(u64, Option<u64>)> {
         struct Walk {
@@ -541,11 +529,8 @@ impl<E: Event> Expr<E> {
             if id.opaque() {
                 return None;
             }
-            match (w.key, t.key) {
-                (_, None) => {}
-                (None, k) => w.key = k,
-                (Some(a), Some(b)) if a == b => {}
-                _ => return None,
+            if !one_key(&mut w.key, t.key) {
+                return None;
             }
             t.hash_data(&mut w.h);
             (t.key.is_some(), name, id).hash(&mut w.h);
@@ -654,11 +639,8 @@ fn take_keys<E: Event>(defs: &mut [Def<E>]) -> (u64, Option<u64>) {
     let mut key = None;
     for d in defs.iter() {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
-            match (key, t.key) {
-                (_, None) => {}
-                (None, k) => key = k,
-                (Some(a), Some(b)) if a == b => {}
-                _ => return (0, None),
+            if !one_key(&mut key, t.key) {
+                return (0, None);
             }
         }
     }
@@ -674,6 +656,19 @@ fn take_keys<E: Event>(defs: &mut [Def<E>]) -> (u64, Option<u64>) {
         }
     }
     (keyed, key)
+}
+
+/// Notes a template's `key` in `seen`, the key of the templates so far; false if it is another
+/// one (an expression keyed by two keys keeps them in its templates and is not shared).
+fn one_key(seen: &mut Option<u64>, key: Option<u64>) -> bool {
+    match (*seen, key) {
+        (_, None) => true,
+        (None, k) => {
+            *seen = k;
+            true
+        }
+        (Some(a), Some(b)) => a == b,
+    }
 }
 
 /// The expression builders of a single template: `Pattern` is the leaf of [`Expr`], so they live

@@ -78,10 +78,6 @@ impl<E: Event> Programs<E> {
             self.sweep_at = (self.by_shape.len() * 2).max(FIRST_SWEEP);
         }
         let (prog, after, key) = expr.compile();
-        debug_assert!(
-            prog.shareable(),
-            "a shape was found for an unshareable program"
-        );
         let prog = finish(prog);
         self.by_shape.insert(shape, Rc::clone(&prog));
         (prog, after, key)
