@@ -55,6 +55,9 @@ pub(crate) struct Prog<E: Event> {
     /// Why the expression can never match, if it cannot (the registration warning, see
     /// [`never_matches`](super::analysis::never_matches)): found once per program.
     pub(crate) never: Option<&'static str>,
+    /// The states every match starts in, if its start sets no time (see
+    /// [`StartImage`](super::matcher::StartImage)): found once per program.
+    pub(crate) start: Option<super::matcher::StartImage>,
 }
 
 /// A template leaf: the template, its name, what its closures are.
@@ -506,6 +509,7 @@ impl<E: Event> Expr<E> {
             keyed,
             idents,
             never: None,
+            start: None,
         };
         (prog, self.after, key)
     }

@@ -255,6 +255,41 @@ fn admitted_unkeyed<E: Event>(defs: &[Def<E>], e: &E) -> u64 {
     bits
 }
 
+/// The states of a matcher just started, for an expression whose start sets no time: no timer,
+/// no bound (`a.then(b.within(d))`, `hb.then(not(hb).within(d))`: the first part of everyday
+/// rules is a template). Such a start is the same at every time, so it is worked out once per
+/// program ([`Prog::start`](super::Prog::start)) and a match starts by copying it
+/// ([`Matcher::restart_from`]) instead of walking the definitions. `armed` has bit `d` for each
+/// template started with it: an event none of them admits leaves a match just started as it is.
+pub(crate) struct StartImage {
+    nodes: SmallVec<[NodeState; INLINE_NODES]>,
+    pub(crate) armed: u64,
+}
+
+impl StartImage {
+    /// The image of `defs` (their start table filled, [`fill_start`]), if their start sets no
+    /// time, fails or satisfies nothing, and every template has a bit of the per-event test.
+    pub(crate) fn of<E: Event>(defs: &[Def<E>], labels: &Labels) -> Option<Self> {
+        if labels.odd_start || defs.is_empty() || defs.len() > ADMIT_BITS {
+            return None;
+        }
+        let mut out = StepOut::new(Vec::new());
+        let m = Matcher::start(defs, labels, Time::ZERO, &mut out);
+        if !out.timers.is_empty() || m.next_due != NO_DUE || m.nodes.iter().any(|n| n.timed) {
+            return None;
+        }
+        let armed = defs
+            .iter()
+            .enumerate()
+            .filter(|&(d, def)| matches!(def, Def::Leaf(_) | Def::Repeat(..)) && m.nodes[d].started)
+            .fold(0, |bits, (d, _)| bits | 1 << d);
+        Some(Self {
+            nodes: m.nodes,
+            armed,
+        })
+    }
+}
+
 impl<E: Event> Matcher<E> {
     /// A matcher of `defs` with its root started at `now`.
     pub(crate) fn start(defs: &[Def<E>], labels: &Labels, now: Time, out: &mut StepOut) -> Self {
@@ -291,6 +326,32 @@ impl<E: Event> Matcher<E> {
         }
         self.got.clear();
         self.start_node(defs, labels, defs.len() - 1, now, out);
+    }
+
+    /// A matcher of the program whose start is `image`, started (at any time: see
+    /// [`StartImage`]).
+    pub(crate) fn from_image(image: &StartImage) -> Self {
+        Matcher {
+            nodes: image.nodes.clone(),
+            got: Vec::new(),
+            hits: 0,
+            negated: 0,
+            admitted: 0,
+            next_due: NO_DUE,
+        }
+    }
+
+    /// [`restart`](Self::restart) for a program whose start is `image`: the same states, copied.
+    pub(crate) fn restart_from(&mut self, image: &StartImage) {
+        self.hits = 0;
+        self.next_due = NO_DUE;
+        if self.nodes.len() == image.nodes.len() {
+            self.nodes.copy_from_slice(&image.nodes);
+        } else {
+            self.nodes.clear();
+            self.nodes.extend_from_slice(&image.nodes);
+        }
+        self.got.clear();
     }
 
     /// Starts definition `d` (and what of its subtree starts with it) at `now`.

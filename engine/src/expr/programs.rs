@@ -34,7 +34,7 @@ use crate::hash::KindMap;
 
 use super::analysis::never_matches;
 use super::combinators::AfterMatch;
-use super::matcher::fill_start;
+use super::matcher::{fill_start, StartImage};
 use super::{Expr, Prog};
 
 /// The map is swept no earlier than at this many programs.
@@ -90,10 +90,12 @@ impl<E: Event> Programs<E> {
     }
 }
 
-/// A compiled program made ready to run: its start table filled, its warning found.
+/// A compiled program made ready to run: its start table filled, its warning found, its start
+/// image made if it has one.
 fn finish<E: Event>(mut prog: Prog<E>) -> Rc<Prog<E>> {
     fill_start(&prog.defs, &mut prog.labels);
     prog.never = never_matches(&prog.defs, &prog.labels);
+    prog.start = StartImage::of(&prog.defs, &prog.labels);
     Rc::new(prog)
 }
 
