@@ -10,6 +10,8 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use crate::event::Event;
 use crate::hash::KindHasher;
 use crate::pattern::{Ident, Labels, Pattern, Template};
@@ -58,6 +60,9 @@ pub(crate) struct Prog<E: Event> {
     /// The states every match starts in, if its start sets no time (see
     /// [`StartImage`](super::matcher::StartImage)): found once per program.
     pub(crate) start: Option<super::matcher::StartImage>,
+    /// The templates an event offered to a listener is tested against, each distinct one once
+    /// (see [`admit_plan`](super::matcher::admit_plan)).
+    pub(crate) admits: SmallVec<[(u32, u64); 4]>,
 }
 
 /// A template leaf: the template, its name, what its closures are.
@@ -503,6 +508,7 @@ impl<E: Event> Expr<E> {
             labels.shared = Some(labels.names.clone().into());
         }
         let (keyed, key) = take_keys(&mut defs);
+        let admits = super::matcher::admit_plan(&defs, &labels, &idents);
         let prog = Prog {
             defs,
             labels,
@@ -510,6 +516,7 @@ impl<E: Event> Expr<E> {
             idents,
             never: None,
             start: None,
+            admits,
         };
         (prog, self.after, key)
     }

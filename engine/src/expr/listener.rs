@@ -220,7 +220,13 @@ impl<E: Event> ExprListener<E> {
     /// caller passes this to [`step_admitted`](Self::step_admitted).
     #[inline]
     pub(crate) fn admitted(&self, e: &E) -> u64 {
-        admitted(&self.prog.defs, self.prog.keyed, self.key, e)
+        admitted(
+            &self.prog.defs,
+            &self.prog.admits,
+            self.prog.keyed,
+            self.key,
+            e,
+        )
     }
 
     /// Whether an event of which [`admitted`](Self::admitted) said `bits` leaves every matcher

@@ -6,7 +6,7 @@
 //! Owns the matcher's states. May import `event`, `pattern` and `time`.
 
 use crate::event::Event;
-use crate::pattern::{Prior, Template};
+use crate::pattern::{Ident, Prior, Template};
 use crate::time::Time;
 
 use super::Def;
@@ -229,30 +229,78 @@ pub(crate) const NO_DUE: Time = Time::from_nanos(u64::MAX);
 pub(crate) const ADMIT_BITS: usize = 64;
 
 /// Which of the templates of `defs` (the first [`ADMIT_BITS`] definitions) accept `e` by kind,
-/// key, fields and filters: bit `d` for definition `d`. Each filter runs once here, not once per
+/// key, fields and filters: bit `d` for definition `d`. `plan` is the program's
+/// [`admits`](super::Prog::admits): each distinct template is tested once, here, not once per
 /// match in progress; an event none accepts changes no matcher (only a template taking an event
 /// does, for an event stimulus). A template of `keyed` (one bit per definition) is keyed by
 /// `key`, its listener's, and has no key of its own.
 #[inline]
-pub(crate) fn admitted<E: Event>(defs: &[Def<E>], keyed: u64, key: u64, e: &E) -> u64 {
+pub(crate) fn admitted<E: Event>(
+    defs: &[Def<E>],
+    plan: &[(u32, u64)],
+    keyed: u64,
+    key: u64,
+    e: &E,
+) -> u64 {
     // The listener's key is asked once, for all the templates it keys (which have none of
     // their own, so each tests only its kind, fields and filter).
     if keyed != 0 && e.key() != Some(key) {
-        return admitted_unkeyed(defs, e) & !keyed;
+        return admitted_unkeyed(defs, plan, e) & !keyed;
     }
-    admitted_unkeyed(defs, e)
+    admitted_unkeyed(defs, plan, e)
 }
 
 /// [`admitted`] by each template's own kind, key, fields and filters.
 #[inline(always)]
-fn admitted_unkeyed<E: Event>(defs: &[Def<E>], e: &E) -> u64 {
+fn admitted_unkeyed<E: Event>(defs: &[Def<E>], plan: &[(u32, u64)], e: &E) -> u64 {
     let mut bits = 0;
-    for (d, def) in defs.iter().enumerate().take(ADMIT_BITS) {
-        if let Def::Leaf(t) | Def::Repeat(t, ..) = def {
-            bits |= u64::from(t.admits(e)) << d;
+    for &(d, same) in plan {
+        if let Some(Def::Leaf(t) | Def::Repeat(t, ..)) = defs.get(d as usize) {
+            if t.admits(e) {
+                bits |= same;
+            }
         }
     }
     bits
+}
+
+/// The per-event test's plan for `defs` (see [`Prog::admits`](super::Prog::admits)): each
+/// template among the first [`ADMIT_BITS`] definitions once, `(its definition, the bits of every
+/// definition with the same test)`. Two templates have the same test when they are equal as data
+/// (kind, key, fields) and their closures are the same closures that capture nothing, named by
+/// their types (`idents`, by template number): `over()` three times in `a.then(b.then(c))`.
+pub(crate) fn admit_plan<E: Event>(
+    defs: &[Def<E>],
+    labels: &Labels,
+    idents: &[Ident],
+) -> SmallVec<[(u32, u64); 4]> {
+    let ident = |d: usize| {
+        labels
+            .ordinal(d)
+            .and_then(|o| idents.get(o as usize))
+            .filter(|i| !i.opaque())
+    };
+    let template = |d: usize| match defs.get(d) {
+        Some(Def::Leaf(t) | Def::Repeat(t, ..)) => Some(t),
+        _ => None,
+    };
+    let mut plan: SmallVec<[(u32, u64); 4]> = SmallVec::new();
+    for d in 0..defs.len().min(ADMIT_BITS) {
+        let Some(t) = template(d) else {
+            continue;
+        };
+        let same = |&&mut (r, _): &&mut (u32, u64)| {
+            let r = r as usize;
+            template(r).is_some_and(|u| u.same_data(t) && u.key == t.key)
+                && ident(d).is_some()
+                && ident(r) == ident(d)
+        };
+        match plan.iter_mut().find(same) {
+            Some(entry) => entry.1 |= 1 << d,
+            None => plan.push((d as u32, 1 << d)),
+        }
+    }
+    plan
 }
 
 /// The states of a matcher just started, for an expression whose start sets no time: no timer,

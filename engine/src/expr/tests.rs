@@ -747,3 +747,45 @@ fn r7_3_a_long_expression_tests_its_late_templates_in_each_match() {
     assert!(r.log[0].starts_with("@40 [1.1 1.1"), "{:?}", r.log);
     assert!(!r.alive, "a `when` ends at its match");
 }
+
+// R7.3 and the decision "Filters and the clock in an expression listener": an event offered to
+// an expression listener is tested once against each distinct template of the expression.
+// Templates equal as data (kind, key, fields) whose closures are one closure that captures
+// nothing (named by its type) share the test; each definition still gets its own bit. A
+// capturing closure cannot be told apart from another, so its template is tested on its own.
+#[test]
+fn r7_3_a_template_repeated_in_an_expression_is_tested_once_per_event() {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    fn big(e: &Ev) -> bool {
+        CALLS.fetch_add(1, Relaxed);
+        e.1 > 10
+    }
+    fn small(e: &Ev) -> bool {
+        e.1 < 5
+    }
+    let over = || p(1).filter(big);
+    let plan = |e: Expr<Ev>| e.compile().0.admits.to_vec();
+    // Definitions are numbered children first: `a.then(b.then(c))` is a 0, b 1, c 2.
+    assert_eq!(plan(over().then(over().then(over()))), [(0, 0b111)]);
+    assert_eq!(plan(p(1).then(p(1))), [(0, 0b11)]);
+    // p(1) is 0 and 3, p(2) is 1.
+    assert_eq!(plan(p(1).then(p(2)).then(p(1))), [(0, 0b1001), (1, 0b10)]);
+    // Different filters, a filter and none, capturing closures: one test each.
+    assert_eq!(
+        plan(p(1).filter(big).then(p(1).filter(small))),
+        [(0, 1), (1, 2)]
+    );
+    assert_eq!(plan(p(1).filter(big).then(p(1))), [(0, 1), (1, 2)]);
+    let x = 10;
+    let capturing = || p(1).filter(move |e: &Ev| e.1 > x);
+    assert_eq!(plan(capturing().then(capturing())), [(0, 1), (1, 2)]);
+
+    // Offered an event, the listener runs the shared filter once and admits every definition.
+    let r = Run::new(over().then(over().then(over())), true);
+    CALLS.store(0, Relaxed);
+    assert_eq!(r.l.admitted(&Ev(1, 20)), 0b111);
+    assert_eq!(CALLS.load(Relaxed), 1);
+    assert_eq!(r.l.admitted(&Ev(1, 3)), 0);
+    assert_eq!(r.l.admitted(&Ev(2, 20)), 0);
+}
