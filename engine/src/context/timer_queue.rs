@@ -35,14 +35,15 @@ pub(super) struct TimerQueue {
     lanes: [VecDeque<TimerEntry>; LANES],
     heap: BinaryHeap<Reverse<TimerEntry>>,
     len: usize,
-    /// The least entry's due time (`None` when empty): under event time the clock moves at
-    /// every inbox event, and most moves fire nothing, so [`pop_if`](Self::pop_if) answers those
-    /// from here rather than from the heads of the lanes and the heap.
-    earliest: Option<Time>,
+    /// The least entry and where it is (`None` when empty): under event time the clock moves at
+    /// every inbox event, and most moves fire nothing, so [`due_by`](Self::due_by) answers those
+    /// from here, and [`pop_if`](Self::pop_if) takes the entry without looking at the heads of
+    /// the lanes and the heap again (it looks once, for the next one).
+    next: Option<(At, TimerEntry)>,
 }
 
 /// Where the next entry is.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum At {
     Lane(usize),
     Heap,
@@ -61,9 +62,6 @@ impl TimerQueue {
 
     pub(super) fn push(&mut self, entry: TimerEntry) {
         self.len += 1;
-        if self.earliest.is_none_or(|t| entry.0 < t) {
-            self.earliest = Some(entry.0);
-        }
         // The lane with the latest tail before `entry`, else the first empty one.
         let mut best: Option<(usize, TimerEntry)> = None;
         let mut empty: Option<usize> = None;
@@ -78,9 +76,20 @@ impl TimerQueue {
                 }
             }
         }
-        match best.map(|(i, _)| i).or(empty) {
-            Some(i) => self.lanes[i].push_back(entry),
-            None => self.heap.push(Reverse(entry)),
+        let at = match best.map(|(i, _)| i).or(empty) {
+            Some(i) => {
+                self.lanes[i].push_back(entry);
+                At::Lane(i)
+            }
+            None => {
+                self.heap.push(Reverse(entry));
+                At::Heap
+            }
+        };
+        // An entry before the least one heads its lane (a lane's entries are in order, and its
+        // head is not before the least) or tops the heap.
+        if self.next.is_none_or(|(_, least)| entry < least) {
+            self.next = Some((at, entry));
         }
     }
 
@@ -98,11 +107,10 @@ impl TimerQueue {
         least
     }
 
-    /// Takes the next entry (the earliest due, ties in creation order) if `due` says so: a peek
-    /// and a pop in one look at the heads.
+    /// Takes the next entry (the earliest due, ties in creation order) if `due` says so, then
+    /// looks at the heads once to find the one after it.
     pub(super) fn pop_if(&mut self, due: impl FnOnce(&TimerEntry) -> bool) -> Option<TimerEntry> {
-        self.earliest?;
-        let (at, e) = self.least().filter(|(_, e)| due(e))?;
+        let (at, e) = self.next.filter(|(_, e)| due(e))?;
         match at {
             At::Lane(i) => {
                 self.lanes[i].pop_front();
@@ -112,14 +120,14 @@ impl TimerQueue {
             }
         }
         self.len -= 1;
-        self.earliest = self.least().map(|(_, e)| e.0);
+        self.next = self.least();
         Some(e)
     }
 
     /// Whether an entry is due at or before `t` (one comparison).
     #[inline]
     pub(super) fn due_by(&self, t: Time) -> bool {
-        self.earliest.is_some_and(|e| e <= t)
+        self.next.is_some_and(|(_, e)| e.0 <= t)
     }
 
     /// Keeps the entries `keep` says yes to (each lane keeps its order).
@@ -129,7 +137,7 @@ impl TimerQueue {
             lane.retain(|e| keep(e));
         }
         self.len = self.heap.len() + self.lanes.iter().map(VecDeque::len).sum::<usize>();
-        self.earliest = self.least().map(|(_, e)| e.0);
+        self.next = self.least();
     }
 
     /// Gives back room beyond twice what each part holds.
