@@ -43,7 +43,7 @@ pub(super) struct TimerQueue {
 }
 
 /// Where the next entry is.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 enum At {
     Lane(usize),
     Heap,

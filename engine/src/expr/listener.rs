@@ -126,8 +126,9 @@ pub(crate) struct ExprListener<E: Event> {
     /// parts above its restarted `all` recompute their outcomes at its next step, whatever the
     /// stimulus, so until then no stimulus may be skipped.
     unsettled: bool,
-    /// [`SKIP_PAST_LAST`], [`TIMEOUTS`], [`SKIPPABLE`], [`UNMADE_FRESH`]: set once, one byte with the flags above
-    /// (the listener is part of every listener slot, which must stay two cache lines).
+    /// [`SKIP_PAST_LAST`], [`TIMEOUTS`], [`SKIPPABLE`], [`UNMADE_FRESH`]: set once, one byte with
+    /// the flags above (the listener is part of every listener slot, which must stay two cache
+    /// lines).
     traits: u8,
 }
 
@@ -196,17 +197,24 @@ impl<E: Event> ExprListener<E> {
     }
 
     /// Under [`UNMADE_FRESH`]: a fresh match made from the image as active matcher `live` (in
-    /// the spare, if there is one).
+    /// the spare, if there is one). False, and nothing made, for a program without an image.
     #[inline]
-    fn make_fresh(&mut self) {
+    fn make_fresh(&mut self) -> bool {
         let Some(image) = self.prog.start.as_ref() else {
-            return;
+            return false;
         };
         match self.matchers.get_mut(self.live as usize) {
             Some(spare) => spare.restart_from(image),
             None => self.matchers.push(Matcher::from_image(image)),
         }
         self.live += 1;
+        true
+    }
+
+    /// How many matchers the listener keeps, active and spare (for the tests).
+    #[cfg(test)]
+    pub(crate) fn matchers_kept(&self) -> usize {
+        self.matchers.len()
     }
 
     /// Whether stimuli that change no matcher can be skipped now.
@@ -356,18 +364,22 @@ impl<E: Event> ExprListener<E> {
         let unmade = self.traits & UNMADE_FRESH != 0;
         // Under `UNMADE_FRESH` the fresh match is made, after the others, only for an event a
         // template of its start admits: to any other stimulus it would stay as it is.
-        let armed = self.prog.start.as_ref().map_or(0, |image| image.armed);
-        let mut make =
-            unmade && self.fresh && matches!(stim, Stimulus::Event(_)) && bits & armed != 0;
+        let mut make = unmade
+            && self.fresh
+            && matches!(stim, Stimulus::Event(_))
+            && self
+                .prog
+                .start
+                .as_ref()
+                .is_some_and(|image| bits & image.armed != 0);
         let mut made = false;
         loop {
             if i == self.live as usize {
-                if !make {
+                if !make || !self.make_fresh() {
                     break;
                 }
                 make = false;
                 made = true;
-                self.make_fresh();
             }
             let last = i + 1 == self.live as usize;
             let is_fresh = last && if unmade { made } else { self.fresh };

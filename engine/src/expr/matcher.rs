@@ -289,14 +289,16 @@ pub(crate) fn admit_plan<E: Event>(
         let Some(t) = template(d) else {
             continue;
         };
-        let same = |&&mut (r, _): &&mut (u32, u64)| {
-            let r = r as usize;
-            template(r).is_some_and(|u| u.same_data(t) && u.key == t.key)
-                && ident(d).is_some()
-                && ident(r) == ident(d)
-        };
-        match plan.iter_mut().find(same) {
-            Some(entry) => entry.1 |= 1 << d,
+        // A template whose closures cannot be named is a test of its own.
+        let shared = ident(d).and_then(|id| {
+            plan.iter().position(|&(r, _)| {
+                let r = r as usize;
+                ident(r) == Some(id)
+                    && template(r).is_some_and(|u| u.same_data(t) && u.key == t.key)
+            })
+        });
+        match shared {
+            Some(at) => plan[at].1 |= 1 << d,
             None => plan.push((d as u32, 1 << d)),
         }
     }
@@ -321,9 +323,9 @@ impl StartImage {
         if labels.odd_start || defs.is_empty() || defs.len() > ADMIT_BITS {
             return None;
         }
-        let mut out = StepOut::new(Vec::new());
-        let m = Matcher::start(defs, labels, Time::ZERO, &mut out);
-        if !out.timers.is_empty() || m.next_due != NO_DUE || m.nodes.iter().any(|n| n.timed) {
+        let m = Matcher::start(defs, labels, Time::ZERO, &mut StepOut::new(Vec::new()));
+        // Every timer or bound a start sets is the time of a state (and `next_due` is the least).
+        if m.nodes.iter().any(|n| n.timed) {
             return None;
         }
         let armed = defs

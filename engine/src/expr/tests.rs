@@ -789,3 +789,43 @@ fn r7_3_a_template_repeated_in_an_expression_is_tested_once_per_event() {
     assert_eq!(r.l.admitted(&Ev(1, 3)), 0);
     assert_eq!(r.l.admitted(&Ev(2, 20)), 0);
 }
+
+// R7.3 ("Listening" in the expr docs: `when_all` starts a new match at every `a`), as kept in
+// memory: where every match starts alike (the expression begins with a template), a `when_all`
+// listener keeps no matcher for the fresh match while nothing has started one. It makes one for
+// an event its first template admits, keeps it if the event changed it, and keeps the matcher
+// as its spare (not as a match) when a `given` declined the event.
+#[test]
+fn r7_3_when_all_keeps_no_matcher_for_a_match_not_started() {
+    let mut r = Run::new(p(1).then(p(2)), true);
+    assert_eq!(r.l.matchers_kept(), 0, "registered: nothing started");
+    r.ev(3, 1, 1);
+    assert_eq!(
+        r.l.matchers_kept(),
+        0,
+        "an event no template of the start admits"
+    );
+    r.ev(1, 1, 2);
+    assert_eq!(r.l.matchers_kept(), 1, "a match started by 1.1");
+    r.ev(2, 1, 3);
+    assert_eq!(r.log, ["@3 [1.1 2.1]"]);
+    assert_eq!(
+        r.l.matchers_kept(),
+        1,
+        "the completed match kept as the spare"
+    );
+
+    let declined = p(1).given(|_: &crate::pattern::Prior<'_, Ev>, e: &Ev| e.1 > 5);
+    let mut r = Run::new(declined.then(p(2)), true);
+    r.ev(1, 1, 1);
+    assert_eq!(
+        r.l.matchers_kept(),
+        1,
+        "made for 1.1, declined, kept as the spare"
+    );
+    r.ev(2, 1, 2);
+    assert!(r.log.is_empty(), "the declined 1.1 started no match");
+    r.ev(1, 9, 3);
+    r.ev(2, 2, 4);
+    assert_eq!(r.log, ["@4 [1.9 2.2]"]);
+}
