@@ -4,8 +4,8 @@
 #   (engine behaviour, differential property tests, reliability and stress tests, harness unit and
 #   end-to-end tests, loom scenarios on real threads), and the engine's again in a debug build (its
 #   debug assertions); the engine's outputs, async sends and tokio example with its `async`
-#   feature; its status export with its `serde` and `metrics` features (and clippy and docs with
-#   all its features); benches in test mode; the
+#   feature; its status export with its `serde` and `metrics` features, its checkpoints with its
+#   `checkpoint` feature (and clippy and docs with all its features); benches in test mode; the
 #   seed example; the NATS connector against a real nats-server (installed if absent) and its
 #   two-process example; the harness smoke run; the loom models; miri on the inbox and route
 #   stack; ThreadSanitizer on the stress tests.
@@ -56,6 +56,12 @@ stage "tokio examples (the service, and the quick start the README and the rustd
   cargo run -q --profile ci -p correlator --features async --example quick_start'
 stage "engine status export with the serde and metrics features" \
   cargo test -p correlator --profile ci --features serde,metrics --lib --test status_export
+# The `checkpoint` feature (serde and postcard) is off in the workspace build: the checkpoint and
+# recovery tests and the rustdoc examples of `Persistent` and `checkpoints` run here.
+stage "engine checkpoints and recovery with the checkpoint feature" bash -c '
+  cargo test -p correlator --profile ci --features checkpoint --lib --test checkpoint_recover --test checkpoint_store &&
+  cargo test -p correlator --profile ci --features checkpoint --doc Persistent &&
+  cargo test -p correlator --profile ci --features checkpoint --doc ::checkpoints'
 # The `quantiles` feature (the `histogram` crate) is off in the workspace build: its aggregate's
 # unit tests and rustdoc example run here.
 stage "engine stream queries with the quantiles feature" bash -c '

@@ -13,7 +13,8 @@
 //! here and implemented once, beside `Links` in `deliver`; the registry is generic over its inbox item, and `shared` names its instantiation
 //! with `Entry`. Every other module sees the concrete types.
 //!
-//! May import the leaves, `channel`, `status`, `pattern`, `expr`, `query`, `record` and `route`.
+//! May import the leaves, `channel`, `checkpoint`, `status`, `pattern`, `expr`, `query`, `record`
+//! and `route`.
 
 use crate::channel::Channel;
 use crate::event::Event;
@@ -85,6 +86,54 @@ pub(crate) enum Entry<E: Event> {
     Spawn(Origin, Box<NewInstance<E>>),
     /// A clock tick: the context's logical time advances to it (R7.1).
     Tick(Time),
+    /// Save the context's state for a checkpoint, or restore it from one (SPEC §11). Boxed, as
+    /// a spawn is: checkpoints are rare.
+    #[cfg(feature = "checkpoint")]
+    Control(Box<Control<E>>),
+}
+
+/// A monitor type that checkpoints save and restore (`CorrelatorBuilder::persistent`), with its
+/// type erased: its stable name, and its state to bytes and back (through `monitor::persist`).
+#[cfg(feature = "checkpoint")]
+pub(crate) struct PersistType<E: Event> {
+    pub(crate) name: &'static str,
+    /// The instance state's bytes (the state is of this type: the caller looked it up by its
+    /// `TypeId`).
+    pub(crate) save: fn(&mut State) -> Result<Vec<u8>, String>,
+    /// An instance of the state the bytes hold, whose initialiser is the monitor's
+    /// `on_restore`.
+    pub(crate) restore: fn(&[u8]) -> Result<NewInstance<E>, String>,
+}
+
+/// What a context needs to save or restore its state: the persistent monitor types and the
+/// codec of the events partial matches hold.
+#[cfg(feature = "checkpoint")]
+pub(crate) struct Persist<E: Event> {
+    pub(crate) types: std::collections::HashMap<std::any::TypeId, PersistType<E>>,
+    /// The types by persistent name.
+    pub(crate) names: std::collections::HashMap<&'static str, std::any::TypeId>,
+    pub(crate) codec: std::sync::Arc<dyn crate::record::EventCodec<E>>,
+}
+
+/// A context's saved state as its `Control::Save` answers it: its part of the payload, and the
+/// events it took from each input handle (by creation number), which the coordinator names.
+#[cfg(feature = "checkpoint")]
+pub(crate) type Saved = Result<(Vec<u8>, Vec<u64>), crate::checkpoint::CheckpointError>;
+
+/// A checkpoint's request to a context, taken between entries (its route stack is empty, R2.2).
+#[cfg(feature = "checkpoint")]
+pub(crate) enum Control<E: Event> {
+    /// Save the context's state and send it, with the context's id, to `reply`.
+    Save {
+        persist: std::sync::Arc<Persist<E>>,
+        reply: std::sync::mpsc::Sender<(u32, Saved)>,
+    },
+    /// Restore the context's state from its part of a checkpoint; send the outcome to `reply`.
+    Restore {
+        persist: std::sync::Arc<Persist<E>>,
+        part: Vec<u8>,
+        reply: std::sync::mpsc::Sender<(u32, Result<(), crate::checkpoint::CheckpointError>)>,
+    },
 }
 
 /// What a new listener waits for.
@@ -153,10 +202,25 @@ pub(crate) struct Effects<E: Event> {
     /// Counted by the context's thread; published after batches of entries.
     pub(crate) stats: Counters,
     pub(crate) next_handle: u64,
+    /// While a restored instance's `on_restore` runs: the handles its listeners had when the
+    /// checkpoint was taken, the next one last. A registration takes the next one, so that a
+    /// restored listener keeps its handle (and its place in registration order, R6.4).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) restore_handles: Vec<u64>,
     /// The context's logical time: the last tick taken (R7.1).
     pub(crate) now: Time,
     /// Recording or replaying this context, or neither (see `record`).
     pub(crate) journal: Journal<Entry<E>>,
+}
+
+impl<E: Event> Effects<E> {
+    /// A new listener handle: the next number, never reused.
+    #[inline]
+    pub(crate) fn take_handle(&mut self) -> u64 {
+        let id = self.next_handle;
+        self.next_handle += 1;
+        id
+    }
 }
 
 impl<E: Event> Entry<E> {
@@ -166,6 +230,8 @@ impl<E: Event> Entry<E> {
         match self {
             Entry::Event(o, _) | Entry::Spawn(o, _) => Some(*o),
             Entry::Tick(_) => None,
+            #[cfg(feature = "checkpoint")]
+            Entry::Control(_) => None,
         }
     }
 }

@@ -101,6 +101,13 @@ pub enum Error {
     Recording(String),
     /// A replay (`replay`) differed from its recording: where first (SPEC §10).
     Diverged(Box<Divergence>),
+    /// Two monitor types registered with `CorrelatorBuilder::persistent` have the same
+    /// `Persistent::NAME` (R11.10): a checkpoint could not say which one an instance is.
+    #[cfg(feature = "checkpoint")]
+    PersistentName {
+        /// The name.
+        name: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -109,6 +116,12 @@ impl fmt::Display for Error {
             Error::Recording(e) => write!(f, "the recording's sink failed: {e}"),
             Error::InvalidQuery { why } => write!(f, "invalid stream query: {why}"),
             Error::Diverged(d) => d.fmt(f),
+            #[cfg(feature = "checkpoint")]
+            Error::PersistentName { name } => write!(
+                f,
+                "two persistent monitor types are named `{name}`; give each its own \
+                 `Persistent::NAME`"
+            ),
             Error::NoSuchCore { core, available } => write!(
                 f,
                 "core {core} does not exist for this process (available cores: {available:?}); \

@@ -203,6 +203,8 @@ pub use correlator::{
     Correlator, CorrelatorBuilder, DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_CHANNELS,
     DEFAULT_MAX_CONTEXTS, DEFAULT_RELEASE_BATCH, DEFAULT_TICK_RATE, MAX_CHANNELS, MAX_CONTEXTS,
 };
+#[cfg(feature = "checkpoint")]
+pub use correlator::{InputTaken, Recovered};
 pub use entry::DieReason;
 pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
@@ -212,6 +214,8 @@ pub use id::ContextRef;
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
 pub use input::{InputHandle, SharedInput};
+#[cfg(feature = "checkpoint")]
+pub use monitor::Persistent;
 pub use monitor::{ListenerHandle, Monitor, Scope};
 #[cfg(feature = "async")]
 pub use output::RecvFuture;

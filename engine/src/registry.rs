@@ -55,6 +55,10 @@ pub(crate) struct Settings {
     /// The least time between two late-event warnings of one context
     /// (`late_event_warning_interval`).
     pub(crate) late_warning_interval: Duration,
+    /// Whether the correlator takes checkpoints (`checkpoints`): contexts count the events they
+    /// take from each input handle.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) checkpoints: bool,
 }
 
 impl Settings {

@@ -60,6 +60,71 @@ pub enum CheckpointError {
         /// What the store's client said.
         reason: String,
     },
+    /// `checkpoint` or `recover` was called on a correlator built without
+    /// `CorrelatorBuilder::checkpoints` (R11.9).
+    NotConfigured,
+    /// `checkpoint` or `recover` was called when it cannot run (R11.9, R11.13): before `start`,
+    /// after it (for `recover`), after shutdown, or from a handler.
+    NotNow {
+        /// Why, and what to change.
+        why: &'static str,
+    },
+    /// A live instance's monitor type is not registered with `CorrelatorBuilder::persistent`
+    /// (R11.10): saving the other instances and dropping it would lose its state without a
+    /// word. Nothing was saved.
+    NotPersistent {
+        /// The context the instance lives in.
+        context: String,
+        /// The monitor's type name.
+        monitor: &'static str,
+    },
+    /// The correlator holds something a checkpoint cannot save yet (R11.10). Nothing was saved.
+    Unsupported {
+        /// Where: a context's name, or `correlator`.
+        context: String,
+        /// What cannot be saved.
+        what: &'static str,
+    },
+    /// A monitor's state or an event could not be encoded (its `Serialize`, or the
+    /// `EventCodec`, failed). Nothing was saved.
+    Encode {
+        /// What was being encoded.
+        what: String,
+        /// What the encoder said.
+        reason: String,
+    },
+    /// A loaded checkpoint's bytes passed the store's checks but do not decode as this build's
+    /// checkpoint (another program's, or its monitor or event types changed) (R11.12).
+    Decode {
+        /// What was being decoded.
+        what: String,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The checkpoint holds instances of a monitor type that this correlator did not register
+    /// with `CorrelatorBuilder::persistent` (R11.12).
+    UnknownMonitor {
+        /// The monitor's persistent name ([`Persistent::NAME`](crate::Persistent::NAME)).
+        name: String,
+    },
+    /// The recovering correlator's contexts are not those of the checkpoint (R11.12): the same
+    /// contexts must be created, with the same names, in the same order, before `recover`.
+    ContextsDiffer {
+        /// The checkpoint's contexts, by name, in id order.
+        saved: Vec<String>,
+        /// This correlator's.
+        now: Vec<String>,
+    },
+    /// An instance's [`on_restore`](crate::Persistent::on_restore) did not register the
+    /// listeners the instance had when the checkpoint was taken (R11.11).
+    Mismatch {
+        /// The context.
+        context: String,
+        /// The monitor's persistent name.
+        monitor: String,
+        /// What differs.
+        why: String,
+    },
     /// A file system operation failed.
     Io {
         /// What the store was doing, as a verb phrase ("write the temporary file").
@@ -154,6 +219,51 @@ impl fmt::Display for CheckpointError {
                 f,
                 "cannot {op} `{location}`: {reason}; check that the store's server runs and \
                  can be reached"
+            ),
+            Self::NotConfigured => f.write_str(
+                "this correlator was built without checkpoints; build it with \
+                 `CorrelatorBuilder::checkpoints(store, codec)`",
+            ),
+            Self::NotNow { why } => f.write_str(why),
+            Self::NotPersistent { context, monitor } => write!(
+                f,
+                "context `{context}` holds an instance of monitor `{monitor}`, which is not \
+                 registered as persistent, so the checkpoint would lose it; implement \
+                 `Persistent` for it and register it with `CorrelatorBuilder::persistent`"
+            ),
+            Self::Unsupported { context, what } => write!(
+                f,
+                "`{context}` holds {what}, which checkpoints cannot save yet; nothing was saved"
+            ),
+            Self::Encode { what, reason } => write!(
+                f,
+                "cannot encode {what}: {reason}; nothing was saved (check its `Serialize` \
+                 implementation or the event codec)"
+            ),
+            Self::Decode { what, reason } => write!(
+                f,
+                "cannot decode {what} from the checkpoint: {reason}; recover with the program \
+                 (monitor types, event codec) that saved it"
+            ),
+            Self::UnknownMonitor { name } => write!(
+                f,
+                "the checkpoint holds instances of monitor `{name}`, which this correlator does \
+                 not know; register it with `CorrelatorBuilder::persistent` before recovering"
+            ),
+            Self::ContextsDiffer { saved, now } => write!(
+                f,
+                "the checkpoint was taken with contexts {saved:?}, but this correlator has \
+                 {now:?}; create the same contexts, in the same order, before `recover`"
+            ),
+            Self::Mismatch {
+                context,
+                monitor,
+                why,
+            } => write!(
+                f,
+                "an instance of `{monitor}` in context `{context}` cannot be restored: {why}; \
+                 `on_restore` must register the listeners the instance had, in the order it \
+                 registered them"
             ),
             Self::Io { op, path, source } => {
                 write!(f, "cannot {op} `{}`: {source}", path.display())?;

@@ -48,8 +48,8 @@
 //! # Layout
 //! This module owns the context thread: [`create_context`], the loop, publication, recovery.
 //! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
-//! deferred operations) and `timers` (the logical clock) are the other jobs of the same
-//! [`Context`]; `timer_queue` is the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
+//! deferred operations), `timers` (the logical clock) and `snapshot` (its state in a
+//! checkpoint) are the other jobs of the same [`Context`]; `timer_queue` is the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
 //! `inbox`, `listener`, `record`, `route`, `shared` and `status`: every module below the facade except
 //! `monitor` and `input`, which sit on top of it.
 
@@ -79,6 +79,8 @@ use crate::time::Time;
 mod dispatch;
 mod instances;
 pub mod skeleton;
+#[cfg(feature = "checkpoint")]
+mod snapshot;
 mod timer_queue;
 mod timers;
 
@@ -146,6 +148,13 @@ pub(crate) struct Context<E: Event> {
     /// How input events are recorded whole and read back (`record_inputs`), if they are.
     input_codec: Option<sync::StdArc<dyn EventCodec<E>>>,
     fx: Effects<E>,
+    /// Whether the correlator takes checkpoints: the context then counts the events it takes
+    /// from each input handle ([`input_taken`](Self::input_taken)).
+    #[cfg(feature = "checkpoint")]
+    counting: bool,
+    /// Events taken from each input handle, by its creation number (SPEC R11.9).
+    #[cfg(feature = "checkpoint")]
+    input_taken: Vec<u64>,
     /// Steps of per-instance bookkeeping (instance slots scanned at shutdown), for the tests that
     /// show shutdown is linear in the live instances ([`Shared::work`]).
     #[cfg(test)]
@@ -216,6 +225,8 @@ impl<E: Event> Context<E> {
         );
         let journal = Journal::new(correlator.journal.as_ref(), me.id(), &shared.name);
         let input_codec = correlator.input_codec.clone();
+        #[cfg(feature = "checkpoint")]
+        let counting = settings.checkpoints;
         let links = Links::new(correlator, Some(me), own);
         Self {
             shared,
@@ -250,9 +261,15 @@ impl<E: Event> Context<E> {
                 links,
                 stats: Counters::default(),
                 next_handle: 0,
+                #[cfg(feature = "checkpoint")]
+                restore_handles: Vec::new(),
                 now: Time::ZERO,
                 journal,
             },
+            #[cfg(feature = "checkpoint")]
+            counting,
+            #[cfg(feature = "checkpoint")]
+            input_taken: Vec::new(),
             #[cfg(test)]
             work: 0,
         }
@@ -370,6 +387,8 @@ impl<E: Event> Context<E> {
             }
             Entry::Spawn(_, new) => self.run_then_drain(|cx| cx.create_instance(*new)),
             Entry::Tick(t) => self.advance_time(t),
+            #[cfg(feature = "checkpoint")]
+            Entry::Control(c) => self.run_control(*c),
         }
     }
 
@@ -379,6 +398,15 @@ impl<E: Event> Context<E> {
     #[cold]
     #[inline(never)]
     fn replay_arrive(&mut self, entry: Entry<E>) -> Flow {
+        #[cfg(feature = "checkpoint")]
+        let entry = match entry {
+            Entry::Control(c) => {
+                self.run_control(*c);
+                self.entry_processed();
+                return Flow::Continue;
+            }
+            entry => entry,
+        };
         if let (Some(origin), Journal::Replay(r)) = (entry.origin(), &mut self.fx.journal) {
             r.arrive(origin, entry);
         }
@@ -565,6 +593,14 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
     #[inline(always)]
     fn process(&mut self, entry: Entry<E>) -> Flow {
         self.fx.stats.received += 1;
+        #[cfg(feature = "checkpoint")]
+        if self.counting {
+            if let Entry::Event(o, _) = &entry {
+                if o.is_input() {
+                    self.count_input(o.0 & !Origin::INPUT);
+                }
+            }
+        }
         match &mut self.fx.journal {
             Journal::Off => {}
             Journal::Record(r) => match (&entry, self.input_codec.as_deref()) {
@@ -573,6 +609,9 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
                     r.input(*o, |out| codec.encode(e, out));
                 }
                 (Entry::Event(o, _) | Entry::Spawn(o, _), _) => r.take(*o),
+                // A checkpoint's request is not part of what a replay reproduces.
+                #[cfg(feature = "checkpoint")]
+                (Entry::Control(_), _) => {}
             },
             Journal::Replay(_) => return self.replay_arrive(entry),
         }

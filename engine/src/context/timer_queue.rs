@@ -140,6 +140,15 @@ impl TimerQueue {
         self.next = self.least();
     }
 
+    /// Every entry pending, in no particular order (for a checkpoint).
+    #[cfg(feature = "checkpoint")]
+    pub(super) fn entries(&self) -> impl Iterator<Item = &TimerEntry> {
+        self.lanes
+            .iter()
+            .flatten()
+            .chain(self.heap.iter().map(|Reverse(e)| e))
+    }
+
     /// Gives back room beyond twice what each part holds.
     pub(super) fn shrink(&mut self) {
         let heap = self.heap.len();

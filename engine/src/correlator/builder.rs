@@ -2,8 +2,8 @@
 //! on them, and [`build`](CorrelatorBuilder::build), which checks the settings and creates the
 //! registry and the `main` context.
 //!
-//! May import the leaves, `channel`, `context`, `event_time`, `inbox`, `output`, `record`, `registry`
-//! and `shared`.
+//! May import the leaves, `channel`, `checkpoint`, `context`, `event_time`, `inbox`, `output`,
+//! `record`, `registry` and `shared`.
 
 use std::time::Duration;
 
@@ -54,11 +54,13 @@ pub const DEFAULT_RELEASE_BATCH: usize = 128;
 /// ```
 #[derive(Clone, Debug)]
 #[must_use = "call build() to create the correlator"]
-pub struct CorrelatorBuilder<E> {
+pub struct CorrelatorBuilder<E: Event> {
     settings: Settings,
     max_channels: usize,
     journal: Option<JournalSetting>,
     input_codec: Option<CodecSetting<E>>,
+    #[cfg(feature = "checkpoint")]
+    checkpoints: super::checkpointing::CheckpointSetting<E>,
     _event: std::marker::PhantomData<fn() -> E>,
 }
 
@@ -79,10 +81,14 @@ impl<E: Event> Default for CorrelatorBuilder<E> {
                 output_block_warning: Some(crate::output::DEFAULT_OUTPUT_BLOCK_WARNING),
                 late_events: LateEvents::Process,
                 late_warning_interval: DEFAULT_LATE_WARNING_INTERVAL,
+                #[cfg(feature = "checkpoint")]
+                checkpoints: false,
             },
             max_channels: DEFAULT_MAX_CHANNELS,
             journal: None,
             input_codec: None,
+            #[cfg(feature = "checkpoint")]
+            checkpoints: Default::default(),
             _event: std::marker::PhantomData,
         }
     }
@@ -396,6 +402,67 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
+    /// Takes checkpoints into `store` and recovers from them (feature `checkpoint`; SPEC
+    /// §11): [`Correlator::checkpoint`] saves the contexts' state, [`Correlator::recover`]
+    /// restores the newest intact one. `codec` encodes the events that partial matches hold.
+    /// Register every monitor whose instances may be live at a checkpoint with
+    /// [`persistent`](Self::persistent).
+    ///
+    /// With checkpoints on, each context counts the events it takes from each input handle
+    /// (one increment per inbox event), so that a recovery can say where to resume each
+    /// [named input](Correlator::named_input).
+    ///
+    /// ```
+    /// # #[derive(Clone, Debug)] struct Tick(u64);
+    /// # impl correlator::Event for Tick { type Kind = (); fn kind(&self) {} }
+    /// use correlator::checkpoint::DirStore;
+    /// use correlator::record::EventCodec;
+    /// use correlator::Correlator;
+    ///
+    /// struct Codec;
+    /// impl EventCodec<Tick> for Codec {
+    ///     fn encode(&self, e: &Tick, out: &mut Vec<u8>) {
+    ///         out.extend_from_slice(&e.0.to_le_bytes());
+    ///     }
+    ///     fn decode(&self, b: &[u8]) -> Result<Tick, String> {
+    ///         Ok(Tick(u64::from_le_bytes(b.try_into().map_err(|_| "not 8 bytes")?)))
+    ///     }
+    /// }
+    /// let dir = std::env::temp_dir().join(format!("correlator-doc-ckpt-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// let c = Correlator::<Tick>::builder()
+    ///     .checkpoints(DirStore::open(&dir)?, Codec)
+    ///     .build()?;
+    /// assert!(c.recover()?.is_none()); // nothing stored yet: a fresh start, and started
+    /// let seq = c.checkpoint()?;
+    /// assert_eq!(c.recover().unwrap_err().to_string().contains("before `start`"), true);
+    /// # let _ = seq;
+    /// # c.shutdown()?;
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "checkpoint")]
+    pub fn checkpoints(
+        mut self,
+        store: impl crate::checkpoint::CheckpointStore + 'static,
+        codec: impl EventCodec<E>,
+    ) -> Self {
+        self.checkpoints.store = Some(sync::StdArc::new(sync::StdMutex::new(Box::new(store))));
+        self.checkpoints.codec = Some(sync::StdArc::new(codec));
+        self.settings.checkpoints = true;
+        self
+    }
+
+    /// Registers persistent monitor `M` (feature `checkpoint`): checkpoints save its
+    /// instances, recovery restores them (SPEC R11.10, R11.11). Two types with the same
+    /// [`Persistent::NAME`](crate::Persistent::NAME) make [`build`](Self::build) fail with
+    /// [`Error::PersistentName`].
+    #[cfg(feature = "checkpoint")]
+    pub fn persistent<M: crate::Persistent<E>>(mut self) -> Self {
+        self.checkpoints.add::<M>();
+        self
+    }
+
     /// Checks the settings and creates the correlator with its `main` context (public). No event is
     /// taken before [`Correlator::start`].
     ///
@@ -406,8 +473,11 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// [`Error::NoSuchCore`] for a pinning plan naming a core this process cannot run on,
     /// [`Error::InvalidOutputCapacity`] for a [`LateEvents::ToOutput`] bound outside
     /// `1..=`[`MAX_OUTPUT_CAPACITY`](crate::MAX_OUTPUT_CAPACITY),
-    /// [`Error::ThreadSpawn`]. Never a panic or an abort, whatever the values.
+    /// [`Error::ThreadSpawn`]; with the `checkpoint` feature, `Error::PersistentName` for two
+    /// persistent monitors of one name. Never a panic or an abort, whatever the values.
     pub fn build(self) -> Result<Correlator<E>, Error> {
+        #[cfg(feature = "checkpoint")]
+        let checkpoints = self.checkpoints.build()?.map(sync::StdArc::new);
         let settings = self.settings;
         let late_options = match settings.late_events {
             LateEvents::ToOutput(options) => Some(options.checked()?),
@@ -499,6 +569,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             shared,
             main,
             life: Arc::new(Lifecycle::new()),
+            #[cfg(feature = "checkpoint")]
+            checkpoints,
         })
     }
 }

@@ -10,10 +10,13 @@
 //!   of the registry (its assembly is `status`'s).
 //!
 //! Imported by nothing but `lib.rs` and `pool` (built on the public facade). May import the
-//! leaves, `channel`, `context`, `deliver`, `input`, `monitor`, `output`, `record`, `shared` and `status`.
+//! leaves, `channel`, `checkpoint`, `context`, `deliver`, `entry`, `input`, `monitor`, `output`,
+//! `record`, `shared` and `status`.
 
 mod background;
 mod builder;
+#[cfg(feature = "checkpoint")]
+mod checkpointing;
 mod shutdown;
 
 use crate::channel::Channel;
@@ -35,6 +38,8 @@ pub use builder::{
     CorrelatorBuilder, DEFAULT_INBOX_CAPACITY, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_CONTEXTS,
     DEFAULT_RELEASE_BATCH, DEFAULT_TICK_RATE, MAX_CHANNELS, MAX_CONTEXTS,
 };
+#[cfg(feature = "checkpoint")]
+pub use checkpointing::{InputTaken, Recovered};
 #[cfg(feature = "async")]
 use shutdown::ShutdownFuture;
 
@@ -47,6 +52,9 @@ pub struct Correlator<E: Event> {
     /// The helper threads and the shutdown's result, shared with a shutdown running on a thread
     /// of its own ([`shutdown_async`](Self::shutdown_async)).
     life: Arc<Lifecycle>,
+    /// The checkpoint coordinator, if the builder set `checkpoints`.
+    #[cfg(feature = "checkpoint")]
+    checkpoints: Option<sync::StdArc<checkpointing::Checkpoints<E>>>,
 }
 
 /// What starting and shutting down need besides the contexts' [`Shared`] state: the helper
@@ -304,6 +312,75 @@ impl<E: Event> Correlator<E> {
     /// nothing.
     pub fn start(&self) {
         self.life.start(&self.shared);
+    }
+
+    /// Takes a checkpoint (feature `checkpoint`; SPEC R11.9): every context saves its state
+    /// (instances, partial matches with their events, timers, logical clock) between two of
+    /// its inbox entries, after everything it took before the request, and the store saves
+    /// the whole under the next sequence number, which is returned. Blocks until the store has
+    /// saved it durably. Contexts pause only while they write their own state.
+    ///
+    /// # Errors
+    /// [`CheckpointError::NotConfigured`] without
+    /// [`checkpoints`](CorrelatorBuilder::checkpoints); `NotNow` before `start`, during
+    /// shutdown, or from a handler; `NotPersistent` for a live instance of a monitor not
+    /// registered with [`persistent`](CorrelatorBuilder::persistent); `Unsupported` for what
+    /// checkpoints cannot save yet (stream query windows, more than one context); `Encode`;
+    /// the store's own errors. Nothing is saved when it fails.
+    ///
+    /// [`CheckpointError::NotConfigured`]: crate::checkpoint::CheckpointError::NotConfigured
+    #[cfg(feature = "checkpoint")]
+    pub fn checkpoint(&self) -> Result<u64, crate::checkpoint::CheckpointError> {
+        self.checkpoints
+            .as_ref()
+            .ok_or(crate::checkpoint::CheckpointError::NotConfigured)?
+            .checkpoint(&self.shared)
+    }
+
+    /// Restores the newest intact checkpoint and starts the correlator (feature `checkpoint`;
+    /// SPEC R11.11 - R11.13). Call it after creating the contexts the checkpoint was taken with
+    /// (same names, same order) and before anything else reaches them: no load, no event.
+    /// Each saved instance is created again from its state and runs
+    /// [`Persistent::on_restore`](crate::Persistent::on_restore), which registers its
+    /// listeners; they get back their partial matches and timers. Returns `None` (and the
+    /// correlator is started, empty) when the store holds no checkpoint: then load the
+    /// monitors as on a first start.
+    ///
+    /// The [`Recovered`] names the checkpoint, the newer ones passed over as damaged, and how
+    /// many events each context had taken from each [named input](Self::named_input): feed
+    /// each input again from there.
+    ///
+    /// # Errors
+    /// `NotConfigured`; `NotNow` once started; the store's errors (`AllCorrupt` when no
+    /// checkpoint is intact); `Decode`, `UnknownMonitor`, `ContextsDiffer`, `Mismatch` when the
+    /// checkpoint does not fit this program. After an error in a context's restore the
+    /// correlator is started with a partial state: shut it down.
+    #[cfg(feature = "checkpoint")]
+    pub fn recover(&self) -> Result<Option<Recovered>, crate::checkpoint::CheckpointError> {
+        self.checkpoints
+            .as_ref()
+            .ok_or(crate::checkpoint::CheckpointError::NotConfigured)?
+            .recover(&self.shared, || self.start())
+    }
+
+    /// A new input handle whose events checkpoints count under `name` (feature `checkpoint`;
+    /// SPEC R11.9): after a recovery, [`Recovered::taken`] says how many of its events the
+    /// checkpoint had seen processed, so the source can be read again from there. Create named
+    /// inputs after [`recover`](Self::recover); the count goes on from the recovered one.
+    ///
+    /// # Errors
+    /// `NotNow` when an input of that name exists.
+    #[cfg(feature = "checkpoint")]
+    pub fn named_input(
+        &self,
+        name: &str,
+    ) -> Result<InputHandle<E>, crate::checkpoint::CheckpointError> {
+        let input = self.input();
+        if let Some(cp) = &self.checkpoints {
+            let origin = input.links.borrow().origin;
+            cp.name_input(origin.0 & !crate::record::Origin::INPUT, name)?;
+        }
+        Ok(input)
     }
 
     /// Where a replay ([`CorrelatorBuilder::replay`]) first differed from its recording, once it

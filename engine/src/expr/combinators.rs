@@ -65,6 +65,43 @@ pub(crate) struct Prog<E: Event> {
     pub(crate) admits: SmallVec<[(u32, u64); 4]>,
 }
 
+impl<E: Event> Prog<E> {
+    /// A hash of the program's tree: each definition's operator and the numbers that place it (its
+    /// children, a repetition's bounds), not its durations, times or templates.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn shape(&self) -> u64 {
+        let defs = &self.defs;
+        // FNV-1a over the words: stable across builds and platforms, unlike `DefaultHasher`.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut mix = |w: u64| {
+            for b in w.to_le_bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        mix(defs.len() as u64);
+        for def in defs {
+            let (tag, a, b) = match def {
+                Def::Leaf(_) => (1, 0, 0),
+                Def::Repeat(_, min, max) => (2, u64::from(*min), u64::from(*max)),
+                Def::Wait(_) => (3, 0, 0),
+                Def::At(_) => (4, 0, 0),
+                Def::Then(l, r) => (5, *l as u64, *r as u64),
+                Def::And(l, r) => (6, *l as u64, *r as u64),
+                Def::Or(l, r) => (7, *l as u64, *r as u64),
+                Def::Not(x) => (8, *x as u64, 0),
+                Def::Within(x, _) => (9, *x as u64, 0),
+                Def::WithinFirst(x, _) => (10, *x as u64, 0),
+                Def::All(x) => (11, *x as u64, 0),
+            };
+            mix(tag);
+            mix(a);
+            mix(b);
+        }
+        h
+    }
+}
+
 /// A template leaf: the template, its name, what its closures are.
 type Leaf<E> = (Template<E>, Option<&'static str>, Ident);
 

@@ -211,6 +211,51 @@ impl<E: Event> ExprListener<E> {
         true
     }
 
+    /// Its state for a checkpoint: its matches in progress and what it keeps beside them, the
+    /// events through `encode` (SPEC R11.10).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn save(&self, encode: &mut dyn FnMut(&E, &mut Vec<u8>)) -> super::saved::ExprPart {
+        super::saved::ExprPart {
+            shape: self.prog.shape(),
+            stepped: self.stepped,
+            due: self.due.as_nanos(),
+            fresh: self.fresh,
+            unsettled: self.unsettled,
+            matchers: self.matchers[..self.live as usize]
+                .iter()
+                .map(|m| m.save(encode))
+                .collect(),
+        }
+    }
+
+    /// Puts back the state `part` saved, in place of this new listener's (registered again
+    /// with an expression of the same shape, R11.11); the events through `decode`. An error
+    /// leaves the listener as it was.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn restore(
+        &mut self,
+        part: super::saved::ExprPart,
+        decode: &dyn Fn(&[u8]) -> Result<E, String>,
+    ) -> Result<(), String> {
+        let shape = self.prog.shape();
+        if part.shape != shape {
+            return Err("its expression has another shape than the saved one".to_owned());
+        }
+        let defs = self.prog.defs.len();
+        let matchers = part
+            .matchers
+            .into_iter()
+            .map(|m| Matcher::restore(m, defs, decode))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.live = matchers.len() as u32;
+        self.matchers = matchers;
+        self.stepped = part.stepped;
+        self.due = Time::from_nanos(part.due);
+        self.fresh = part.fresh;
+        self.unsettled = part.unsettled;
+        Ok(())
+    }
+
     /// How many matchers the listener keeps, active and spare (for the tests).
     #[cfg(test)]
     pub(crate) fn matchers_kept(&self) -> usize {

@@ -391,6 +391,85 @@ impl<E: Event> Matcher<E> {
         }
     }
 
+    /// Its state for a checkpoint, its events through `encode` (SPEC R11.10). Between steps
+    /// only: no `not` is open and no event is being tested.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn save(
+        &self,
+        encode: &mut dyn FnMut(&E, &mut Vec<u8>),
+    ) -> super::saved::MatcherPart {
+        debug_assert_eq!(self.negated, 0, "a matcher saved inside a step");
+        super::saved::MatcherPart {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| {
+                    let fin = n.fin.map_or(0, |o| o.code() as u8 + 1);
+                    (n.started, fin, n.timed, n.count, n.due.as_nanos())
+                })
+                .collect(),
+            got: self
+                .got
+                .iter()
+                .map(|(d, e)| {
+                    let mut bytes = Vec::new();
+                    encode(e, &mut bytes);
+                    (*d, bytes)
+                })
+                .collect(),
+            hits: self.hits,
+            next_due: self.next_due.as_nanos(),
+        }
+    }
+
+    /// The match `part` saved, for a program of `defs` (of the shape it was saved with); its
+    /// events through `decode`. A part that does not fit `defs` is an error, never a panic.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn restore(
+        part: super::saved::MatcherPart,
+        defs: usize,
+        decode: &dyn Fn(&[u8]) -> Result<E, String>,
+    ) -> Result<Self, String> {
+        if part.nodes.len() != defs {
+            return Err(format!(
+                "a saved match has {} definitions, the expression {defs}",
+                part.nodes.len()
+            ));
+        }
+        let mut nodes = SmallVec::with_capacity(defs);
+        for (started, fin, timed, count, due) in part.nodes {
+            let fin = match fin {
+                0 => None,
+                c @ 1..=5 => Some(Outcome::from_code(u32::from(c) - 1)),
+                c => return Err(format!("a saved match has an unknown outcome {c}")),
+            };
+            nodes.push(NodeState {
+                started,
+                fin,
+                timed,
+                count,
+                due: Time::from_nanos(due),
+            });
+        }
+        let mut got = Vec::with_capacity(part.got.len());
+        for (d, bytes) in part.got {
+            if d as usize >= defs {
+                return Err(format!(
+                    "a saved match's event is for definition {d} of {defs}"
+                ));
+            }
+            got.push((d, decode(&bytes)?));
+        }
+        Ok(Matcher {
+            nodes,
+            got,
+            hits: part.hits,
+            negated: 0,
+            admitted: 0,
+            next_due: Time::from_nanos(part.next_due),
+        })
+    }
+
     /// [`restart`](Self::restart) for a program whose start is `image`: the same states, copied.
     pub(crate) fn restart_from(&mut self, image: &StartImage) {
         self.hits = 0;

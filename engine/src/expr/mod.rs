@@ -182,6 +182,8 @@ mod combinators;
 mod listener;
 mod matcher;
 mod programs;
+#[cfg(feature = "checkpoint")]
+mod saved;
 
 pub use combinators::{all, at, not, wait, AfterMatch, Expr};
 pub use listener::Match;
@@ -191,6 +193,8 @@ pub(crate) use listener::{ExprListener, Fired};
 pub(crate) use matcher::Held;
 pub(crate) use matcher::{StepOut, Stimulus};
 pub(crate) use programs::Programs;
+#[cfg(feature = "checkpoint")]
+pub(crate) use saved::ExprPart;
 
 #[cfg(test)]
 mod proptests;

@@ -15,8 +15,12 @@ use super::{ListenerHandle, Scope};
 
 impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     pub(super) fn register(&mut self, mode: Mode, spec: Spec<E>) -> ListenerHandle {
-        let id = self.fx.next_handle;
-        self.fx.next_handle += 1;
+        #[cfg(feature = "checkpoint")]
+        let restored = self.fx.restore_handles.pop();
+        #[cfg(feature = "checkpoint")]
+        let id = restored.unwrap_or_else(|| self.fx.take_handle());
+        #[cfg(not(feature = "checkpoint"))]
+        let id = self.fx.take_handle();
         let op = Op::Listen {
             handle: id,
             instance: self.fx.current,

@@ -17,7 +17,8 @@
 //! `handlers` the plumbing that turns typed handlers and hooks into the context's type-erased
 //! ones; `Scope`'s other methods by what they do: `send` (routing, sending, emitting), `topology`
 //! (channels, subscriptions, new contexts), `listen` (listeners, logical time, ending the
-//! instance), `query` (stream queries) and `spawn` (new instances). May import the leaves,
+//! instance), `query` (stream queries) and `spawn` (new instances); `persist` the trait of
+//! monitors that checkpoints save. May import the leaves,
 //! `entry`, `deliver`, `expr`, `pattern`, `query`, `channel`, `output`, `error` and `context`
 //! (for creating contexts).
 
@@ -38,11 +39,18 @@ mod query;
 
 mod spawn;
 
+#[cfg(feature = "checkpoint")]
+mod persist;
+
 use crate::entry::DieReason;
 use crate::event::Event;
 use crate::id::ContextRef;
 
 pub(crate) use handlers::load_instance;
+#[cfg(feature = "checkpoint")]
+pub(crate) use persist::persist_type;
+#[cfg(feature = "checkpoint")]
+pub use persist::Persistent;
 pub use scope::Scope;
 
 /// A monitor: user state plus the listeners its load hook registers.

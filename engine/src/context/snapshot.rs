@@ -1,0 +1,380 @@
+//! A context's own state in a checkpoint, saved and restored on its thread (SPEC R11.10 -
+//! R11.12).
+//!
+//! # Saving
+//! A checkpoint's `Control::Save` entry is taken like any other, so the context is between
+//! entries: its route stack is empty (R2.2), no handler runs, no `not` of a match is open. It
+//! writes a [`ContextPart`]: its logical clock and the counters that order what comes next (the
+//! clock stimulus number, the timer sequence, the next listener handle), every live instance
+//! (its monitor's persistent name, its state through serde, its channel subscriptions, its live
+//! listeners in registration order: each one's handle, mode, and for an expression its matches
+//! in progress with their events, through the correlator's `EventCodec`) and every pending
+//! timer of a live listener with its due time, sequence and handle. Beside the part it hands
+//! back how many events it took from each input handle, which the coordinator names. An
+//! instance of a monitor that is not persistent, or a stream query's windows, fail the save
+//! with a typed error: nothing is dropped quietly.
+//!
+//! # Restoring
+//! Before the context takes anything else (`Correlator::recover` puts `Control::Restore` first
+//! in every inbox and then starts), it sets its clock and counters back, then creates each saved
+//! instance from its state and runs its `on_restore`, whose registrations are handed the saved
+//! handles in order (`Effects::restore_handles`). What `on_restore` asked for is checked against
+//! the saved instance, listener by listener (only registrations; the same count, mode and kind;
+//! for an expression the same shape), and nothing is applied until every instance passed. The
+//! registrations are then applied in handle order across all instances, so the listener lists
+//! hold them in their old order (R6.4); each expression listener's saved matches replace the
+//! fresh one its registration made, and the saved timers replace those the registrations set.
+//!
+//! Owns the part's form and the two walks. May import the leaves, `checkpoint`, `entry`, `expr`,
+//! `listener` and `record`.
+
+use serde::{Deserialize, Serialize};
+
+use super::timer_queue::TimerQueue;
+use super::{panic_message, Context};
+use crate::checkpoint::CheckpointError;
+use crate::entry::{Control, Mode, Op, Persist, Saved, Spec};
+use crate::event::Event;
+use crate::expr::ExprPart;
+use crate::listener::Body;
+use crate::time::Time;
+
+/// A context's part of a checkpoint.
+#[derive(Serialize, Deserialize)]
+struct ContextPart {
+    now: u64,
+    stimulus: u64,
+    timer_seq: u64,
+    next_handle: u64,
+    instances: Vec<InstancePart>,
+    /// `(due, sequence, listener handle)`, earliest first.
+    timers: Vec<(u64, u64, u64)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct InstancePart {
+    /// The monitor's persistent name.
+    monitor: String,
+    state: Vec<u8>,
+    /// `(channel name, count)`, by name.
+    subscriptions: Vec<(String, u32)>,
+    /// Live listeners in registration order.
+    listeners: Vec<ListenerPart>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ListenerPart {
+    handle: u64,
+    mode: u8,
+    body: BodyPart,
+}
+
+#[derive(Serialize, Deserialize)]
+enum BodyPart {
+    Template,
+    Expr(ExprPart),
+}
+
+fn mode_code(mode: Mode) -> u8 {
+    match mode {
+        Mode::Once => 0,
+        Mode::All => 1,
+        Mode::Unmatched => 2,
+        Mode::Completed => 3,
+    }
+}
+
+fn mode_name(code: u8) -> &'static str {
+    match code {
+        0 => "`on` or `when`",
+        1 => "`on_all` or `when_all`",
+        2 => "`unmatched`",
+        3 => "`completed`",
+        _ => "unknown",
+    }
+}
+
+impl<E: Event> Context<E> {
+    /// Runs a checkpoint's request and answers it. The answer is sent whatever happens; a
+    /// coordinator that has gone meanwhile makes the send fail, which is ignored.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn run_control(&mut self, control: Control<E>) {
+        let id = self.fx.me.id();
+        match control {
+            Control::Save { persist, reply } => {
+                let saved = self.save_part(&persist);
+                let _ = reply.send((id, saved));
+            }
+            Control::Restore {
+                persist,
+                part,
+                reply,
+            } => {
+                let restored = self.restore_part(&persist, &part);
+                // The status shows the restored instances as soon as `recover` returns.
+                self.publish();
+                let _ = reply.send((id, restored));
+            }
+        }
+    }
+
+    /// Counts an event taken from input handle `n` (for the checkpoint's input positions).
+    #[inline]
+    pub(super) fn count_input(&mut self, n: u32) {
+        let n = n as usize;
+        if n >= self.input_taken.len() {
+            self.input_taken.resize(n + 1, 0);
+        }
+        self.input_taken[n] += 1;
+    }
+
+    fn save_part(&mut self, persist: &Persist<E>) -> Saved {
+        let context = self.shared.name.clone();
+        // The codec and the monitors' `Serialize` are user code: a panic fails the save.
+        let saved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.encode_part(persist, &context)
+        }));
+        let part = match saved {
+            Ok(part) => part?,
+            Err(p) => {
+                return Err(CheckpointError::Encode {
+                    what: format!("context `{context}`"),
+                    reason: format!("a panic: {}", panic_message(&*p)),
+                })
+            }
+        };
+        let bytes = postcard::to_allocvec(&part).map_err(|e| CheckpointError::Encode {
+            what: format!("context `{context}`"),
+            reason: e.to_string(),
+        })?;
+        Ok((bytes, self.input_taken.clone()))
+    }
+
+    fn encode_part(
+        &mut self,
+        persist: &Persist<E>,
+        context: &str,
+    ) -> Result<ContextPart, CheckpointError> {
+        debug_assert!(self.fx.routes.is_empty() && self.deferred.is_empty());
+        let mut encode = |e: &E, out: &mut Vec<u8>| persist.codec.encode(e, out);
+        let channels = &self.fx.links.shared().channels;
+        let table = &self.table;
+        let mut instances = Vec::with_capacity(self.live_instances);
+        for inst in self.instances.iter_mut().flatten() {
+            let Some(ty) = persist.types.get(&inst.state.type_id()) else {
+                return Err(CheckpointError::NotPersistent {
+                    context: context.to_owned(),
+                    monitor: inst.state.monitor_name(),
+                });
+            };
+            let state = (ty.save)(&mut inst.state).map_err(|reason| CheckpointError::Encode {
+                what: format!("the state of an instance of `{}`", ty.name),
+                reason,
+            })?;
+            let mut listeners = Vec::with_capacity(inst.live_listeners as usize);
+            for &(handle, slot) in &inst.listeners {
+                let Some(l) = table.live_slot(handle, slot).and_then(|s| table.slot(s)) else {
+                    continue;
+                };
+                let body = match &l.body {
+                    Body::Template { .. } => BodyPart::Template,
+                    Body::Expr { expr, .. } => BodyPart::Expr(expr.save(&mut encode)),
+                    Body::Query(_) => {
+                        return Err(CheckpointError::Unsupported {
+                            context: context.to_owned(),
+                            what: "a stream query or join, whose windows",
+                        })
+                    }
+                };
+                listeners.push(ListenerPart {
+                    handle,
+                    mode: mode_code(l.mode),
+                    body,
+                });
+            }
+            let mut subscriptions: Vec<(String, u32)> = inst
+                .subscriptions
+                .iter()
+                .flat_map(|m| m.iter())
+                .map(|(&ch, &n)| (channels.name(ch), n))
+                .collect();
+            subscriptions.sort();
+            instances.push(InstancePart {
+                monitor: ty.name.to_owned(),
+                state,
+                subscriptions,
+                listeners,
+            });
+        }
+        let mut timers: Vec<(u64, u64, u64)> = self
+            .timers
+            .entries()
+            .filter(|&&(_, _, h, s)| table.live_slot(h, s).is_some())
+            .map(|&(due, seq, h, _)| (due.as_nanos(), seq, h))
+            .collect();
+        timers.sort_unstable();
+        Ok(ContextPart {
+            now: self.fx.now.as_nanos(),
+            stimulus: self.stimulus,
+            timer_seq: self.timer_seq,
+            next_handle: self.fx.next_handle,
+            instances,
+            timers,
+        })
+    }
+
+    fn restore_part(&mut self, persist: &Persist<E>, bytes: &[u8]) -> Result<(), CheckpointError> {
+        let context = self.shared.name.clone();
+        if self.live_instances > 0 {
+            return Err(CheckpointError::NotNow {
+                why: "a context to restore already holds instances: call `recover` before \
+                      loading monitors or feeding events",
+            });
+        }
+        let part: ContextPart =
+            postcard::from_bytes(bytes).map_err(|e| CheckpointError::Decode {
+                what: format!("context `{context}`"),
+                reason: e.to_string(),
+            })?;
+        self.fx.now = Time::from_nanos(part.now);
+        self.stimulus = part.stimulus;
+        self.fx.next_handle = part.next_handle;
+        let mut listens: Vec<(u64, Op<E>)> = Vec::new();
+        let mut exprs: Vec<(u64, ExprPart, String)> = Vec::new();
+        let mut subscriptions: Vec<(u32, String, u32)> = Vec::new();
+        for ip in part.instances {
+            let mismatch = |why: String| CheckpointError::Mismatch {
+                context: context.clone(),
+                monitor: ip.monitor.clone(),
+                why,
+            };
+            let Some(ty) = persist
+                .names
+                .get(ip.monitor.as_str())
+                .and_then(|t| persist.types.get(t))
+            else {
+                return Err(CheckpointError::UnknownMonitor { name: ip.monitor });
+            };
+            let new = (ty.restore)(&ip.state).map_err(|reason| CheckpointError::Decode {
+                what: format!("the state of an instance of `{}`", ip.monitor),
+                reason,
+            })?;
+            self.fx.restore_handles = ip.listeners.iter().rev().map(|l| l.handle).collect();
+            let sent = self.fx.stats.sent;
+            let (instance, result, _) = self.start_instance(new);
+            self.fx.restore_handles.clear();
+            let ops = std::mem::take(&mut self.fx.ops);
+            if let Err(p) = result {
+                return Err(mismatch(format!(
+                    "`on_restore` panicked: {}",
+                    panic_message(&*p)
+                )));
+            }
+            if !self.fx.routes.is_empty() || self.fx.stats.sent != sent {
+                return Err(mismatch(
+                    "`on_restore` routed or sent an event; it may only register listeners"
+                        .to_owned(),
+                ));
+            }
+            let saved = ip.listeners.len();
+            let mut listeners = ip.listeners.into_iter();
+            let mut registered = 0;
+            for op in ops {
+                let Op::Listen { mode, spec, .. } = &op else {
+                    return Err(mismatch(
+                        "`on_restore` spawned, subscribed, quit a listener or died; it may only \
+                         register listeners"
+                            .to_owned(),
+                    ));
+                };
+                registered += 1;
+                let Some(lp) = listeners.next() else {
+                    continue;
+                };
+                if mode_code(*mode) != lp.mode {
+                    return Err(mismatch(format!(
+                        "its listener {registered} is registered with {}, but was saved as \
+                         {}",
+                        mode_name(mode_code(*mode)),
+                        mode_name(lp.mode)
+                    )));
+                }
+                match (spec, lp.body) {
+                    (Spec::Template(..), BodyPart::Template) => {}
+                    (Spec::Expr(..), BodyPart::Expr(e)) => {
+                        exprs.push((lp.handle, e, ip.monitor.clone()));
+                    }
+                    (Spec::Query(_), _) => {
+                        return Err(mismatch(format!(
+                            "its listener {registered} is a stream query, which checkpoints \
+                             cannot restore yet"
+                        )))
+                    }
+                    (Spec::Template(..), _) | (Spec::Expr(..), _) => {
+                        return Err(mismatch(format!(
+                            "its listener {registered} is a template where an expression was \
+                             saved, or an expression where a template was"
+                        )))
+                    }
+                }
+                listens.push((lp.handle, op));
+            }
+            if registered != saved {
+                return Err(mismatch(format!(
+                    "`on_restore` registered {registered} listeners, but the instance had \
+                     {saved}"
+                )));
+            }
+            for (channel, n) in ip.subscriptions {
+                subscriptions.push((instance, channel, n));
+            }
+        }
+        // In handle order across the instances: the lists hold them as they did (R6.4).
+        listens.sort_unstable_by_key(|&(h, _)| h);
+        for (_, op) in listens {
+            self.apply_op(op);
+        }
+        for (instance, name, n) in subscriptions {
+            let ch = self.fx.links.shared().channels.intern(&name).map_err(|e| {
+                CheckpointError::Decode {
+                    what: format!("the subscription to channel `{name}`"),
+                    reason: e.to_string(),
+                }
+            })?;
+            for _ in 0..n {
+                self.subscribe(instance, ch);
+            }
+        }
+        let decode = |b: &[u8]| persist.codec.decode(b);
+        for (handle, saved, monitor) in exprs {
+            let slot = self.table.slot_of(handle);
+            let Some(Body::Expr { expr, .. }) = slot
+                .and_then(|s| self.table.slot_mut(s))
+                .map(|l| &mut l.body)
+            else {
+                continue;
+            };
+            let before = expr.held();
+            expr.restore(saved, &decode)
+                .map_err(|why| CheckpointError::Mismatch {
+                    context: context.clone(),
+                    monitor,
+                    why,
+                })?;
+            let after = expr.held();
+            self.table.note_held(before, after);
+        }
+        // The saved timers, in place of those the registrations set.
+        self.timers = TimerQueue::default();
+        self.deferred.clear();
+        for (due, seq, handle) in part.timers {
+            if let Some(slot) = self.table.slot_of(handle) {
+                self.timers.push((Time::from_nanos(due), seq, handle, slot));
+            }
+        }
+        self.timer_seq = part.timer_seq;
+        self.end_listenerless();
+        Ok(())
+    }
+}

@@ -1,0 +1,642 @@
+//! SPEC §11, checkpoints of a correlator's state and recovery from them (R11.9 - R11.13): a run
+//! that is checkpointed, "crashes" (its later work is thrown away) and recovers from the
+//! checkpoint emits exactly the alerts of a run that never stopped, with partial matches, timers
+//! and listeners registered at run time carried across; a damaged newest checkpoint is passed
+//! over for the one before; and every way a checkpoint or a recovery cannot be done is a typed
+//! error. Needs the `checkpoint` feature.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use correlator::checkpoint::{CheckpointError, DirStore};
+use correlator::record::EventCodec;
+use correlator::{
+    ContextOptions, Correlator, Error, Event, Monitor, Pattern, Persistent, Scope, Time,
+};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Ev {
+    Tx {
+        card: u64,
+        amount: u32,
+        country: u8,
+        present: bool,
+        ms: u64,
+    },
+    Alert {
+        rule: u8,
+        card: u64,
+        ms: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Tx,
+    Alert,
+}
+
+impl Event for Ev {
+    type Kind = Kind;
+    fn kind(&self) -> Kind {
+        match self {
+            Ev::Tx { .. } => Kind::Tx,
+            Ev::Alert { .. } => Kind::Alert,
+        }
+    }
+    fn key(&self) -> Option<u64> {
+        match self {
+            Ev::Tx { card, .. } | Ev::Alert { card, .. } => Some(*card),
+        }
+    }
+    fn time(&self) -> Option<Time> {
+        match self {
+            Ev::Tx { ms, .. } => Some(Time::from_millis(*ms)),
+            Ev::Alert { .. } => None,
+        }
+    }
+}
+
+/// The events partial matches hold, as bytes: only transactions are ever held.
+struct Codec;
+
+impl EventCodec<Ev> for Codec {
+    fn encode(&self, e: &Ev, out: &mut Vec<u8>) {
+        if let Ev::Tx {
+            card,
+            amount,
+            country,
+            present,
+            ms,
+        } = e
+        {
+            out.extend_from_slice(&card.to_le_bytes());
+            out.extend_from_slice(&amount.to_le_bytes());
+            out.push(*country);
+            out.push(u8::from(*present));
+            out.extend_from_slice(&ms.to_le_bytes());
+        }
+    }
+    fn decode(&self, b: &[u8]) -> Result<Ev, String> {
+        if b.len() != 22 {
+            return Err(format!("a transaction is 22 bytes, not {}", b.len()));
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Ok(Ev::Tx {
+            card: u64_at(0),
+            amount: u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")),
+            country: b[12],
+            present: b[13] == 1,
+            ms: u64_at(14),
+        })
+    }
+}
+
+const BIG: u32 = 1_000;
+const LARGE: u32 = 5_000;
+
+fn amount(e: &Ev) -> u32 {
+    match e {
+        Ev::Tx { amount, .. } => *amount,
+        Ev::Alert { .. } => 0,
+    }
+}
+
+/// The fraud rules of `workload/fraud`, with one instance per card spawned by a root instance.
+/// Rule 1: three transactions over `BIG` within 60 s of the second. Rule 2: a transaction over
+/// `LARGE`, then a card-present one in another country within 10 minutes: a `when` registered
+/// at run time per large transaction, whose country and deadline the state keeps, so that
+/// `on_restore` can register it again.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Fraud {
+    /// `None`: the root instance, which knows the cards; `Some`: a card's instance.
+    card: Option<u64>,
+    known: BTreeSet<u64>,
+    /// Rule 2's open windows: `(id, country, deadline in ms)`, in registration order.
+    pending: Vec<(u64, u8, u64)>,
+    next_id: u64,
+}
+
+impl Fraud {
+    fn listen(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let alerts = cx.channel("alerts").expect("below max_channels");
+        let Some(card) = self.card else {
+            cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Fraud, cx, e| {
+                let Some(card) = e.key() else { return };
+                if m.known.insert(card) {
+                    let mut instance = Fraud {
+                        card: Some(card),
+                        ..Fraud::default()
+                    };
+                    instance.known.clear();
+                    cx.spawn(&instance, |m, cx| m.listen(cx));
+                }
+            });
+            return;
+        };
+        let big = || {
+            Pattern::kind(Kind::Tx)
+                .key(card)
+                .filter(|e| amount(e) > BIG)
+        };
+        let rule1 = big().then(big().then(big()).within(Duration::from_secs(60)));
+        cx.when_all(rule1, move |_m, cx, hit| {
+            if let Some(Ev::Tx { ms, .. }) = hit.events.last() {
+                cx.emit(
+                    alerts,
+                    Ev::Alert {
+                        rule: 1,
+                        card,
+                        ms: *ms,
+                    },
+                );
+            }
+        });
+        cx.on_all(
+            Pattern::kind(Kind::Tx)
+                .key(card)
+                .filter(|e| amount(e) > LARGE),
+            move |m: &mut Fraud, cx, e| {
+                if let Ev::Tx { country, ms, .. } = *e {
+                    let id = m.next_id;
+                    m.next_id += 1;
+                    m.pending.push((id, country, ms + 600_000));
+                    Fraud::watch(cx, card, id, country, Duration::from_secs(600));
+                }
+            },
+        );
+        // Rule 2's open windows, restored: in registration order, with what is left of each.
+        let now = cx.now().as_nanos() / 1_000_000;
+        for &(id, country, deadline) in &self.pending {
+            if deadline > now {
+                Fraud::watch(cx, card, id, country, Duration::from_millis(deadline - now));
+            }
+        }
+    }
+
+    fn watch(cx: &mut Scope<'_, Ev, Self>, card: u64, id: u64, country: u8, left: Duration) {
+        let alerts = cx.channel("alerts").expect("below max_channels");
+        let abroad = Pattern::kind(Kind::Tx).key(card).filter(
+            move |e| matches!(e, Ev::Tx { country: c, present: true, .. } if *c != country),
+        );
+        cx.when(abroad.within(left), move |m: &mut Fraud, cx, hit| {
+            m.pending.retain(|p| p.0 != id);
+            if let Some(Ev::Tx { ms, .. }) = hit.events.first() {
+                cx.emit(
+                    alerts,
+                    Ev::Alert {
+                        rule: 2,
+                        card,
+                        ms: *ms,
+                    },
+                );
+            }
+        });
+    }
+}
+
+impl Monitor<Ev> for Fraud {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        self.listen(cx);
+    }
+}
+
+impl Persistent<Ev> for Fraud {
+    const NAME: &'static str = "fraud/v1";
+    fn on_restore(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        // The windows whose deadline passed ended with their timers; drop them from the state
+        // first, so that the listeners registered match the live ones.
+        let now = cx.now().as_nanos() / 1_000_000;
+        self.pending.retain(|p| p.2 > now);
+        self.listen(cx);
+    }
+}
+
+/// Seeded transactions: 40 cards, times increasing by 0 to 1 s.
+fn transactions(n: usize, seed: u64) -> Vec<Ev> {
+    let mut s = seed;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        s >> 33
+    };
+    let mut ms = 0;
+    (0..n)
+        .map(|_| {
+            ms += next() % 1_000;
+            let r = next() % 100;
+            let amount = match r {
+                0..=4 => 5_001 + (next() % 5_000) as u32,
+                5..=29 => 1_001 + (next() % 3_000) as u32,
+                _ => (next() % 900) as u32,
+            };
+            Ev::Tx {
+                card: next() % 40,
+                amount,
+                country: (next() % 3) as u8,
+                present: next() % 2 == 0,
+                ms,
+            }
+        })
+        .collect()
+}
+
+fn builder(dir: &Path) -> correlator::CorrelatorBuilder<Ev> {
+    Correlator::builder()
+        .event_time()
+        .checkpoints(DirStore::open(dir).expect("open the store"), Codec)
+        .persistent::<Fraud>()
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("correlator-ckpt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Feeds `events` to `main` through the named input `tx`.
+fn feed(c: &Correlator<Ev>, input: &correlator::InputHandle<Ev>, events: &[Ev]) {
+    for e in events {
+        input.send_to(c.main(), e.clone()).expect("send");
+    }
+}
+
+/// The alerts of a run that never stops.
+fn reference(events: &[Ev]) -> Vec<Ev> {
+    let c = Correlator::<Ev>::builder()
+        .event_time()
+        .build()
+        .expect("build");
+    let alerts = c.output(c.channel("alerts").expect("channel"));
+    c.start();
+    c.load(Fraud::default()).expect("load");
+    feed(&c, &c.input(), events);
+    c.shutdown().expect("shutdown");
+    alerts.try_iter().collect()
+}
+
+/// A run that recovers from `dir` (or starts fresh), feeds `events` from where the checkpoint
+/// left off up to `upto`, takes a checkpoint at each position in `checkpoints`, then "crashes"
+/// after feeding `lost` more: returns the alerts emitted up to its last checkpoint (those after
+/// it are thrown away, as a crash would lose them) and the recovery's report.
+fn run_and_crash(
+    dir: &Path,
+    events: &[Ev],
+    checkpoints: &[usize],
+    lost: usize,
+) -> (Vec<Ev>, Option<correlator::Recovered>) {
+    let c = builder(dir).build().expect("build");
+    let alerts = c.output(c.channel("alerts").expect("channel"));
+    let recovered = c.recover().expect("recover");
+    let from = match &recovered {
+        Some(r) => r.taken("tx") as usize,
+        None => {
+            c.load(Fraud::default()).expect("load");
+            0
+        }
+    };
+    let input = c.named_input("tx").expect("named input");
+    let mut kept = Vec::new();
+    let mut at = from;
+    for &k in checkpoints {
+        feed(&c, &input, &events[at..k]);
+        at = k;
+        c.checkpoint().expect("checkpoint");
+        // Everything fed before the checkpoint was processed when it returned.
+        kept.extend(alerts.try_iter());
+    }
+    let end = (at + lost).min(events.len());
+    feed(&c, &input, &events[at..end]);
+    c.shutdown().expect("shutdown");
+    drop(c);
+    (kept, recovered)
+}
+
+/// Recovers from `dir` and feeds the rest: the alerts emitted.
+fn recover_and_finish(dir: &Path, events: &[Ev]) -> (Vec<Ev>, correlator::Recovered) {
+    let c = builder(dir).build().expect("build");
+    let alerts = c.output(c.channel("alerts").expect("channel"));
+    let r = c
+        .recover()
+        .expect("recover")
+        .expect("a checkpoint is stored");
+    let input = c.named_input("tx").expect("named input");
+    feed(&c, &input, &events[r.taken("tx") as usize..]);
+    c.shutdown().expect("shutdown");
+    (alerts.try_iter().collect(), r)
+}
+
+// R11.9, R11.11: checkpointed at 2,500 of 6,000 transactions, the run is lost from there (700
+// more were fed and thrown away); the recovered run, fed again from the checkpoint's count,
+// emits the rest, and the two together are exactly the uninterrupted run's alerts, in order.
+// Fed the same rest without the checkpoint's state, a fresh start emits other alerts: the
+// partial matches, timers and run-time listeners carried across are what makes them equal.
+#[test]
+fn r11_11_a_recovered_run_emits_what_an_uninterrupted_one_does() {
+    let events = transactions(6_000, 7);
+    let expected = reference(&events);
+    assert!(
+        expected.len() > 50,
+        "{} alerts: too few to tell",
+        expected.len()
+    );
+    let dir = fresh_dir("once");
+    let (before, recovered) = run_and_crash(&dir, &events, &[2_500], 700);
+    assert!(recovered.is_none(), "the store was empty");
+    let (after, r) = recover_and_finish(&dir, &events);
+    assert_eq!(r.taken("tx"), 2_500);
+    assert!(r.skipped.is_empty());
+    let mut got = before.clone();
+    got.extend(after.iter().cloned());
+    assert_eq!(got, expected);
+
+    // What a restart without the state would have emitted for the same rest.
+    let naive = {
+        let c = Correlator::<Ev>::builder()
+            .event_time()
+            .build()
+            .expect("build");
+        let alerts = c.output(c.channel("alerts").expect("channel"));
+        c.start();
+        c.load(Fraud::default()).expect("load");
+        feed(&c, &c.input(), &events[2_500..]);
+        c.shutdown().expect("shutdown");
+        alerts.try_iter().collect::<Vec<_>>()
+    };
+    assert_ne!(naive, after, "the checkpoint's state made no difference");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+// R11.9, R11.11: three incarnations, each checkpointing, crashing and recovering from the last
+// one's checkpoint; the input counts go on across recoveries (the second checkpoint counts from
+// the input's first event ever), and the alerts are the uninterrupted run's.
+#[test]
+fn r11_9_input_counts_go_on_across_recoveries() {
+    let events = transactions(6_000, 11);
+    let expected = reference(&events);
+    let dir = fresh_dir("chain");
+    let (first, _) = run_and_crash(&dir, &events, &[1_000, 2_000], 300);
+    let (second, r) = run_and_crash(&dir, &events, &[3_500], 900);
+    let r = r.expect("recovered");
+    assert_eq!(r.taken("tx"), 2_000);
+    let (third, r) = recover_and_finish(&dir, &events);
+    assert_eq!(r.taken("tx"), 3_500);
+    let got: Vec<Ev> = first.into_iter().chain(second).chain(third).collect();
+    assert_eq!(got, expected);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+// R11.12 with R11.4: the newest checkpoint damaged (one byte of its payload changed), recovery
+// passes it over, reports it, and resumes from the one before: the alerts are still exactly
+// the uninterrupted run's.
+#[test]
+fn r11_12_a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
+    let events = transactions(5_000, 23);
+    let expected = reference(&events);
+    let dir = fresh_dir("damaged");
+    // Alerts up to the first checkpoint; those up to the second are lost with it.
+    let (kept, _) = run_and_crash(&dir, &events, &[1_500], 0);
+    let (_, _) = run_and_crash(&dir, &events, &[3_000], 0);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    files.sort();
+    let newest = files.last().expect("two checkpoints");
+    let mut bytes = std::fs::read(newest).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(newest, bytes).expect("write");
+    let (after, r) = recover_and_finish(&dir, &events);
+    assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
+    assert_eq!(&r.skipped[0].path, newest);
+    assert_eq!(r.taken("tx"), 1_500);
+    let got: Vec<Ev> = kept.into_iter().chain(after).collect();
+    assert_eq!(got, expected);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// A monitor with two listeners, and a broken twin of it (same name and state) whose
+/// `on_restore` registers one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Two {
+    n: u64,
+}
+
+impl Two {
+    fn listen(&mut self, cx: &mut Scope<'_, Ev, Self>, both: bool) {
+        cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Two, _cx, _e| m.n += 1);
+        if both {
+            cx.on_all(Pattern::kind(Kind::Alert), |_m: &mut Two, _cx, _e| {});
+        }
+    }
+}
+
+impl Monitor<Ev> for Two {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        self.listen(cx, true);
+    }
+}
+
+impl Persistent<Ev> for Two {
+    const NAME: &'static str = "two/v1";
+    fn on_restore(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        self.listen(cx, true);
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct OneOfTwo {
+    n: u64,
+}
+
+impl Monitor<Ev> for OneOfTwo {
+    fn on_load(&mut self, _cx: &mut Scope<'_, Ev, Self>) {}
+}
+
+impl Persistent<Ev> for OneOfTwo {
+    const NAME: &'static str = "two/v1";
+    fn on_restore(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        cx.on_all(Pattern::kind(Kind::Tx), |m: &mut OneOfTwo, _cx, _e| {
+            m.n += 1
+        });
+    }
+}
+
+/// Not persistent.
+struct Plain;
+
+impl Monitor<Ev> for Plain {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        cx.on_all(Pattern::kind(Kind::Tx), |_m, _cx, _e| {});
+    }
+}
+
+fn tx(ms: u64) -> Ev {
+    Ev::Tx {
+        card: 1,
+        amount: 10,
+        country: 0,
+        present: true,
+        ms,
+    }
+}
+
+/// A store in `dir` holding one checkpoint of one `Two` instance that counted 3 events.
+fn one_two_checkpoint(dir: &Path) {
+    let c = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(dir).expect("open"), Codec)
+        .persistent::<Two>()
+        .build()
+        .expect("build");
+    assert!(c.recover().expect("recover").is_none());
+    c.load(Two::default()).expect("load");
+    let input = c.named_input("tx").expect("named");
+    feed(&c, &input, &[tx(1), tx(2), tx(3)]);
+    c.checkpoint().expect("checkpoint");
+    c.shutdown().expect("shutdown");
+}
+
+// R11.9, R11.10, R11.13: each way a checkpoint cannot be taken is a typed error, and saves
+// nothing.
+#[test]
+fn r11_10_what_cannot_be_saved_is_refused_with_a_typed_error() {
+    // Without `checkpoints`.
+    let c = Correlator::<Ev>::builder().build().expect("build");
+    assert!(matches!(
+        c.checkpoint(),
+        Err(CheckpointError::NotConfigured)
+    ));
+    assert!(matches!(c.recover(), Err(CheckpointError::NotConfigured)));
+    drop(c);
+
+    let dir = fresh_dir("refusals");
+    let c = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .persistent::<Two>()
+        .build()
+        .expect("build");
+    // Before start.
+    assert!(matches!(
+        c.checkpoint(),
+        Err(CheckpointError::NotNow { .. })
+    ));
+    c.start();
+    assert!(matches!(c.recover(), Err(CheckpointError::NotNow { .. })));
+    // An instance of a monitor that is not persistent.
+    c.load(Plain).expect("load");
+    match c.checkpoint() {
+        Err(CheckpointError::NotPersistent { context, monitor }) => {
+            assert_eq!(context, "main");
+            assert!(monitor.ends_with("Plain"), "{monitor}");
+        }
+        other => panic!("expected NotPersistent, got {other:?}"),
+    }
+    // More than one context (the cut across inboxes is not built yet).
+    c.create_context(ContextOptions::new("second"))
+        .expect("context");
+    assert!(matches!(
+        c.checkpoint(),
+        Err(CheckpointError::Unsupported { .. })
+    ));
+    c.shutdown().expect("shutdown");
+    drop(c);
+    let stored = std::fs::read_dir(&dir)
+        .expect("list")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "ckpt"))
+        })
+        .count();
+    assert_eq!(stored, 0, "a refused checkpoint saved something");
+
+    // Two persistent monitors of one name.
+    let twice = Correlator::<Ev>::builder()
+        .checkpoints(DirStore::open(fresh_dir("names")).expect("open"), Codec)
+        .persistent::<Two>()
+        .persistent::<OneOfTwo>()
+        .build();
+    assert!(matches!(
+        twice,
+        Err(Error::PersistentName { name: "two/v1" })
+    ));
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    let _ = std::fs::remove_dir_all(fresh_dir("names"));
+}
+
+// R11.11, R11.12: a checkpoint that does not fit the recovering program is a typed error: a
+// monitor it does not know, other contexts, an `on_restore` that registers other listeners.
+#[test]
+fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
+    let dir = fresh_dir("misfit");
+    one_two_checkpoint(&dir);
+
+    let unknown = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .build()
+        .expect("build");
+    match unknown.recover() {
+        Err(CheckpointError::UnknownMonitor { name }) => assert_eq!(name, "two/v1"),
+        other => panic!("expected UnknownMonitor, got {other:?}"),
+    }
+    let _ = unknown.shutdown();
+    drop(unknown);
+
+    let other_contexts = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .persistent::<Two>()
+        .build()
+        .expect("build");
+    other_contexts
+        .create_context(ContextOptions::new("extra"))
+        .expect("context");
+    match other_contexts.recover() {
+        Err(CheckpointError::ContextsDiffer { saved, now }) => {
+            assert_eq!(saved, ["main"]);
+            assert_eq!(now, ["main", "extra"]);
+        }
+        other => panic!("expected ContextsDiffer, got {other:?}"),
+    }
+    drop(other_contexts);
+
+    let fewer = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .persistent::<OneOfTwo>()
+        .build()
+        .expect("build");
+    match fewer.recover() {
+        Err(CheckpointError::Mismatch { monitor, why, .. }) => {
+            assert_eq!(monitor, "two/v1");
+            assert!(
+                why.contains("registered 1 listeners, but the instance had 2"),
+                "{why}"
+            );
+        }
+        other => panic!("expected Mismatch, got {other:?}"),
+    }
+    drop(fewer);
+
+    // The program that saved it recovers it, with its state.
+    let same = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .persistent::<Two>()
+        .build()
+        .expect("build");
+    let r = same.recover().expect("recover").expect("stored");
+    assert_eq!(r.taken("tx"), 3);
+    let status = same.status();
+    assert_eq!(status.contexts[0].instances, 1);
+    assert_eq!(status.contexts[0].listeners, 2);
+    same.shutdown().expect("shutdown");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
