@@ -59,7 +59,7 @@ stage "engine status export with the serde and metrics features" \
 # The `checkpoint` feature (serde and postcard) is off in the workspace build: the checkpoint and
 # recovery tests and the rustdoc examples of `Persistent` and `checkpoints` run here.
 stage "engine checkpoints and recovery with the checkpoint feature" bash -c '
-  cargo test -p correlator --profile ci --features checkpoint --lib --test checkpoint_recover --test checkpoint_store &&
+  cargo test -p correlator --profile ci --features checkpoint --lib --test checkpoint_recover --test checkpoint_cut --test checkpoint_store &&
   cargo test -p correlator --profile ci --features checkpoint --doc Persistent &&
   cargo test -p correlator --profile ci --features checkpoint --doc ::checkpoints'
 # The `quantiles` feature (the `histogram` crate) is off in the workspace build: its aggregate's

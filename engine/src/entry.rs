@@ -115,23 +115,55 @@ pub(crate) struct Persist<E: Event> {
     pub(crate) codec: std::sync::Arc<dyn crate::record::EventCodec<E>>,
 }
 
-/// A context's saved state as its `Control::Save` answers it: its part of the payload, and the
-/// events it took from each input handle (by creation number), which the coordinator names.
+/// A checkpoint in progress, as every context taking part sees it (SPEC R11.9): its number,
+/// the contexts that take part (ids below `contexts`), what saving needs, and where each
+/// context sends its part.
 #[cfg(feature = "checkpoint")]
-pub(crate) type Saved = Result<(Vec<u8>, Vec<u64>), crate::checkpoint::CheckpointError>;
+pub(crate) struct CutRequest<E: Event> {
+    pub(crate) seq: u64,
+    pub(crate) contexts: u32,
+    pub(crate) persist: std::sync::Arc<Persist<E>>,
+    pub(crate) reply: std::sync::mpsc::Sender<(u32, Saved)>,
+}
 
-/// A checkpoint's request to a context, taken between entries (its route stack is empty, R2.2).
+/// A context's part of a checkpoint: its state, the events it had taken from each input
+/// handle (by creation number) when it saved it, and its channel states: the entries it took
+/// after saving from each context whose marker had not arrived yet, `(sender, encoded event)`
+/// in the order it took them.
+#[cfg(feature = "checkpoint")]
+pub(crate) struct SavedPart {
+    pub(crate) part: Vec<u8>,
+    pub(crate) taken: Vec<u64>,
+    pub(crate) channel: Vec<(u32, Vec<u8>)>,
+}
+
+/// What a context answers a checkpoint.
+#[cfg(feature = "checkpoint")]
+pub(crate) type Saved = Result<SavedPart, crate::checkpoint::CheckpointError>;
+
+/// A checkpoint's entry, taken between entries (the route stack is empty, R2.2).
 #[cfg(feature = "checkpoint")]
 pub(crate) enum Control<E: Event> {
-    /// Save the context's state and send it, with the context's id, to `reply`.
-    Save {
-        persist: std::sync::Arc<Persist<E>>,
-        reply: std::sync::mpsc::Sender<(u32, Saved)>,
+    /// The coordinator asks for checkpoint `seq`: the context saves its state now, unless a
+    /// marker of the same checkpoint made it save already.
+    Save(std::sync::Arc<CutRequest<E>>),
+    /// Context `from` saved its state for the checkpoint and sent this behind everything it
+    /// had sent before: the channel from `from` holds nothing more of the checkpoint's.
+    Marker {
+        cut: std::sync::Arc<CutRequest<E>>,
+        from: u32,
     },
-    /// Restore the context's state from its part of a checkpoint; send the outcome to `reply`.
+    /// Checkpoint `seq` failed: forget it.
+    Abort(u64),
+    /// Every context has restored its state: the channel states may be taken. (Nothing to do
+    /// but arrive: a context takes its channel states before the next entry it takes.)
+    Go,
+    /// Restore the context's state from its part of a checkpoint, and hold its channel states
+    /// until the next entry it takes (`Go` or later); send the outcome to `reply`.
     Restore {
         persist: std::sync::Arc<Persist<E>>,
         part: Vec<u8>,
+        channel: Vec<(u32, Vec<u8>)>,
         reply: std::sync::mpsc::Sender<(u32, Result<(), crate::checkpoint::CheckpointError>)>,
     },
 }

@@ -48,8 +48,9 @@
 //! # Layout
 //! This module owns the context thread: [`create_context`], the loop, publication, recovery.
 //! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
-//! deferred operations), `timers` (the logical clock) and `snapshot` (its state in a
-//! checkpoint) are the other jobs of the same [`Context`]; `timer_queue` is the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
+//! deferred operations), `timers` (the logical clock), `snapshot` (its state in a checkpoint)
+//! and `cut` (its part in a checkpoint across contexts) are the other jobs of the same
+//! [`Context`]; `timer_queue` is the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
 //! `inbox`, `listener`, `record`, `route`, `shared` and `status`: every module below the facade except
 //! `monitor` and `input`, which sit on top of it.
 
@@ -76,6 +77,8 @@ use crate::status::Counters;
 use crate::sync::{self, Arc, AtomicBool, Ordering};
 use crate::time::Time;
 
+#[cfg(feature = "checkpoint")]
+mod cut;
 mod dispatch;
 mod instances;
 pub mod skeleton;
@@ -155,6 +158,18 @@ pub(crate) struct Context<E: Event> {
     /// Events taken from each input handle, by its creation number (SPEC R11.9).
     #[cfg(feature = "checkpoint")]
     input_taken: Vec<u64>,
+    /// The checkpoint whose markers this context waits for, if one (`cut`).
+    #[cfg(feature = "checkpoint")]
+    cut: Option<Box<cut::Cut<E>>>,
+    /// A recovered channel state, taken before the next entry (`cut`).
+    #[cfg(feature = "checkpoint")]
+    resume: Vec<(Origin, E)>,
+    /// Whether `cut` or `resume` has work before each entry taken.
+    #[cfg(feature = "checkpoint")]
+    cut_work: bool,
+    /// The number of the last checkpoint this context saved its state for.
+    #[cfg(feature = "checkpoint")]
+    last_cut: u64,
     /// Steps of per-instance bookkeeping (instance slots scanned at shutdown), for the tests that
     /// show shutdown is linear in the live instances ([`Shared::work`]).
     #[cfg(test)]
@@ -270,6 +285,14 @@ impl<E: Event> Context<E> {
             counting,
             #[cfg(feature = "checkpoint")]
             input_taken: Vec::new(),
+            #[cfg(feature = "checkpoint")]
+            cut: None,
+            #[cfg(feature = "checkpoint")]
+            resume: Vec::new(),
+            #[cfg(feature = "checkpoint")]
+            cut_work: false,
+            #[cfg(feature = "checkpoint")]
+            last_cut: 0,
             #[cfg(test)]
             work: 0,
         }
@@ -599,6 +622,9 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
                 if o.is_input() {
                     self.count_input(o.0 & !Origin::INPUT);
                 }
+            }
+            if self.cut_work {
+                self.before_entry(&entry);
             }
         }
         match &mut self.fx.journal {

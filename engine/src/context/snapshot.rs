@@ -2,7 +2,7 @@
 //! R11.12).
 //!
 //! # Saving
-//! A checkpoint's `Control::Save` entry is taken like any other, so the context is between
+//! A checkpoint's first entry (`cut`) is taken like any other, so the context is between
 //! entries: its route stack is empty (R2.2), no handler runs, no `not` of a match is open. It
 //! writes a [`ContextPart`]: its logical clock and the counters that order what comes next (the
 //! clock stimulus number, the timer sequence, the next listener handle), every live instance
@@ -24,6 +24,7 @@
 //! registrations are then applied in handle order across all instances, so the listener lists
 //! hold them in their old order (R6.4); each expression listener's saved matches replace the
 //! fresh one its registration made, and the saved timers replace those the registrations set.
+//! Last, it holds its channel states, to take them before its next entry (`cut`).
 //!
 //! Owns the part's form and the two walks. May import the leaves, `checkpoint`, `entry`, `expr`,
 //! `listener` and `record`.
@@ -33,10 +34,11 @@ use serde::{Deserialize, Serialize};
 use super::timer_queue::TimerQueue;
 use super::{panic_message, Context};
 use crate::checkpoint::CheckpointError;
-use crate::entry::{Control, Mode, Op, Persist, Saved, Spec};
+use crate::entry::{Mode, Op, Persist, Spec};
 use crate::event::Event;
 use crate::expr::ExprPart;
 use crate::listener::Body;
+use crate::record::Origin;
 use crate::time::Time;
 
 /// A context's part of a checkpoint.
@@ -95,30 +97,6 @@ fn mode_name(code: u8) -> &'static str {
 }
 
 impl<E: Event> Context<E> {
-    /// Runs a checkpoint's request and answers it. The answer is sent whatever happens; a
-    /// coordinator that has gone meanwhile makes the send fail, which is ignored.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn run_control(&mut self, control: Control<E>) {
-        let id = self.fx.me.id();
-        match control {
-            Control::Save { persist, reply } => {
-                let saved = self.save_part(&persist);
-                let _ = reply.send((id, saved));
-            }
-            Control::Restore {
-                persist,
-                part,
-                reply,
-            } => {
-                let restored = self.restore_part(&persist, &part);
-                // The status shows the restored instances as soon as `recover` returns.
-                self.publish();
-                let _ = reply.send((id, restored));
-            }
-        }
-    }
-
     /// Counts an event taken from input handle `n` (for the checkpoint's input positions).
     #[inline]
     pub(super) fn count_input(&mut self, n: u32) {
@@ -129,7 +107,11 @@ impl<E: Event> Context<E> {
         self.input_taken[n] += 1;
     }
 
-    fn save_part(&mut self, persist: &Persist<E>) -> Saved {
+    /// Its state and the events it took from each input handle, for a checkpoint.
+    pub(super) fn save_part(
+        &mut self,
+        persist: &Persist<E>,
+    ) -> Result<(Vec<u8>, Vec<u64>), CheckpointError> {
         let context = self.shared.name.clone();
         // The codec and the monitors' `Serialize` are user code: a panic fails the save.
         let saved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -224,7 +206,15 @@ impl<E: Event> Context<E> {
         })
     }
 
-    fn restore_part(&mut self, persist: &Persist<E>, bytes: &[u8]) -> Result<(), CheckpointError> {
+    /// Restores its state from `bytes`, and holds the channel states `channel` (the entries
+    /// other contexts had sent it and it had not taken at the cut), to take them before its next
+    /// entry, in the order it took them then (`cut`).
+    pub(super) fn restore_part(
+        &mut self,
+        persist: &Persist<E>,
+        bytes: &[u8],
+        channel: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), CheckpointError> {
         let context = self.shared.name.clone();
         if self.live_instances > 0 {
             return Err(CheckpointError::NotNow {
@@ -375,6 +365,19 @@ impl<E: Event> Context<E> {
         }
         self.timer_seq = part.timer_seq;
         self.end_listenerless();
+        let mut resume = Vec::with_capacity(channel.len());
+        for (from, bytes) in channel {
+            let e = persist
+                .codec
+                .decode(&bytes)
+                .map_err(|reason| CheckpointError::Decode {
+                    what: format!("an event in flight to context `{context}`"),
+                    reason,
+                })?;
+            resume.push((Origin::context(from), e));
+        }
+        self.cut_work |= !resume.is_empty();
+        self.resume = resume;
         Ok(())
     }
 }

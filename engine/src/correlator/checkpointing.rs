@@ -2,23 +2,24 @@
 //! the correlator's coordinator, named inputs, and what a recovery reports.
 //!
 //! # Taking one
-//! [`Correlator::checkpoint`](crate::Correlator::checkpoint) runs on the caller's thread. Under the store's lock (one
-//! checkpoint at a time) it puts a `Control::Save` entry in every context's inbox, behind what
-//! is already there, and waits for each context's part: a context takes the entry between two
-//! others, so its part is its state after everything it took before. The parts, with the events
-//! each context took from each named input (added to what the checkpoint recovered from had
-//! counted), make one payload, which the store saves under the next sequence number.
+//! [`Correlator::checkpoint`](crate::Correlator::checkpoint) runs on the caller's thread. Under
+//! the store's lock (one checkpoint at a time) it numbers the checkpoint, puts a
+//! `Control::Save` entry in every context's inbox and waits for each context's part: the cut
+//! across the contexts is Chandy and Lamport's, markers through the inboxes (`context::cut`).
+//! Each part is a context's state, its channel states and the events it took from each input
+//! handle; those of named inputs are added to what the checkpoint recovered from had counted.
+//! The parts make one payload, which the store saves under the checkpoint's number.
 //!
-//! A consistent cut across several contexts needs more than this: an entry one context sent
-//! another before its own part was taken and that the other took after its part would be in
-//! neither. The marker protocol that closes that gap (the module docs of `checkpoint`, "Design
-//! of what comes next") is not built yet, so a correlator of more than one context is refused
-//! ([`CheckpointError::Unsupported`]) rather than saved inconsistently.
+//! It fails, and every context forgets it (`Control::Abort`), if a context cannot save its
+//! state, if one stops, or if one is created meanwhile (its state would be in no part).
 //!
 //! # Recovering
-//! [`Correlator::recover`](crate::Correlator::recover) loads the newest intact checkpoint (passing over damaged ones, R11.4),
-//! checks that this correlator has the checkpoint's contexts, puts a `Control::Restore` entry
-//! first in every inbox, starts the correlator and waits for every context to restore its part.
+//! [`Correlator::recover`](crate::Correlator::recover) loads the newest intact checkpoint
+//! (passing over damaged ones, R11.4), checks that this correlator has the checkpoint's
+//! contexts, puts a `Control::Restore` entry first in every inbox, starts the correlator and
+//! waits for every context to restore its state; then it puts a `Control::Go` in every inbox,
+//! and each context takes its channel states before its next entry (`context::cut`, "Recovering",
+//! says why in two steps).
 //!
 //! Owns the coordinator. May import the leaves, `checkpoint`, `deliver`, `entry`, `input`,
 //! `monitor`, `record` and `shared`.
@@ -32,13 +33,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{CheckpointError, CheckpointStore, Skipped};
 use crate::deliver::Wait;
-use crate::entry::{Control, Entry, Persist, PersistType};
+use crate::entry::{Control, CutRequest, Entry, Persist, PersistType, SavedPart};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::input::InputHandle;
 use crate::monitor::{persist_type, Persistent};
 use crate::record::EventCodec;
-use crate::shared::Shared;
+use crate::shared::{ContextShared, Shared};
 use crate::sync::{self, Arc, Ordering, StdArc, StdMutex};
 
 /// The payload's own format number, inside the store's framing (which has its own version).
@@ -149,12 +150,16 @@ struct Inputs {
     next_seq: Option<u64>,
 }
 
+/// A context in a checkpoint: its name, its state, and its channel states (`(sender, encoded
+/// event)`, in the order it took them).
+type ContextInPayload = (String, Vec<u8>, Vec<(u32, Vec<u8>)>);
+
 /// The payload of a checkpoint.
 #[derive(Serialize, Deserialize)]
 struct Payload {
     format: u32,
-    /// Each context's name and part, in id order.
-    contexts: Vec<(String, Vec<u8>)>,
+    /// Each context, in id order.
+    contexts: Vec<ContextInPayload>,
     /// `(input name, context id, events taken)`.
     inputs: Vec<(String, u32, u64)>,
 }
@@ -225,51 +230,30 @@ impl<E: Event> Checkpoints<E> {
                 why: "the correlator is not started; call `start` (or `recover`) first",
             });
         }
-        if shared.input_closed() {
-            return Err(CheckpointError::NotNow {
-                why: "the correlator is shutting down",
-            });
-        }
-        let contexts = shared.snapshot();
-        if contexts.len() > 1 {
-            return Err(CheckpointError::Unsupported {
-                context: "correlator".to_owned(),
-                what: "more than one context, whose consistent cut (markers through the \
-                       inboxes)",
-            });
-        }
         let mut store = sync::lock_std(&self.store);
-        let (reply, answers) = mpsc::channel();
-        let input = InputHandle::<E>::new(crate::deliver::Links::new(
-            shared.clone(),
-            None,
-            crate::deliver::NoPlaces,
-        ));
-        for c in &contexts {
-            let control = Control::Save {
-                persist: self.persist.clone(),
-                reply: reply.clone(),
-            };
-            input
-                .links
-                .borrow_mut()
-                .push_entry(
-                    c.reference(),
-                    Entry::Control(Box::new(control)),
-                    Wait::Block,
-                )
-                .map_err(|_| CheckpointError::NotNow {
-                    why: "a context stopped before it could save its state",
-                })?;
+        let seq = match sync::lock_std(&self.inputs).next_seq {
+            Some(seq) => seq,
+            None => store.list()?.iter().map(|s| s.seq + 1).max().unwrap_or(1),
+        };
+        let contexts = shared.snapshot();
+        let parts = self.cut(shared, &contexts, seq);
+        if parts.is_err() || shared.snapshot().len() != contexts.len() {
+            // Every context forgets it (a context that answered holds nothing of it any more).
+            let input = self.sender(shared);
+            for c in &contexts {
+                let abort = Entry::Control(Box::new(Control::Abort(seq)));
+                let _ = input
+                    .links
+                    .borrow_mut()
+                    .push_entry(c.reference(), abort, Wait::Never);
+            }
+            parts?;
+            return Err(CheckpointError::NotNow {
+                why: "a context was created during the checkpoint, which it does not hold; \
+                      take the checkpoint again",
+            });
         }
-        drop(reply);
-        let mut parts: Vec<Option<(Vec<u8>, Vec<u64>)>> = vec![None; contexts.len()];
-        for _ in 0..contexts.len() {
-            let (id, saved) = answers.recv().map_err(|_| CheckpointError::NotNow {
-                why: "a context stopped before it could save its state",
-            })?;
-            parts[id as usize] = Some(saved?);
-        }
+        let parts = parts?;
         let mut inputs = sync::lock_std(&self.inputs);
         let mut taken: HashMap<(String, u32), u64> = inputs.base.clone();
         let mut payload = Payload {
@@ -278,15 +262,14 @@ impl<E: Event> Checkpoints<E> {
             inputs: Vec::new(),
         };
         for (c, part) in contexts.iter().zip(parts) {
-            let Some((bytes, counts)) = part else {
-                continue;
-            };
-            for (n, &count) in counts.iter().enumerate() {
+            for (n, &count) in part.taken.iter().enumerate() {
                 if let Some(name) = inputs.names.get(&(n as u32)) {
                     *taken.entry((name.clone(), c.id)).or_insert(0) += count;
                 }
             }
-            payload.contexts.push((c.name.clone(), bytes));
+            payload
+                .contexts
+                .push((c.name.clone(), part.part, part.channel));
         }
         let mut listed: Vec<_> = taken.into_iter().collect();
         listed.sort();
@@ -295,13 +278,75 @@ impl<E: Event> Checkpoints<E> {
             what: "the checkpoint".to_owned(),
             reason: e.to_string(),
         })?;
-        let seq = match inputs.next_seq {
-            Some(seq) => seq,
-            None => store.list()?.iter().map(|s| s.seq + 1).max().unwrap_or(1),
-        };
         store.save(seq, &bytes)?;
         inputs.next_seq = Some(seq + 1);
         Ok(seq)
+    }
+
+    /// A sender of the coordinator's entries (an input handle, whose events none are).
+    fn sender(&self, shared: &Arc<Shared<E>>) -> InputHandle<E> {
+        InputHandle::new(crate::deliver::Links::new(
+            shared.clone(),
+            None,
+            crate::deliver::NoPlaces,
+        ))
+    }
+
+    /// Runs the cut of checkpoint `seq` across `contexts` (`context::cut`): every context's
+    /// part, by id.
+    fn cut(
+        &self,
+        shared: &Arc<Shared<E>>,
+        contexts: &[Arc<ContextShared<E>>],
+        seq: u64,
+    ) -> Result<Vec<SavedPart>, CheckpointError> {
+        let stopped = CheckpointError::NotNow {
+            why: "a context stopped (or the correlator shut down) during the checkpoint",
+        };
+        let (reply, answers) = mpsc::channel();
+        let req = StdArc::new(CutRequest {
+            seq,
+            contexts: contexts.len() as u32,
+            persist: self.persist.clone(),
+            reply,
+        });
+        let input = self.sender(shared);
+        for c in contexts {
+            let save = Entry::Control(Box::new(Control::Save(req.clone())));
+            if input
+                .links
+                .borrow_mut()
+                .push_entry(c.reference(), save, Wait::Block)
+                .is_err()
+            {
+                return Err(stopped);
+            }
+        }
+        // Only the contexts hold the request now: once every one has dropped it (answered,
+        // or stopped), `recv` sees the channel closed.
+        drop(req);
+        let mut parts: Vec<Option<SavedPart>> = contexts.iter().map(|_| None).collect();
+        let mut left = contexts.len();
+        while left > 0 {
+            match answers.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok((id, saved)) => {
+                    let slot = parts.get_mut(id as usize).ok_or(CheckpointError::NotNow {
+                        why: "a context that was not asked answered the checkpoint",
+                    })?;
+                    if slot.replace(saved?).is_none() {
+                        left -= 1;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let gone = contexts.iter().any(|c| c.stopped.load(Ordering::Acquire));
+                    if gone || shared.shut_down.load(Ordering::Acquire) {
+                        return Err(stopped);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped),
+            }
+        }
+        Ok(parts.into_iter().flatten().collect())
     }
 
     /// Recovers from the newest intact checkpoint and starts the correlator (see the module
@@ -339,20 +384,17 @@ impl<E: Event> Checkpoints<E> {
         }
         let contexts = shared.snapshot();
         let now: Vec<String> = contexts.iter().map(|c| c.name.clone()).collect();
-        let saved: Vec<String> = payload.contexts.iter().map(|(n, _)| n.clone()).collect();
+        let saved: Vec<String> = payload.contexts.iter().map(|(n, ..)| n.clone()).collect();
         if now != saved {
             return Err(CheckpointError::ContextsDiffer { saved, now });
         }
         let (reply, answers) = mpsc::channel();
-        let input = InputHandle::<E>::new(crate::deliver::Links::new(
-            shared.clone(),
-            None,
-            crate::deliver::NoPlaces,
-        ));
-        for (c, (_, part)) in contexts.iter().zip(payload.contexts) {
+        let input = self.sender(shared);
+        for (c, (_, part, channel)) in contexts.iter().zip(payload.contexts) {
             let control = Control::Restore {
                 persist: self.persist.clone(),
                 part,
+                channel,
                 reply: reply.clone(),
             };
             input
@@ -387,6 +429,17 @@ impl<E: Event> Checkpoints<E> {
         }
         if let Some(e) = first_error {
             return Err(e);
+        }
+        // Every subscription is back: the contexts may take their channel states.
+        for c in &contexts {
+            let go = Entry::Control(Box::new(Control::Go));
+            input
+                .links
+                .borrow_mut()
+                .push_entry(c.reference(), go, Wait::Block)
+                .map_err(|_| CheckpointError::NotNow {
+                    why: "a context stopped during the recovery",
+                })?;
         }
         let mut inputs = sync::lock_std(&self.inputs);
         inputs.base = payload
