@@ -243,6 +243,8 @@ pub(crate) struct Effects<E: Event> {
     pub(crate) now: Time,
     /// Recording or replaying this context, or neither (see `record`).
     pub(crate) journal: Journal<Entry<E>>,
+    /// The number of the next [`EmitId`](crate::id::EmitId) (R11.14), saved by checkpoints.
+    pub(crate) emit_ids: u64,
 }
 
 impl<E: Event> Effects<E> {

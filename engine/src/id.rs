@@ -1,4 +1,5 @@
-//! Context references: [`ContextRef`], the id every other module names a context by (SPEC R1.2).
+//! Context references: [`ContextRef`], the id every other module names a context by (SPEC R1.2);
+//! and [`EmitId`], the id a context gives what it emits (SPEC R11.14).
 //!
 //! A leaf: owns the reference's one-word layout (`id | correlator_tag << 32`); imports nothing
 //! from the engine. With the `serde` feature a reference is written as its two parts,
@@ -97,5 +98,31 @@ impl fmt::Debug for ContextRef {
 impl fmt::Display for ContextRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "context #{}", self.id())
+    }
+}
+
+/// The id of a value a context emits, for a sink to recognise a value it has already published
+/// (SPEC R11.14): the context's id and a number that counts up in that context
+/// ([`Scope::emit_id`](crate::Scope::emit_id)). A checkpoint saves each context's count and a
+/// recovery restores it, so a value that a recovered run derives again from the same entries
+/// gets the id it had before the crash, and a sink that keeps the ids it has published (a
+/// JetStream stream's de-duplication by message id) drops the repeat: outputs effectively once.
+///
+/// Written as `{context}.{seq}` (`3.1042`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    any(feature = "serde", feature = "checkpoint"),
+    derive(serde::Serialize, serde::Deserialize)
+)]
+pub struct EmitId {
+    /// The context's id ([`ContextRef::id`]).
+    pub context: u32,
+    /// Its number in that context, from 0.
+    pub seq: u64,
+}
+
+impl fmt::Display for EmitId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.context, self.seq)
     }
 }

@@ -210,7 +210,7 @@ pub use error::{Error, SendBatchError, SendError, SendErrorKind};
 pub use event::Event;
 pub use event_time::{LateEvents, DEFAULT_LATE_WARNING_INTERVAL};
 pub use expr::{all, at, not, wait, AfterMatch, Expr, Match};
-pub use id::ContextRef;
+pub use id::{ContextRef, EmitId};
 /// The largest inbox capacity [`CorrelatorBuilder::inbox_capacity`] accepts.
 pub use inbox::MAX_CAPACITY as MAX_INBOX_CAPACITY;
 pub use input::{InputHandle, SharedInput};

@@ -12,7 +12,7 @@ use std::time::Duration;
 use correlator::checkpoint::{CheckpointError, DirStore};
 use correlator::record::EventCodec;
 use correlator::{
-    ContextOptions, Correlator, Error, Event, Monitor, Pattern, Persistent, Scope, Time,
+    ContextOptions, Correlator, EmitId, Error, Event, Monitor, Pattern, Persistent, Scope, Time,
 };
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +29,7 @@ enum Ev {
         rule: u8,
         card: u64,
         ms: u64,
+        id: EmitId,
     },
 }
 
@@ -144,12 +145,14 @@ impl Fraud {
         let rule1 = big().then(big().then(big()).within(Duration::from_secs(60)));
         cx.when_all(rule1, move |_m, cx, hit| {
             if let Some(Ev::Tx { ms, .. }) = hit.events.last() {
+                let id = cx.emit_id();
                 cx.emit(
                     alerts,
                     Ev::Alert {
                         rule: 1,
                         card,
                         ms: *ms,
+                        id,
                     },
                 );
             }
@@ -184,12 +187,14 @@ impl Fraud {
         cx.when(abroad.within(left), move |m: &mut Fraud, cx, hit| {
             m.pending.retain(|p| p.0 != id);
             if let Some(Ev::Tx { ms, .. }) = hit.events.first() {
+                let id = cx.emit_id();
                 cx.emit(
                     alerts,
                     Ev::Alert {
                         rule: 2,
                         card,
                         ms: *ms,
+                        id,
                     },
                 );
             }
@@ -279,15 +284,27 @@ fn reference(events: &[Ev]) -> Vec<Ev> {
 }
 
 /// A run that recovers from `dir` (or starts fresh), feeds `events` from where the checkpoint
-/// left off up to `upto`, takes a checkpoint at each position in `checkpoints`, then "crashes"
-/// after feeding `lost` more: returns the alerts emitted up to its last checkpoint (those after
-/// it are thrown away, as a crash would lose them) and the recovery's report.
+/// left off, takes a checkpoint at each position in `checkpoints`, then "crashes" after feeding
+/// `lost` more: returns the alerts emitted up to its last checkpoint (those after it are thrown
+/// away, as a crash would lose its state) and the recovery's report.
 fn run_and_crash(
     dir: &Path,
     events: &[Ev],
     checkpoints: &[usize],
     lost: usize,
 ) -> (Vec<Ev>, Option<correlator::Recovered>) {
+    let (kept, _, recovered) = run_and_crash_all(dir, events, checkpoints, lost);
+    (kept, recovered)
+}
+
+/// [`run_and_crash`], and every alert the run emitted, those after its last checkpoint too (a
+/// sink had published them before the crash).
+fn run_and_crash_all(
+    dir: &Path,
+    events: &[Ev],
+    checkpoints: &[usize],
+    lost: usize,
+) -> (Vec<Ev>, Vec<Ev>, Option<correlator::Recovered>) {
     let c = builder(dir).build().expect("build");
     let alerts = c.output(c.channel("alerts").expect("channel"));
     let recovered = c.recover().expect("recover");
@@ -312,7 +329,9 @@ fn run_and_crash(
     feed(&c, &input, &events[at..end]);
     c.shutdown().expect("shutdown");
     drop(c);
-    (kept, recovered)
+    let mut all = kept.clone();
+    all.extend(alerts.try_iter());
+    (kept, all, recovered)
 }
 
 /// Recovers from `dir` and feeds the rest: the alerts emitted.
@@ -367,6 +386,42 @@ fn r11_11_a_recovered_run_emits_what_an_uninterrupted_one_does() {
         alerts.try_iter().collect::<Vec<_>>()
     };
     assert_ne!(naive, after, "the checkpoint's state made no difference");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+// R11.14: a sink that publishes every alert it receives, once per id, gets exactly the
+// uninterrupted run's alerts from a run that crashed after its checkpoint (having published
+// alerts the checkpoint does not hold) and the run recovered from it (which emits them again):
+// the repeats carry the ids they had, and no id names two different alerts.
+#[test]
+fn r11_14_emit_ids_make_outputs_effectively_once() {
+    let events = transactions(6_000, 31);
+    let expected = reference(&events);
+    let dir = fresh_dir("once-ids");
+    let (_, published_before_crash, _) = run_and_crash_all(&dir, &events, &[2_000], 1_500);
+    let (after, _) = recover_and_finish(&dir, &events);
+    let mut sink = std::collections::BTreeMap::new();
+    let (mut published, mut repeats) = (Vec::new(), 0);
+    for alert in published_before_crash.into_iter().chain(after) {
+        let Ev::Alert { id, .. } = alert else {
+            panic!("not an alert: {alert:?}")
+        };
+        match sink.entry(id) {
+            std::collections::btree_map::Entry::Occupied(o) => {
+                assert_eq!(o.get(), &alert, "one id, two alerts");
+                repeats += 1;
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(alert.clone());
+                published.push(alert);
+            }
+        }
+    }
+    assert!(
+        repeats > 0,
+        "the crash lost no published alert: nothing was de-duplicated"
+    );
+    assert_eq!(published, expected);
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
@@ -640,5 +695,65 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
     assert_eq!(status.contexts[0].instances, 1);
     assert_eq!(status.contexts[0].listeners, 2);
     same.shutdown().expect("shutdown");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+// R11.9: `checkpoint_every` takes checkpoints while the correlator runs, without a request,
+// and the last one before shutdown holds what was processed.
+#[test]
+fn r11_9_checkpoints_are_taken_every_interval() {
+    let dir = fresh_dir("every");
+    let c = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .checkpoint_every(Duration::from_millis(20))
+        .persistent::<Two>()
+        .build()
+        .expect("build");
+    assert!(c.recover().expect("recover").is_none());
+    c.load(Two::default()).expect("load");
+    let input = c.named_input("tx").expect("named");
+    feed(&c, &input, &[tx(1), tx(2), tx(3)]);
+    let count = || {
+        std::fs::read_dir(&dir)
+            .expect("list")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "ckpt"))
+            })
+            .count()
+    };
+    // Two more checkpoints after the events were fed, the later one holding them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let before = count();
+    while count() < before + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no periodic checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    c.shutdown().expect("shutdown");
+    drop(c);
+    let again = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .persistent::<Two>()
+        .build()
+        .expect("build");
+    let r = again.recover().expect("recover").expect("stored");
+    assert_eq!(r.taken("tx"), 3);
+    again.shutdown().expect("shutdown");
+    let zero = Correlator::<Ev>::builder()
+        .checkpoints(DirStore::open(fresh_dir("zero")).expect("open"), Codec)
+        .checkpoint_every(Duration::ZERO)
+        .build();
+    assert!(matches!(
+        zero,
+        Err(Error::InvalidLimit {
+            setting: "checkpoint_every"
+        })
+    ));
+    let _ = std::fs::remove_dir_all(fresh_dir("zero"));
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

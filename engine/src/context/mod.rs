@@ -280,6 +280,7 @@ impl<E: Event> Context<E> {
                 restore_handles: Vec::new(),
                 now: Time::ZERO,
                 journal,
+                emit_ids: 0,
             },
             #[cfg(feature = "checkpoint")]
             counting,

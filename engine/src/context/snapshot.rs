@@ -5,7 +5,7 @@
 //! A checkpoint's first entry (`cut`) is taken like any other, so the context is between
 //! entries: its route stack is empty (R2.2), no handler runs, no `not` of a match is open. It
 //! writes a [`ContextPart`]: its logical clock and the counters that order what comes next (the
-//! clock stimulus number, the timer sequence, the next listener handle), every live instance
+//! clock stimulus number, the timer sequence, the next listener handle and emit id), every live instance
 //! (its monitor's persistent name, its state through serde, its channel subscriptions, its live
 //! listeners in registration order: each one's handle, mode, and for an expression its matches
 //! in progress with their events, through the correlator's `EventCodec`) and every pending
@@ -48,6 +48,8 @@ struct ContextPart {
     stimulus: u64,
     timer_seq: u64,
     next_handle: u64,
+    /// The number of the context's next `EmitId` (R11.14).
+    emit_ids: u64,
     instances: Vec<InstancePart>,
     /// `(due, sequence, listener handle)`, earliest first.
     timers: Vec<(u64, u64, u64)>,
@@ -201,6 +203,7 @@ impl<E: Event> Context<E> {
             stimulus: self.stimulus,
             timer_seq: self.timer_seq,
             next_handle: self.fx.next_handle,
+            emit_ids: self.fx.emit_ids,
             instances,
             timers,
         })
@@ -230,6 +233,7 @@ impl<E: Event> Context<E> {
         self.fx.now = Time::from_nanos(part.now);
         self.stimulus = part.stimulus;
         self.fx.next_handle = part.next_handle;
+        self.fx.emit_ids = part.emit_ids;
         let mut listens: Vec<(u64, Op<E>)> = Vec::new();
         let mut exprs: Vec<(u64, ExprPart, String)> = Vec::new();
         let mut subscriptions: Vec<(u32, String, u32)> = Vec::new();

@@ -1,5 +1,6 @@
 //! The helper threads a started correlator runs: the periodic status line
-//! (`status_interval`), the `metrics` exporter (`export_metrics`) and the clock (`tick_rate`),
+//! (`status_interval`), the `metrics` exporter (`export_metrics`), the clock (`tick_rate`) and
+//! the checkpointer (`checkpoint_every`),
 //! each a [`Periodic`] thread that parks between its jobs; and [`Lifecycle::start`], which lets
 //! the contexts go and starts them.
 //!
@@ -85,6 +86,31 @@ impl Lifecycle {
         if let (Some(rate), false) = (shared.settings.tick_rate, replaying) {
             self.start_clock(shared, rate);
         }
+    }
+
+    /// Starts the `checkpoint_every` job, if one is set and not running: a checkpoint every
+    /// interval, on a thread of its own; a checkpoint that fails is reported (`tracing`,
+    /// WARN) and the next one is tried at the next interval.
+    #[cfg(feature = "checkpoint")]
+    pub(super) fn start_checkpointer<E: Event>(
+        &self,
+        shared: &Arc<Shared<E>>,
+        checkpoints: &crate::sync::StdArc<super::checkpointing::Checkpoints<E>>,
+    ) {
+        let Some(interval) = checkpoints.interval() else {
+            return;
+        };
+        let mut job = sync::lock(&self.checkpointer);
+        if job.is_some() {
+            return;
+        }
+        let (shared, checkpoints) = (shared.clone(), checkpoints.clone());
+        *job = Periodic::start("correlator-checkpoint", interval, move || match checkpoints
+            .checkpoint(&shared)
+        {
+            Ok(seq) => tracing::debug!(seq, "checkpoint saved"),
+            Err(e) => tracing::warn!(error = %e, "a periodic checkpoint failed"),
+        });
     }
 
     fn start_clock<E: Event>(&self, shared: &Arc<Shared<E>>, per_second: u32) {

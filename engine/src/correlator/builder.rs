@@ -453,6 +453,18 @@ impl<E: Event> CorrelatorBuilder<E> {
         self
     }
 
+    /// Takes a checkpoint every `interval` (feature `checkpoint`; with
+    /// [`checkpoints`](Self::checkpoints)), from the start until shutdown begins, on a thread
+    /// of its own, as [`Correlator::checkpoint`] would. A checkpoint that fails is reported
+    /// (`tracing`, WARN) and the next is tried an interval later. Default: none, only on
+    /// request. A zero interval makes [`build`](Self::build) fail with
+    /// [`Error::InvalidLimit`].
+    #[cfg(feature = "checkpoint")]
+    pub fn checkpoint_every(mut self, interval: Duration) -> Self {
+        self.checkpoints.interval = Some(interval);
+        self
+    }
+
     /// Registers persistent monitor `M` (feature `checkpoint`): checkpoints save its
     /// instances, recovery restores them (SPEC R11.10, R11.11). Two types with the same
     /// [`Persistent::NAME`](crate::Persistent::NAME) make [`build`](Self::build) fail with
@@ -476,6 +488,12 @@ impl<E: Event> CorrelatorBuilder<E> {
     /// [`Error::ThreadSpawn`]; with the `checkpoint` feature, `Error::PersistentName` for two
     /// persistent monitors of one name. Never a panic or an abort, whatever the values.
     pub fn build(self) -> Result<Correlator<E>, Error> {
+        #[cfg(feature = "checkpoint")]
+        if self.checkpoints.interval == Some(Duration::ZERO) {
+            return Err(Error::InvalidLimit {
+                setting: "checkpoint_every",
+            });
+        }
         #[cfg(feature = "checkpoint")]
         let checkpoints = self.checkpoints.build()?.map(sync::StdArc::new);
         let settings = self.settings;

@@ -50,6 +50,8 @@ pub(crate) struct CheckpointSetting<E: Event> {
     pub(crate) store: Option<StdArc<StdMutex<Box<dyn CheckpointStore>>>>,
     pub(crate) codec: Option<StdArc<dyn EventCodec<E>>>,
     pub(crate) types: Vec<(TypeId, PersistType<E>)>,
+    /// `checkpoint_every`.
+    pub(crate) interval: Option<std::time::Duration>,
 }
 
 impl<E: Event> Default for CheckpointSetting<E> {
@@ -58,6 +60,7 @@ impl<E: Event> Default for CheckpointSetting<E> {
             store: None,
             codec: None,
             types: Vec::new(),
+            interval: None,
         }
     }
 }
@@ -67,6 +70,7 @@ impl<E: Event> Clone for CheckpointSetting<E> {
         Self {
             store: self.store.clone(),
             codec: self.codec.clone(),
+            interval: self.interval,
             types: self
                 .types
                 .iter()
@@ -127,6 +131,7 @@ impl<E: Event> CheckpointSetting<E> {
             }),
             store,
             inputs: StdMutex::new(Inputs::default()),
+            interval: self.interval,
         }))
     }
 }
@@ -137,6 +142,8 @@ pub(crate) struct Checkpoints<E: Event> {
     /// Held while a checkpoint or a recovery runs: one at a time.
     store: StdArc<StdMutex<Box<dyn CheckpointStore>>>,
     inputs: StdMutex<Inputs>,
+    /// `checkpoint_every`.
+    interval: Option<std::time::Duration>,
 }
 
 /// The named inputs, and what the checkpoint recovered from had counted of them.
@@ -203,6 +210,11 @@ pub struct InputTaken {
 }
 
 impl<E: Event> Checkpoints<E> {
+    /// The `checkpoint_every` interval, if one is set.
+    pub(crate) fn interval(&self) -> Option<std::time::Duration> {
+        self.interval
+    }
+
     /// Names input handle number `n`.
     pub(crate) fn name_input(&self, n: u32, name: &str) -> Result<(), CheckpointError> {
         let mut inputs = sync::lock_std(&self.inputs);

@@ -67,6 +67,9 @@ struct Lifecycle {
     #[cfg(feature = "metrics")]
     metrics_exporter: Mutex<Option<Periodic>>,
     clock: Mutex<Option<Periodic>>,
+    /// The `checkpoint_every` job.
+    #[cfg(feature = "checkpoint")]
+    checkpointer: Mutex<Option<Periodic>>,
     /// The result of the shutdown, once one ran; held while it runs, so that concurrent calls
     /// (blocking and async alike) wait for it and report it.
     shutdown: Mutex<Option<Result<Status, Error>>>,
@@ -82,6 +85,8 @@ impl Lifecycle {
             #[cfg(feature = "metrics")]
             metrics_exporter: Mutex::new(None),
             clock: Mutex::new(None),
+            #[cfg(feature = "checkpoint")]
+            checkpointer: Mutex::new(None),
             shutdown: Mutex::new(None),
             handed_off: AtomicBool::new(false),
         }
@@ -312,6 +317,10 @@ impl<E: Event> Correlator<E> {
     /// nothing.
     pub fn start(&self) {
         self.life.start(&self.shared);
+        #[cfg(feature = "checkpoint")]
+        if let Some(cp) = &self.checkpoints {
+            self.life.start_checkpointer(&self.shared, cp);
+        }
     }
 
     /// Takes a checkpoint (feature `checkpoint`; SPEC R11.9): every context saves its state

@@ -59,6 +59,11 @@ impl Lifecycle {
 
     /// The shutdown itself (see the module docs); called once.
     fn shut_down_now<E: Event>(&self, shared: &Arc<Shared<E>>) -> Result<Status, Error> {
+        // A checkpoint in progress finishes first (the contexts still run); no other starts.
+        #[cfg(feature = "checkpoint")]
+        if let Some(job) = sync::lock(&self.checkpointer).take() {
+            job.stop();
+        }
         if let Some(clock) = sync::lock(&self.clock).take() {
             clock.stop();
         }
