@@ -2,11 +2,10 @@
 //! and atomically, and the newest intact one loaded back, passing over any that a crash, a full
 //! disk or a damaged file system spoiled.
 //!
-//! This is the storage slice of checkpointing only. What a payload holds (the consistent cut of
-//! the contexts' state), how monitors put their state into one and how a correlator recovers
-//! from it are to come, on top of [`CheckpointStore`]: the code that takes a checkpoint hands the
-//! store its bytes and a sequence number, the code that recovers asks for the newest valid
-//! checkpoint's bytes. The store never looks inside a payload.
+//! This module is the storage of checkpoints: the code that takes a checkpoint hands the store
+//! its bytes and a sequence number, the code that recovers asks for the newest valid
+//! checkpoint's bytes (see "What a payload holds" below). The store never looks inside a
+//! payload.
 //!
 //! # A checkpoint file
 //! [`DirStore`] keeps each checkpoint in a file of its own, `checkpoint-{seq:020}.ckpt` (the
@@ -60,67 +59,15 @@
 //! another, is refused with [`CheckpointError::InUse`]. The operating system releases the lock
 //! with the process, so a crash leaves none behind.
 //!
-//! # Design of what comes next (not built yet)
-//! Written down before it is built, so that the storage above is shaped for it; SPEC §11 gains
-//! these rules only when they are built and tested.
-//!
-//! **The cut** is Chandy and Lamport's snapshot over the engine's channels, which are FIFO per
-//! sender (R2.3, across the overflow too, R5.2): every context and every input handle is a
-//! sender of its own into each inbox.
-//! 1. A checkpoint `k` starts (on request, or every period) when the coordinator (the
-//!    correlator's background thread) raises the requested epoch to `k`, fixes the set of live
-//!    input handles, and puts a `Start(k)` entry in every inbox.
-//! 2. An input handle marks itself: its next send sees the requested epoch above its own (one
-//!    relaxed load per send) and first sends `Marker(k, position)` to every context, `position`
-//!    being what its source says it has fed (a JetStream stream sequence). An idle handle cannot
-//!    be waited for, and this is the open question of the design. Either the coordinator claims
-//!    it (a CAS from idle to claimed, which a send that begins meanwhile waits out, spinning
-//!    briefly, then yielding) and sends its markers on its behalf: that makes every send a CAS
-//!    on the handle's own line, to be measured against `stream/1to1` before it is chosen. Or
-//!    only handles that can be woken take part (the NATS connector's feeders, and handles whose
-//!    owner calls a `poll_checkpoint` when idle), and checkpointing a correlator with any other
-//!    input handle is a typed error. (Marking by colour instead, Lai and Yang's way, each entry
-//!    carrying its sender's epoch so that a red entry makes its receiver snapshot first, saves
-//!    the marker entries but not this question: a receiver still cannot tell that an idle
-//!    sender's last white entry has arrived.) A handle created during checkpoint `k` begins with
-//!    its marker; a handle dropped during it sends its markers first. Whichever is chosen gets
-//!    a loom model before it is trusted.
-//! 3. A context, at the first `Start(k)` or `Marker(k)` it takes, is between entries with an
-//!    empty route stack (R2.2): it writes its own state (below), then sends `Marker(k)` to every
-//!    other context through the send core (a marker is never refused and never waits: taken
-//!    beyond capacity like a cycle's send, R5.2, at most one per context pair per checkpoint).
-//!    From then on, every entry it takes from a sender whose `Marker(k)` has not yet arrived is
-//!    processed as usual and also recorded as that channel's state. When every expected sender's
-//!    marker has arrived it hands its part to the coordinator. A context stops the world for
-//!    nobody: it pauses only while it writes its own state.
-//! 4. The coordinator frames the parts (each context's state and channel states, each input's
-//!    position) into one payload and saves it through a [`CheckpointStore`] from its own thread.
-//!
-//! **What a context writes**: its logical clock and timers (R7), its instances (each monitor's
-//! state through an opt-in serde trait, below), each listener's partial matches with the events
-//! they hold, its query windows, its id counters and each output's emit sequence. A spawn in
-//! flight between contexts carries a closure, which cannot be saved: a checkpointing correlator
-//! spawns across contexts only monitors of the trait, as data (type name and state).
-//!
-//! **Monitors opt in** through a trait over `Monitor` with a stable type name, serde for the
-//! state and an `on_restore` hook that registers the instance's listeners again, in the order it
-//! first did. A closure cannot be saved, so the engine cannot restore listeners opaquely as
-//! Apama restores a persistent monitor's: it pairs each re-registered listener with its saved
-//! partial matches by registration order and checks the expression's shape (a mismatch is a typed
-//! error naming the instance and the listener, never a silent fresh start).
-//!
-//! **Recovery** loads the newest intact checkpoint ([`CheckpointStore::load_latest`]), rebuilds
-//! each context's instances and state, puts each recorded channel state at the front of its
-//! inbox in its sender's order, and tells the caller each input's position (inputs named, not
-//! numbered, so that a restarted process can match them); the caller re-reads each source from
-//! there. JetStream acknowledgement then follows the checkpoint, not the processing.
-//!
-//! **Effectively-once outputs**: each emit carries `(output, context, sequence)`, restored with
-//! the checkpoint, which a sink uses as its de-duplication id (a JetStream message id). A
-//! re-derived output gets the id it had before the crash when the context takes its entries in
-//! the same order again: exact for a context fed by one sender (a partition per context, as the
-//! NATS scale-out runs), and for several senders when the recording of the interleaving since
-//! the checkpoint (`record`) is replayed before going live.
+//! # What a payload holds, and who writes it
+//! The store is the bottom of checkpointing (feature `checkpoint` for the rest, SPEC R11.9 -
+//! R11.14): `context::cut` runs the consistent cut across the contexts (markers through the
+//! inboxes), `context::snapshot` writes and restores a context's own state, `monitor::persist` is
+//! the trait through which monitors hand over their state, and `correlator::checkpointing`
+//! coordinates a checkpoint, frames the contexts' parts into one payload, and recovers from the
+//! newest intact one. Not saved yet, and refused with a typed error rather than dropped: a stream
+//! query's windows, a pool's dispatchers (a pool's per-key map), and a `spawn_to` in flight
+//! between contexts at the cut.
 //!
 //! Owns checkpoint storage: the store trait and what it returns; `kit` what every store shares
 //! (names, framing, the load walk), `dir` the local-directory store, `format` a file's bytes and
