@@ -115,6 +115,17 @@ pub(crate) struct Persist<E: Event> {
     pub(crate) codec: std::sync::Arc<dyn crate::record::EventCodec<E>>,
 }
 
+/// A pool's dispatcher in a context, for checkpoints (SPEC R11.10): the per-key instances of
+/// monitor type `monitor` are its, and `adopt` wraps an instance restored for a key as the
+/// dispatcher wraps one it creates (its end reported, its key recorded).
+#[cfg(feature = "checkpoint")]
+pub(crate) struct KeyedHook<E: Event> {
+    pub(crate) monitor: std::any::TypeId,
+    /// The dispatcher's instance.
+    pub(crate) dispatcher: u32,
+    pub(crate) adopt: fn(&mut State, u64, NewInstance<E>) -> NewInstance<E>,
+}
+
 /// A checkpoint in progress, as every context taking part sees it (SPEC R11.9): its number,
 /// the contexts that take part (ids below `contexts`), what saving needs, and where each
 /// context sends its part.
@@ -239,6 +250,13 @@ pub(crate) struct Effects<E: Event> {
     /// restored listener keeps its handle (and its place in registration order, R6.4).
     #[cfg(feature = "checkpoint")]
     pub(crate) restore_handles: Vec<u64>,
+    /// The pools' dispatchers in this context (R11.10).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) keyed_hooks: Vec<KeyedHook<E>>,
+    /// The key of each live per-key instance, by instance, when the correlator takes
+    /// checkpoints (`None` otherwise: nothing to keep).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) keyed: Option<std::collections::HashMap<u32, u64>>,
     /// The context's logical time: the last tick taken (R7.1).
     pub(crate) now: Time,
     /// Recording or replaying this context, or neither (see `record`).

@@ -225,6 +225,8 @@ pub use output::{
     MAX_OUTPUT_CAPACITY,
 };
 pub use pattern::{ordered_f64, ordered_i64, Pattern, Prior};
+#[cfg(feature = "checkpoint")]
+pub use pool::Resume;
 pub use pool::{partition_of, Pool, PoolInput, PoolMemberStatus, PoolStatus};
 pub use status::{BlockedOnOutput, ContextStatus, Status, Totals};
 pub use time::Time;

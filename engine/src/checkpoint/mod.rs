@@ -66,8 +66,7 @@
 //! the trait through which monitors hand over their state, and `correlator::checkpointing`
 //! coordinates a checkpoint, frames the contexts' parts into one payload, and recovers from the
 //! newest intact one. Not saved yet, and refused with a typed error rather than dropped: a stream
-//! query's windows, a pool's dispatchers (a pool's per-key map), and a `spawn_to` in flight
-//! between contexts at the cut.
+//! query's windows, and a `spawn_to` in flight between contexts at the cut.
 //!
 //! Owns checkpoint storage: the store trait and what it returns; `kit` what every store shares
 //! (names, framing, the load walk), `dir` the local-directory store, `format` a file's bytes and

@@ -278,6 +278,10 @@ impl<E: Event> Context<E> {
                 next_handle: 0,
                 #[cfg(feature = "checkpoint")]
                 restore_handles: Vec::new(),
+                #[cfg(feature = "checkpoint")]
+                keyed_hooks: Vec::new(),
+                #[cfg(feature = "checkpoint")]
+                keyed: counting.then(Default::default),
                 now: Time::ZERO,
                 journal,
                 emit_ids: 0,

@@ -9,7 +9,9 @@
 //! (its monitor's persistent name, its state through serde, its channel subscriptions, its live
 //! listeners in registration order: each one's handle, mode, and for an expression its matches
 //! in progress with their events, through the correlator's `EventCodec`) and every pending
-//! timer of a live listener with its due time, sequence and handle. Beside the part it hands
+//! timer of a live listener with its due time, sequence and handle. A pool's dispatcher is not
+//! saved (its factory is a closure; the recovering program loads it again before `recover`), a
+//! per-key instance is, with its key (`Effects::keyed`). Beside the part it hands
 //! back how many events it took from each input handle, which the coordinator names. An
 //! instance of a monitor that is not persistent, or a stream query's windows, fail the save
 //! with a typed error: nothing is dropped quietly.
@@ -17,7 +19,8 @@
 //! # Restoring
 //! Before the context takes anything else (`Correlator::recover` puts `Control::Restore` first
 //! in every inbox and then starts), it sets its clock and counters back, then creates each saved
-//! instance from its state and runs its `on_restore`, whose registrations are handed the saved
+//! instance from its state (a per-key one wrapped by its member's dispatcher, `KeyedHook`) and
+//! runs its `on_restore`, whose registrations are handed the saved
 //! handles in order (`Effects::restore_handles`). What `on_restore` asked for is checked against
 //! the saved instance, listener by listener (only registrations; the same count, mode and kind;
 //! for an expression the same shape), and nothing is applied until every instance passed. The
@@ -59,6 +62,8 @@ struct ContextPart {
 struct InstancePart {
     /// The monitor's persistent name.
     monitor: String,
+    /// Its key, for a pool's per-key instance (restored through the member's dispatcher).
+    key: Option<u64>,
     state: Vec<u8>,
     /// `(channel name, count)`, by name.
     subscriptions: Vec<(String, u32)>,
@@ -145,7 +150,15 @@ impl<E: Event> Context<E> {
         let channels = &self.fx.links.shared().channels;
         let table = &self.table;
         let mut instances = Vec::with_capacity(self.live_instances);
-        for inst in self.instances.iter_mut().flatten() {
+        let hooks = &self.fx.keyed_hooks;
+        let keyed = self.fx.keyed.as_ref();
+        for (id, inst) in self.instances.iter_mut().enumerate() {
+            let Some(inst) = inst else { continue };
+            let id = id as u32;
+            // A pool's dispatcher is configuration: the recovering program loads it again.
+            if hooks.iter().any(|h| h.dispatcher == id) {
+                continue;
+            }
             let Some(ty) = persist.types.get(&inst.state.type_id()) else {
                 return Err(CheckpointError::NotPersistent {
                     context: context.to_owned(),
@@ -186,6 +199,7 @@ impl<E: Event> Context<E> {
             subscriptions.sort();
             instances.push(InstancePart {
                 monitor: ty.name.to_owned(),
+                key: keyed.and_then(|k| k.get(&id).copied()),
                 state,
                 subscriptions,
                 listeners,
@@ -219,10 +233,11 @@ impl<E: Event> Context<E> {
         channel: Vec<(u32, Vec<u8>)>,
     ) -> Result<(), CheckpointError> {
         let context = self.shared.name.clone();
-        if self.live_instances > 0 {
+        // A pool's dispatchers are loaded again before `recover`; nothing else may be.
+        if self.live_instances > self.fx.keyed_hooks.len() {
             return Err(CheckpointError::NotNow {
                 why: "a context to restore already holds instances: call `recover` before \
-                      loading monitors or feeding events",
+                      loading monitors (other than a pool's `load_per_key`) or feeding events",
             });
         }
         let part: ContextPart =
@@ -250,10 +265,24 @@ impl<E: Event> Context<E> {
             else {
                 return Err(CheckpointError::UnknownMonitor { name: ip.monitor });
             };
-            let new = (ty.restore)(&ip.state).map_err(|reason| CheckpointError::Decode {
+            let mut new = (ty.restore)(&ip.state).map_err(|reason| CheckpointError::Decode {
                 what: format!("the state of an instance of `{}`", ip.monitor),
                 reason,
             })?;
+            if let Some(key) = ip.key {
+                let tid = persist.names[ip.monitor.as_str()];
+                let Some(hook) = self.fx.keyed_hooks.iter().find(|h| h.monitor == tid) else {
+                    return Err(mismatch(
+                        "it is a pool's per-key instance, and no `load_per_key` of its monitor \
+                         was loaded in this context before `recover`"
+                            .to_owned(),
+                    ));
+                };
+                let (adopt, d) = (hook.adopt, hook.dispatcher as usize);
+                if let Some(dispatcher) = self.instances.get_mut(d).and_then(Option::as_mut) {
+                    new = adopt(&mut dispatcher.state, key, new);
+                }
+            }
             self.fx.restore_handles = ip.listeners.iter().rev().map(|l| l.handle).collect();
             let sent = self.fx.stats.sent;
             let (instance, result, _) = self.start_instance(new);
@@ -286,6 +315,14 @@ impl<E: Event> Context<E> {
                 let Some(lp) = listeners.next() else {
                     continue;
                 };
+                if self.table.slot_of(lp.handle).is_some() {
+                    return Err(mismatch(format!(
+                        "its listener {registered} had handle {}, which a listener loaded \
+                         before `recover` has: load the pools' monitors in the order the \
+                         checkpointed program did",
+                        lp.handle
+                    )));
+                }
                 if mode_code(*mode) != lp.mode {
                     return Err(mismatch(format!(
                         "its listener {registered} is registered with {}, but was saved as \

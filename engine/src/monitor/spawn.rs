@@ -4,6 +4,8 @@
 //! Owns no state. May import the leaves, `entry`, `deliver` and `error`.
 
 use crate::deliver::Wait;
+#[cfg(feature = "checkpoint")]
+use crate::entry::Effects;
 use crate::entry::{Entry, NewInstance, Op};
 use crate::error::Error;
 use crate::event::Event;
@@ -17,6 +19,13 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     /// [`spawn`](Self::spawn) does (R6.2): the pool's per-key factory (`crate::pool`).
     pub(crate) fn spawn_new(&mut self, new: NewInstance<E>) {
         self.fx.ops.push(Op::Spawn(new));
+    }
+
+    /// The context's effects, for the engine's own monitors (a pool's dispatcher registering
+    /// itself for checkpoints).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn effects(&mut self) -> &mut Effects<E> {
+        self.fx
     }
 }
 

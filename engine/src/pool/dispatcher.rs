@@ -8,7 +8,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use crate::entry::{DieReason, Effects};
+use crate::entry::{DieReason, Effects, NewInstance};
 use crate::event::Event;
 use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
@@ -59,6 +59,32 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
         for &kind in &self.kinds {
             cx.on_all(Pattern::kind(kind), Self::dispatch);
         }
+        // Checkpoints save this member's per-key instances (not the dispatcher: its factory is
+        // a closure, loaded again by the recovering program) and hand restored ones to it.
+        #[cfg(feature = "checkpoint")]
+        {
+            let fx = cx.effects();
+            let dispatcher = fx.current;
+            fx.keyed_hooks.push(crate::entry::KeyedHook {
+                monitor: std::any::TypeId::of::<M>(),
+                dispatcher,
+                adopt: adopt::<E, M>,
+            });
+        }
+    }
+}
+
+/// A restored instance of `key` wrapped by the dispatcher `state` as if it had created it.
+#[cfg(feature = "checkpoint")]
+fn adopt<E: Event, M: Monitor<E>>(
+    state: &mut State,
+    key: u64,
+    new: NewInstance<E>,
+) -> NewInstance<E> {
+    match state.downcast_mut::<Dispatcher<E, M>>() {
+        Some(d) => d.wrap(key, new),
+        // The hook names the dispatcher's own instance: its state is of this type.
+        None => new,
     }
 }
 
@@ -113,16 +139,27 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
                 return;
             }
         };
-        self.keys.insert(key);
-        let ended = self.ended.clone();
         let mut new = load_instance(monitor);
         new.deliver = deliver;
+        let new = self.wrap(key, new);
+        cx.spawn_new(new);
+    }
+
+    /// Records `key` and wraps `new`, its instance: counted live when it exists, its key
+    /// reported when it ends (and, under checkpoints, known to the context as `key`'s).
+    fn wrap(&mut self, key: u64, mut new: NewInstance<E>) -> NewInstance<E> {
+        self.keys.insert(key);
+        let ended = self.ended.clone();
         let (live, member) = (self.live.clone(), self.member);
         let init = new.init;
         let started = live.clone();
         // Counted when the instance exists: a spawn dropped at shutdown creates none.
         new.init = Box::new(move |state: &mut State, fx: &mut Effects<E>| {
             started[member].fetch_add(1, Ordering::Relaxed);
+            #[cfg(feature = "checkpoint")]
+            if let Some(keyed) = fx.keyed.as_mut() {
+                keyed.insert(fx.current, key);
+            }
             init(state, fx);
         });
         let mut on_die = new.on_die;
@@ -138,9 +175,13 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
                     .push(key);
                 ended.any.store(true, Ordering::Relaxed);
                 live[member].fetch_sub(1, Ordering::Relaxed);
+                #[cfg(feature = "checkpoint")]
+                if let Some(keyed) = fx.keyed.as_mut() {
+                    keyed.remove(&fx.current);
+                }
                 on_die(state, reason, fx);
             },
         );
-        cx.spawn_new(new);
+        new
     }
 }

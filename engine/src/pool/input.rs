@@ -229,3 +229,40 @@ impl<E: Event> Clone for PoolInput<E> {
         }
     }
 }
+
+/// Which events of a pool's named input the checkpoint recovered from had seen taken, member by
+/// member ([`Pool::resume`](super::Pool::resume)): fed the input's events again in their first
+/// order, [`taken`](Self::taken) answers `true` for each one its member had taken, so that
+/// only the others are sent.
+#[cfg(feature = "checkpoint")]
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// Per member, the events of the input it had taken and that have not been passed over yet.
+    pub(super) left: Vec<u64>,
+    pub(super) members: Arc<[ContextRef]>,
+}
+
+#[cfg(feature = "checkpoint")]
+impl Resume {
+    /// Whether `event`, the next event of the input in its first order, had been taken by its
+    /// member before the checkpoint (skip it), or not (send it). An event without a key was
+    /// never sent (`SendErrorKind::NoKey`): `false`.
+    pub fn taken<E: Event>(&mut self, event: &E) -> bool {
+        let Some(key) = event.key() else {
+            return false;
+        };
+        let m = super::keys::partition_of(key, self.members.len());
+        match self.left.get_mut(m) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// How many events are still to be passed over, all members together.
+    pub fn pending(&self) -> u64 {
+        self.left.iter().sum()
+    }
+}

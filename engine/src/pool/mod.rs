@@ -29,8 +29,8 @@
 //! `keys` which member owns a key ([`partition_of`]) and the hasher of a member's key set;
 //! `input` the sender, [`PoolInput`]; `dispatcher` the monitor in each member that creates and
 //! forgets the per-key instances. Built on the public facade: imported by nothing but `lib.rs`.
-//! May import the leaves, `correlator`, `deliver`, `input`, `monitor`, `shared` and `status`
-//! (every module below it).
+//! May import the leaves, `checkpoint`, `correlator`, `deliver`, `input`, `monitor`, `shared`
+//! and `status` (every module below it).
 
 mod dispatcher;
 mod input;
@@ -52,6 +52,8 @@ use std::sync::Arc;
 
 use dispatcher::{Dispatcher, Factory};
 pub use input::PoolInput;
+#[cfg(feature = "checkpoint")]
+pub use input::Resume;
 pub use keys::partition_of;
 use keys::{member_in, KeySet};
 
@@ -173,6 +175,50 @@ impl<E: Event> Pool<E> {
             input: InputHandle::new(Links::new(self.shared.clone(), None, NoPlaces)),
             members: self.members.clone(),
             run: Vec::new(),
+        }
+    }
+
+    /// A [`PoolInput`] whose events checkpoints count under `name`, per member (feature
+    /// `checkpoint`; see [`Correlator::named_input`]): after a recovery,
+    /// [`resume`](Self::resume) tells which events each member had taken.
+    ///
+    /// # Errors
+    /// As [`Correlator::named_input`].
+    #[cfg(feature = "checkpoint")]
+    pub fn named_input(
+        &self,
+        correlator: &Correlator<E>,
+        name: &str,
+    ) -> Result<PoolInput<E>, crate::checkpoint::CheckpointError> {
+        Ok(PoolInput {
+            input: correlator.named_input(name)?,
+            members: self.members.clone(),
+            run: Vec::new(),
+        })
+    }
+
+    /// Where to resume feeding the pool's named input `name` after `recovered` (feature
+    /// `checkpoint`, SPEC R11.12): each member had taken its first so many events of it, a
+    /// different number per member, since each took its own keys' events at its own pace. Read
+    /// the source again from its start (or from a point every member had passed) and send only
+    /// what [`Resume::taken`] says was not taken.
+    #[cfg(feature = "checkpoint")]
+    pub fn resume(&self, recovered: &crate::correlator::Recovered, name: &str) -> Resume {
+        let left = self
+            .members
+            .iter()
+            .map(|&m| {
+                recovered
+                    .inputs
+                    .iter()
+                    .filter(|i| i.input == name && i.context == m)
+                    .map(|i| i.taken)
+                    .sum()
+            })
+            .collect();
+        Resume {
+            left,
+            members: self.members.clone(),
         }
     }
 
