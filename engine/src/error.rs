@@ -101,6 +101,11 @@ pub enum Error {
     Recording(String),
     /// A replay (`replay`) differed from its recording: where first (SPEC §10).
     Diverged(Box<Divergence>),
+    /// `Correlator::named_output` was given a name another output has.
+    OutputNameTaken {
+        /// The name.
+        name: String,
+    },
     /// Two monitor types registered with `CorrelatorBuilder::persistent` have the same
     /// `Persistent::NAME` (R11.10): a checkpoint could not say which one an instance is.
     #[cfg(feature = "checkpoint")]
@@ -116,6 +121,10 @@ impl fmt::Display for Error {
             Error::Recording(e) => write!(f, "the recording's sink failed: {e}"),
             Error::InvalidQuery { why } => write!(f, "invalid stream query: {why}"),
             Error::Diverged(d) => d.fmt(f),
+            Error::OutputNameTaken { name } => write!(
+                f,
+                "an output named `{name}` exists already; give each named output its own name"
+            ),
             #[cfg(feature = "checkpoint")]
             Error::PersistentName { name } => write!(
                 f,

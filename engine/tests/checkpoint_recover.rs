@@ -880,3 +880,77 @@ fn r11_12_a_pool_recovers_its_per_key_instances() {
     assert_eq!(got, expected);
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// Counts transactions and emits the count to the typed output named `counts`, whose handle
+/// its state cannot hold: it finds it by name when loaded and when restored.
+#[derive(Default, Serialize, Deserialize)]
+struct Counted {
+    n: u64,
+    #[serde(skip)]
+    out: Option<correlator::Output<u64>>,
+}
+
+impl Counted {
+    fn listen(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        self.out = cx.output("counts");
+        cx.on_all(Pattern::kind(Kind::Tx), |m: &mut Counted, cx, _e| {
+            m.n += 1;
+            if let Some(out) = &m.out {
+                let _ = cx.emit_to(out, m.n);
+            }
+        });
+    }
+}
+
+impl Monitor<Ev> for Counted {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        self.listen(cx);
+    }
+}
+
+impl Persistent<Ev> for Counted {
+    const NAME: &'static str = "counted/v1";
+    fn on_restore(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        self.listen(cx);
+    }
+}
+
+// R11.11: a restored monitor finds its typed output again by name (`named_output`,
+// `Scope::output`), and goes on counting where the checkpoint left it.
+#[test]
+fn r11_11_a_restored_monitor_finds_its_named_output() {
+    let dir = fresh_dir("named-output");
+    let build = || {
+        let c = Correlator::<Ev>::builder()
+            .event_time()
+            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+            .persistent::<Counted>()
+            .build()
+            .expect("build");
+        let (_, counts) = c
+            .named_output::<u64>("counts", correlator::OutputOptions::default())
+            .expect("named output");
+        assert!(matches!(
+            c.named_output::<u64>("counts", correlator::OutputOptions::default()),
+            Err(Error::OutputNameTaken { .. })
+        ));
+        (c, counts)
+    };
+    let (c, counts) = build();
+    assert!(c.recover().expect("recover").is_none());
+    c.load(Counted::default()).expect("load");
+    let input = c.named_input("tx").expect("named");
+    feed(&c, &input, &[tx(1), tx(2), tx(3)]);
+    c.checkpoint().expect("checkpoint");
+    c.shutdown().expect("shutdown");
+    assert_eq!(counts.try_iter().collect::<Vec<_>>(), [1, 2, 3]);
+    drop(c);
+    let (c, counts) = build();
+    let r = c.recover().expect("recover").expect("stored");
+    let input = c.named_input("tx").expect("named");
+    feed(&c, &input, &[tx(4)]);
+    c.shutdown().expect("shutdown");
+    assert_eq!(r.taken("tx"), 3);
+    assert_eq!(counts.try_iter().collect::<Vec<_>>(), [4]);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

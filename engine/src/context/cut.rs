@@ -180,13 +180,27 @@ impl<E: Event> Context<E> {
         let _ = req.reply.send((self.fx.me.id(), answer));
     }
 
+    /// What a context that takes checkpoints does with each entry it takes, before it runs it:
+    /// counts an input handle's event, and does the cut's work if there is some.
+    #[inline(always)]
+    pub(super) fn checkpoint_entry(&mut self, entry: &Entry<E>) {
+        if let Entry::Event(o, _) = entry {
+            if o.is_input() {
+                self.count_input(o.0 & !Origin::INPUT);
+            }
+        }
+        if self.cut_work {
+            self.before_entry(entry);
+        }
+    }
+
     /// Before `entry` is taken while a cut or a recovery has work: a recovered channel state
     /// is taken first (once every context has restored its state, since the entry is at least
     /// the coordinator's `Go`); `entry` is recorded in its sender's channel state if it is the
     /// entry of a context whose marker is still to come.
     #[cold]
     #[inline(never)]
-    pub(super) fn before_entry(&mut self, entry: &Entry<E>) {
+    fn before_entry(&mut self, entry: &Entry<E>) {
         if !self.resume.is_empty() {
             for (origin, e) in std::mem::take(&mut self.resume) {
                 self.run_entry(Entry::Event(origin, e));

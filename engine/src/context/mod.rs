@@ -238,7 +238,16 @@ impl<E: Event> Context<E> {
             settings.late_events,
             settings.late_warning_interval,
         );
-        let journal = Journal::new(correlator.journal.as_ref(), me.id(), &shared.name);
+        #[cfg(feature = "checkpoint")]
+        let checkpoints = settings.checkpoints;
+        #[cfg(not(feature = "checkpoint"))]
+        let checkpoints = false;
+        let journal = Journal::new(
+            correlator.journal.as_ref(),
+            me.id(),
+            &shared.name,
+            checkpoints,
+        );
         let input_codec = correlator.input_codec.clone();
         #[cfg(feature = "checkpoint")]
         let counting = settings.checkpoints;
@@ -621,29 +630,26 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
     #[inline(always)]
     fn process(&mut self, entry: Entry<E>) -> Flow {
         self.fx.stats.received += 1;
-        #[cfg(feature = "checkpoint")]
-        if self.counting {
-            if let Entry::Event(o, _) = &entry {
-                if o.is_input() {
-                    self.count_input(o.0 & !Origin::INPUT);
-                }
-            }
-            if self.cut_work {
-                self.before_entry(&entry);
-            }
-        }
         match &mut self.fx.journal {
             Journal::Off => {}
-            Journal::Record(r) => match (&entry, self.input_codec.as_deref()) {
-                (Entry::Tick(t), _) => r.tick(t.as_nanos()),
-                (Entry::Event(o, e), Some(codec)) if o.is_input() => {
-                    r.input(*o, |out| codec.encode(e, out));
+            #[cfg(feature = "checkpoint")]
+            Journal::Count => self.checkpoint_entry(&entry),
+            Journal::Record(r) => {
+                match (&entry, self.input_codec.as_deref()) {
+                    (Entry::Tick(t), _) => r.tick(t.as_nanos()),
+                    (Entry::Event(o, e), Some(codec)) if o.is_input() => {
+                        r.input(*o, |out| codec.encode(e, out));
+                    }
+                    (Entry::Event(o, _) | Entry::Spawn(o, _), _) => r.take(*o),
+                    // A checkpoint's request is not part of what a replay reproduces.
+                    #[cfg(feature = "checkpoint")]
+                    (Entry::Control(_), _) => {}
                 }
-                (Entry::Event(o, _) | Entry::Spawn(o, _), _) => r.take(*o),
-                // A checkpoint's request is not part of what a replay reproduces.
                 #[cfg(feature = "checkpoint")]
-                (Entry::Control(_), _) => {}
-            },
+                if self.counting {
+                    self.checkpoint_entry(&entry);
+                }
+            }
             Journal::Replay(_) => return self.replay_arrive(entry),
         }
         self.run_entry(entry);

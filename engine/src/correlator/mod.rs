@@ -273,6 +273,33 @@ impl<E: Event> Correlator<E> {
         ))
     }
 
+    /// [`typed_output`](Self::typed_output) under a name, so that a monitor can find the
+    /// output's handle again with [`Scope::output`](crate::Scope::output): a persistent
+    /// monitor restored from a checkpoint, whose state cannot hold the handle (it is not data),
+    /// finds it in `on_restore` (SPEC R11.11). The output's name in the status is `name` too.
+    ///
+    /// # Errors
+    /// [`Error::OutputNameTaken`] for a name another named output has;
+    /// [`Error::InvalidOutputCapacity`] as for `typed_output`.
+    pub fn named_output<A: Send + 'static>(
+        &self,
+        name: &str,
+        options: OutputOptions,
+    ) -> Result<(Output<A>, OutputReceiver<A>), Error> {
+        let options = options.checked()?;
+        let queue = self.shared.outputs.make::<A>(options, name.to_owned());
+        let output = Output {
+            queue: queue.clone(),
+            fingerprint: None,
+        };
+        if !self.shared.outputs.name(name, &output) {
+            return Err(Error::OutputNameTaken {
+                name: name.to_owned(),
+            });
+        }
+        Ok((output, OutputReceiver::new(queue)))
+    }
+
     /// The receiver of the late events, under [`LateEvents::ToOutput`](crate::LateEvents::ToOutput): `Some` the first time,
     /// `None` after that and under the other policies. Late events are those stamped before their
     /// context's clock under [`event_time`](CorrelatorBuilder::event_time); each is counted in

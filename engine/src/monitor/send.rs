@@ -335,6 +335,16 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         queued
     }
 
+    /// The handle of the typed output named `name` ([`Correlator::named_output`]), if there is
+    /// one of values `A`: how a persistent monitor restored from a checkpoint finds its outputs
+    /// again in [`Persistent::on_restore`](crate::Persistent) (its state holds data, not
+    /// handles). Takes a lock: look it up once, in a load or restore hook, not per event.
+    ///
+    /// [`Correlator::named_output`]: crate::Correlator::named_output
+    pub fn output<A: Send + 'static>(&self, name: &str) -> Option<Output<A>> {
+        self.fx.links.shared().outputs.named(name)
+    }
+
     /// Moves what the last delivery to outputs cost into the context's status counters.
     #[inline]
     fn count_outputs(&mut self) {

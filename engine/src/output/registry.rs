@@ -3,7 +3,7 @@
 //!
 //! Owns the registry of outputs and their shutdown phase. May import `sync` only.
 
-use super::{OutputOptions, OutputQueue};
+use super::{Output, OutputOptions, OutputQueue};
 use crate::sync::{self, AtomicU64, Ordering, StdArc, StdMutex, StdWeak};
 
 /// What shutdown does to an output of any type.
@@ -48,6 +48,9 @@ pub(crate) struct OutputRegistry {
     pub(crate) external_drops: AtomicU64,
     /// The id of the next output made (ids start at 1).
     next_id: AtomicU64,
+    /// The named typed outputs' handles (`Correlator::named_output`), by name: each an
+    /// `Output<A>` of its own `A`, which `Scope::output` finds again by name and type.
+    named: StdMutex<std::collections::HashMap<String, Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl OutputRegistry {
@@ -56,7 +59,24 @@ impl OutputRegistry {
             inner: StdMutex::new((Phase::Running, Vec::new())),
             external_drops: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
+            named: StdMutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Keeps `output`'s handle under `name`; `false` (and nothing kept) if the name is taken.
+    pub(crate) fn name<A: Send + 'static>(&self, name: &str, output: &Output<A>) -> bool {
+        let mut named = sync::lock_std(&self.named);
+        if named.contains_key(name) {
+            return false;
+        }
+        named.insert(name.to_owned(), Box::new(output.clone()));
+        true
+    }
+
+    /// The handle of the typed output named `name`, if there is one of values `A`.
+    pub(crate) fn named<A: Send + 'static>(&self, name: &str) -> Option<Output<A>> {
+        let named = sync::lock_std(&self.named);
+        named.get(name)?.downcast_ref::<Output<A>>().cloned()
     }
 
     /// A new output called `name` (see [`OutputQueue::name`]), registered; drained or closed at
