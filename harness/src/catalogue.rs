@@ -205,6 +205,12 @@ mod tests {
                 assert_eq!(before, Some(plain), "{recorded} with {cores} cores");
             }
             assert!(!ids.iter().any(|id| id.starts_with("record/stream/3to1")));
+            // And each checkpointing one right after the same one without (issue 36).
+            for (checkpointed, plain) in crate::targets::CHECKPOINTED {
+                let at = ids.iter().position(|id| id == checkpointed);
+                let before = at.and_then(|i| i.checked_sub(1)).map(|i| ids[i].as_str());
+                assert_eq!(before, Some(plain), "{checkpointed} with {cores} cores");
+            }
         }
     }
 }

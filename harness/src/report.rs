@@ -61,6 +61,10 @@ pub fn baselines_of(id: &str) -> Vec<String> {
     if id == "async/tokio/engine" {
         return vec!["async/tokio/tokio-mpsc".into()];
     }
+    // A checkpointing scenario beside the same scenario without checkpoints (issue 36).
+    if let Some(&(_, plain)) = targets::CHECKPOINTED.iter().find(|r| r.0 == id) {
+        return vec![plain.into()];
+    }
     // record/* beside the same scenario not recording (issue 35).
     if let Some(&(_, plain, _)) = targets::RECORDED.iter().find(|r| r.0 == id) {
         return vec![plain.into()];

@@ -63,6 +63,13 @@ pub const RECORDED: [(&str, &str, bool); 3] = [
     ("record/workload/fraud", "workload/fraud", true),
 ];
 
+/// A scenario taking a checkpoint every second must keep at least this fraction of the same
+/// scenario's throughput without checkpoints: at most 5 % cost (issue 36).
+pub const CHECKPOINT_RATIO: f64 = 0.95;
+/// Each checkpointing scenario and the same scenario without checkpoints, run right before it.
+pub const CHECKPOINTED: [(&str, &str); 1] =
+    [("checkpoint/workload/fraud", "checkpoint/workload/fraud/off")];
+
 /// `kind` of a target that judges a ratio against its threshold.
 pub const KIND_RATIO: &str = "ratio";
 /// `kind` of a comparison without a target (a one-producer bound, the ring floor, the `async/tokio`
@@ -366,6 +373,34 @@ fn definitions(s: &Summary) -> Vec<Def> {
             fastest: false,
         });
     }
+    // Checkpoints' cost (issue 36): the checkpointing scenario against the same one without,
+    // run back to back in every round.
+    for (checkpointed, plain) in CHECKPOINTED {
+        d.push(Def {
+            target: format!(
+                "{checkpointed} >= {CHECKPOINT_RATIO}x {plain} (a checkpoint a second costs at most 5 %)"
+            ),
+            kind: KIND_RATIO,
+            engine: checkpointed.into(),
+            baselines: vec![plain.into()],
+            metric: "throughput",
+            at_least: true,
+            threshold: CHECKPOINT_RATIO,
+            fastest: false,
+        });
+    }
+    // A recovery's time at 100,000 live instances (issue 36): reported, no target, no baseline.
+    d.push(Def {
+        target: "checkpoint/recover: recovery time at 100,000 live instances in ms, not a ratio (reported)"
+            .into(),
+        kind: KIND_BOUND,
+        engine: "checkpoint/recover".into(),
+        baselines: Vec::new(),
+        metric: "recovery_ms",
+        at_least: false,
+        threshold: 0.0,
+        fastest: false,
+    });
     // workload/keys (issue 31): a live key should cost about the same at a million keys as at a
     // thousand; the two sizes run in every round, so their figures pair per round.
     let (small, large) = ("workload/keys/1k", "workload/keys/1m");

@@ -147,7 +147,7 @@ struct Card {
 
 /// The two rules by hand: a map from card to [`Card`].
 #[derive(Default)]
-struct FraudTwin {
+pub(super) struct FraudTwin {
     cards: FastMap<u64, Card>,
 }
 

@@ -7,12 +7,14 @@
 //! [`varpulis`]. The pattern language's workloads (issue 33): [`travel`] (a condition across
 //! events), [`burst`] (counted repetition), [`unconfirmed`] (timed-out partial matches). Stream
 //! queries (issue 34): [`vwap`] (a sliding window's running sums, emitted every second),
-//! [`logins`] (a sliding window's count, on every event).
+//! [`logins`] (a sliding window's count, on every event). Checkpoints (issue 36):
+//! [`checkpointed`] (their cost on the fraud rules, and a recovery's time).
 
 use super::Scenario;
 
 pub mod absence;
 pub mod burst;
+pub mod checkpointed;
 mod common;
 pub mod fraud;
 pub mod keys;
@@ -35,4 +37,5 @@ pub fn register(v: &mut Vec<Scenario>, cores: usize) {
     unconfirmed::register(v, cores);
     vwap::register(v, cores);
     logins::register(v, cores);
+    checkpointed::register(v);
 }
