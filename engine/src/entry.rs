@@ -137,14 +137,19 @@ pub(crate) struct CutRequest<E: Event> {
     pub(crate) reply: std::sync::mpsc::Sender<(u32, Saved)>,
 }
 
+/// Per input handle (by creation number): the events a context took from it, and the source
+/// position of the last one that had one (`Event::position`).
+#[cfg(feature = "checkpoint")]
+pub(crate) type InputsTaken = Vec<(u64, Option<u64>)>;
+
 /// A context's part of a checkpoint: its state, the events it had taken from each input
-/// handle (by creation number) when it saved it, and its channel states: the entries it took
+/// handle (by creation number) when it saved it, with the last one's position in its source, and its channel states: the entries it took
 /// after saving from each context whose marker had not arrived yet, `(sender, encoded event)`
 /// in the order it took them.
 #[cfg(feature = "checkpoint")]
 pub(crate) struct SavedPart {
     pub(crate) part: Vec<u8>,
-    pub(crate) taken: Vec<u64>,
+    pub(crate) taken: InputsTaken,
     pub(crate) channel: Vec<(u32, Vec<u8>)>,
 }
 

@@ -132,4 +132,14 @@ pub trait Event: Clone + Send + 'static {
     fn time(&self) -> Option<Time> {
         None
     }
+
+    /// Where the event sits in its durable source, if it has such a place: a JetStream stream
+    /// sequence, an offset in a log (feature `checkpoint`'s input positions, SPEC R11.9). A
+    /// checkpoint records, for each named input and context, the position of the last event the
+    /// context took from it, so that a recovered program reads the source again from the next
+    /// one. Called once per input event on a correlator that takes checkpoints; never
+    /// otherwise. Default: none (a recovery then says how many events were taken, not where).
+    fn position(&self) -> Option<u64> {
+        None
+    }
 }

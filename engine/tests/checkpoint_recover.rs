@@ -58,6 +58,13 @@ impl Event for Ev {
             Ev::Alert { .. } => None,
         }
     }
+    /// The transaction's time stands in for a position in a durable source (R11.9).
+    fn position(&self) -> Option<u64> {
+        match self {
+            Ev::Tx { ms, .. } => Some(*ms),
+            Ev::Alert { .. } => None,
+        }
+    }
 }
 
 /// The events partial matches hold, as bytes: only transactions are ever held.
@@ -367,6 +374,7 @@ fn r11_11_a_recovered_run_emits_what_an_uninterrupted_one_does() {
     assert!(recovered.is_none(), "the store was empty");
     let (after, r) = recover_and_finish(&dir, &events);
     assert_eq!(r.taken("tx"), 2_500);
+    assert_eq!(r.position("tx"), events[2_499].position());
     assert!(r.skipped.is_empty());
     let mut got = before.clone();
     got.extend(after.iter().cloned());
@@ -439,6 +447,7 @@ fn r11_9_input_counts_go_on_across_recoveries() {
     assert_eq!(r.taken("tx"), 2_000);
     let (third, r) = recover_and_finish(&dir, &events);
     assert_eq!(r.taken("tx"), 3_500);
+    assert_eq!(r.position("tx"), events[3_499].position());
     let got: Vec<Ev> = first.into_iter().chain(second).chain(third).collect();
     assert_eq!(got, expected);
     std::fs::remove_dir_all(&dir).expect("clean up");

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use super::{panic_message, Context};
 use crate::checkpoint::CheckpointError;
 use crate::deliver::Wait;
-use crate::entry::{Control, CutRequest, Entry, SavedPart};
+use crate::entry::{Control, CutRequest, Entry, InputsTaken, SavedPart};
 use crate::event::Event;
 use crate::id::ContextRef;
 use crate::record::Origin;
@@ -59,7 +59,7 @@ pub(super) struct Cut<E: Event> {
     req: Arc<CutRequest<E>>,
     /// Its state and input counts, saved when the cut began; or why they could not be (or a
     /// channel state cannot be), sent when the markers are in.
-    saved: Result<(Vec<u8>, Vec<u64>), CheckpointError>,
+    saved: Result<(Vec<u8>, InputsTaken), CheckpointError>,
     /// Whether context `c`'s marker is still to come.
     open: Vec<bool>,
     /// How many markers are still to come.
@@ -184,9 +184,9 @@ impl<E: Event> Context<E> {
     /// counts an input handle's event, and does the cut's work if there is some.
     #[inline(always)]
     pub(super) fn checkpoint_entry(&mut self, entry: &Entry<E>) {
-        if let Entry::Event(o, _) = entry {
+        if let Entry::Event(o, e) = entry {
             if o.is_input() {
-                self.count_input(o.0 & !Origin::INPUT);
+                self.count_input(o.0 & !Origin::INPUT, e);
             }
         }
         if self.cut_work {

@@ -155,9 +155,10 @@ pub(crate) struct Context<E: Event> {
     /// from each input handle ([`input_taken`](Self::input_taken)).
     #[cfg(feature = "checkpoint")]
     counting: bool,
-    /// Events taken from each input handle, by its creation number (SPEC R11.9).
+    /// Events taken from each input handle, by its creation number, and the source position
+    /// of the last one that had one (`Event::position`, SPEC R11.9).
     #[cfg(feature = "checkpoint")]
-    input_taken: Vec<u64>,
+    input_taken: crate::entry::InputsTaken,
     /// The checkpoint whose markers this context waits for, if one (`cut`).
     #[cfg(feature = "checkpoint")]
     cut: Option<Box<cut::Cut<E>>>,

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::timer_queue::TimerQueue;
 use super::{panic_message, Context};
 use crate::checkpoint::CheckpointError;
-use crate::entry::{Mode, Op, Persist, Spec};
+use crate::entry::{InputsTaken, Mode, Op, Persist, Spec};
 use crate::event::Event;
 use crate::expr::ExprPart;
 use crate::listener::Body;
@@ -104,21 +104,26 @@ fn mode_name(code: u8) -> &'static str {
 }
 
 impl<E: Event> Context<E> {
-    /// Counts an event taken from input handle `n` (for the checkpoint's input positions).
+    /// Counts `e`, an event taken from input handle `n`, and notes its position in its source
+    /// (for the checkpoint's input positions, R11.9).
     #[inline]
-    pub(super) fn count_input(&mut self, n: u32) {
+    pub(super) fn count_input(&mut self, n: u32, e: &E) {
         let n = n as usize;
         if n >= self.input_taken.len() {
-            self.input_taken.resize(n + 1, 0);
+            self.input_taken.resize(n + 1, (0, None));
         }
-        self.input_taken[n] += 1;
+        let taken = &mut self.input_taken[n];
+        taken.0 += 1;
+        if let Some(p) = e.position() {
+            taken.1 = Some(p);
+        }
     }
 
     /// Its state and the events it took from each input handle, for a checkpoint.
     pub(super) fn save_part(
         &mut self,
         persist: &Persist<E>,
-    ) -> Result<(Vec<u8>, Vec<u64>), CheckpointError> {
+    ) -> Result<(Vec<u8>, InputsTaken), CheckpointError> {
         let context = self.shared.name.clone();
         // The codec and the monitors' `Serialize` are user code: a panic fails the save.
         let saved = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

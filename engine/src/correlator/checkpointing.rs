@@ -151,8 +151,9 @@ pub(crate) struct Checkpoints<E: Event> {
 struct Inputs {
     /// Names by input handle creation number.
     names: HashMap<u32, String>,
-    /// Events taken, by `(input name, context id)`, at the checkpoint recovered from.
-    base: HashMap<(String, u32), u64>,
+    /// Events taken and the last one's source position, by `(input name, context id)`, at the
+    /// checkpoint recovered from.
+    base: HashMap<(String, u32), (u64, Option<u64>)>,
     /// The sequence of the next checkpoint, once known.
     next_seq: Option<u64>,
 }
@@ -167,8 +168,8 @@ struct Payload {
     format: u32,
     /// Each context, in id order.
     contexts: Vec<ContextInPayload>,
-    /// `(input name, context id, events taken)`.
-    inputs: Vec<(String, u32, u64)>,
+    /// `(input name, context id, events taken, the last one's source position)`.
+    inputs: Vec<(String, u32, u64, Option<u64>)>,
 }
 
 /// What [`Correlator::recover`](crate::Correlator::recover) restored.
@@ -186,6 +187,19 @@ pub struct Recovered {
 }
 
 impl Recovered {
+    /// Where the input named `name` had been read up to: the least of the positions its
+    /// contexts had reached ([`Event::position`]), `None` if none had one. For an input that
+    /// feeds one context (a partition of a stream), read the source again after it.
+    ///
+    /// [`Event::position`]: crate::Event::position
+    pub fn position(&self, name: &str) -> Option<u64> {
+        self.inputs
+            .iter()
+            .filter(|i| i.input == name)
+            .filter_map(|i| i.position)
+            .min()
+    }
+
     /// The events the checkpoint's contexts had taken from the input named `name`, all
     /// contexts together: for an input that feeds one context, where to resume reading it.
     pub fn taken(&self, name: &str) -> u64 {
@@ -207,6 +221,10 @@ pub struct InputTaken {
     pub context: ContextRef,
     /// How many events it had taken from the input.
     pub taken: u64,
+    /// The source position of the last of them that had one ([`Event::position`]).
+    ///
+    /// [`Event::position`]: crate::Event::position
+    pub position: Option<u64>,
 }
 
 impl<E: Event> Checkpoints<E> {
@@ -267,16 +285,18 @@ impl<E: Event> Checkpoints<E> {
         }
         let parts = parts?;
         let mut inputs = sync::lock_std(&self.inputs);
-        let mut taken: HashMap<(String, u32), u64> = inputs.base.clone();
+        let mut taken: HashMap<(String, u32), (u64, Option<u64>)> = inputs.base.clone();
         let mut payload = Payload {
             format: PAYLOAD_FORMAT,
             contexts: Vec::with_capacity(contexts.len()),
             inputs: Vec::new(),
         };
         for (c, part) in contexts.iter().zip(parts) {
-            for (n, &count) in part.taken.iter().enumerate() {
+            for (n, &(count, position)) in part.taken.iter().enumerate() {
                 if let Some(name) = inputs.names.get(&(n as u32)) {
-                    *taken.entry((name.clone(), c.id)).or_insert(0) += count;
+                    let t = taken.entry((name.clone(), c.id)).or_insert((0, None));
+                    t.0 += count;
+                    t.1 = position.or(t.1);
                 }
             }
             payload
@@ -285,7 +305,10 @@ impl<E: Event> Checkpoints<E> {
         }
         let mut listed: Vec<_> = taken.into_iter().collect();
         listed.sort();
-        payload.inputs = listed.into_iter().map(|((n, c), t)| (n, c, t)).collect();
+        payload.inputs = listed
+            .into_iter()
+            .map(|((n, c), (t, p))| (n, c, t, p))
+            .collect();
         let bytes = postcard::to_allocvec(&payload).map_err(|e| CheckpointError::Encode {
             what: "the checkpoint".to_owned(),
             reason: e.to_string(),
@@ -457,7 +480,7 @@ impl<E: Event> Checkpoints<E> {
         inputs.base = payload
             .inputs
             .iter()
-            .map(|(n, c, t)| ((n.clone(), *c), *t))
+            .map(|(n, c, t, p)| ((n.clone(), *c), (*t, *p)))
             .collect();
         inputs.next_seq = Some(loaded.seq + 1);
         let tag = shared.tag;
@@ -467,10 +490,11 @@ impl<E: Event> Checkpoints<E> {
             inputs: payload
                 .inputs
                 .into_iter()
-                .map(|(input, c, taken)| InputTaken {
+                .map(|(input, c, taken, position)| InputTaken {
                     input,
                     context: ContextRef::new(tag, c),
                     taken,
+                    position,
                 })
                 .collect(),
         }))
