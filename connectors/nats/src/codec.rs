@@ -24,6 +24,17 @@ pub trait Codec<E>: Send + Sync + 'static {
     /// # Errors
     /// A [`CodecError`] when the payload is not an event: it goes to the dead-letter subject.
     fn decode(&self, payload: &[u8]) -> Result<E, CodecError>;
+
+    /// The event in `payload`, the message at `stream_sequence` of its JetStream stream: a codec
+    /// whose events carry their position (for checkpoints, `Event::position`) stamps it here.
+    /// Default: [`decode`](Self::decode), the sequence unused.
+    ///
+    /// # Errors
+    /// As [`decode`](Self::decode).
+    fn decode_at(&self, payload: &[u8], stream_sequence: u64) -> Result<E, CodecError> {
+        let _ = stream_sequence;
+        self.decode(payload)
+    }
 }
 
 /// Why a codec refused an event or a payload; the message says what was wrong.

@@ -82,6 +82,9 @@ pub struct JetStreamSource {
     /// Drop messages whose stream sequence is not above the highest one delivered (opt-in).
     /// Default off.
     pub dedup: bool,
+    /// Start right after this stream sequence, whatever the durable consumer had acknowledged
+    /// ([`start_after`](Self::start_after)). Default none.
+    pub start_after: Option<u64>,
 }
 
 impl JetStreamSource {
@@ -95,7 +98,20 @@ impl JetStreamSource {
             pull_wait: Duration::from_millis(100),
             ack_wait: Duration::from_secs(30),
             dedup: false,
+            start_after: None,
         }
+    }
+
+    /// Starts reading right after stream sequence `sequence` (0: from the stream's start),
+    /// whatever the durable consumer had acknowledged: a new consumer generation starts there
+    /// and the older ones are deleted. This is how a program recovered from a checkpoint reads
+    /// its partition again from the checkpoint's position (`correlator::Recovered::position`),
+    /// so that what it had processed after the checkpoint, and lost with the crash, is processed
+    /// again, in the stream's order. The stream must still hold those messages (limits
+    /// retention, not work-queue or interest).
+    pub fn start_after(mut self, sequence: u64) -> Self {
+        self.start_after = Some(sequence);
+        self
     }
 
     /// Only messages on `subject`.
@@ -505,6 +521,92 @@ impl Connector {
         })
     }
 
+    /// Publishes every value of `output` through JetStream to the subject `subject(&value)`
+    /// returns, as the message id `id(&value)` returns (the `Nats-Msg-Id` header), encoded by
+    /// `codec`, in the order the receiver yields them; each publish is acknowledged by the
+    /// stream (up to 256 in flight, awaited in order). Runs until the output stream ends;
+    /// [`Egress::join`] waits for that and for the last acknowledgement.
+    ///
+    /// A stream drops a message whose id it already holds (within its duplicate window, two
+    /// minutes unless the stream says otherwise), and says so in the acknowledgement (counted in
+    /// [`ConnectorStatus::published_again`](crate::ConnectorStatus::published_again)). With ids
+    /// that a program recovered from a checkpoint gives again to what it derives again
+    /// (`correlator::Scope::emit_id`), what a crashed process had published and its successor
+    /// publishes again is kept once: outputs effectively once (SPEC R11.14). A value published
+    /// but not acknowledged when the process dies is published again by the successor, so
+    /// nothing is lost either.
+    ///
+    /// # Errors
+    /// [`ConnectorError::Runtime`] when the thread cannot start.
+    pub fn publish_output_jetstream<A, C, S, I>(
+        &self,
+        output: OutputReceiver<A>,
+        codec: Arc<C>,
+        subject: S,
+        id: I,
+    ) -> Result<Egress, ConnectorError>
+    where
+        A: Send + 'static,
+        C: Codec<A>,
+        S: Fn(&A) -> String + Send + 'static,
+        I: Fn(&A) -> String + Send + 'static,
+    {
+        let js = self.jetstream.clone();
+        let handle = self.handle().clone();
+        let counters = self.counters.clone();
+        let thread = std::thread::Builder::new()
+            .name("nats-egress-js".into())
+            .spawn(move || {
+                let mut pending = std::collections::VecDeque::new();
+                let settle = |ack: jetstream::context::PublishAckFuture| match handle
+                    .block_on(std::future::IntoFuture::into_future(ack))
+                {
+                    Ok(a) => {
+                        Counters::add(&counters.published, 1);
+                        if a.duplicate {
+                            Counters::add(&counters.published_again, 1);
+                        }
+                    }
+                    Err(e) => {
+                        Counters::add(&counters.publish_errors, 1);
+                        counters.error(format_args!("egress: {e}"));
+                    }
+                };
+                for value in output.iter() {
+                    let payload = match codec.encode(&value) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            Counters::add(&counters.encode_errors, 1);
+                            counters.error(format_args!("egress: {e}"));
+                            continue;
+                        }
+                    };
+                    let message = jetstream::message::PublishMessage::build()
+                        .payload(payload.into())
+                        .message_id(id(&value));
+                    match handle.block_on(js.send_publish(subject(&value), message)) {
+                        Ok(ack) => pending.push_back(ack),
+                        Err(e) => {
+                            Counters::add(&counters.publish_errors, 1);
+                            counters.error(format_args!("egress: {e}"));
+                        }
+                    }
+                    if pending.len() >= 256 {
+                        if let Some(ack) = pending.pop_front() {
+                            settle(ack);
+                        }
+                    }
+                }
+                for ack in pending {
+                    settle(ack);
+                }
+            })
+            .map_err(|e| ConnectorError::Runtime(e.to_string()))?;
+        Ok(Egress {
+            thread: Some(thread),
+        })
+    }
+
     fn dead_letters(&self) -> DeadLetters {
         DeadLetters {
             client: self.client.clone(),
@@ -553,15 +655,29 @@ async fn resume_consumer(
         }
     }
     generations.sort_unstable();
-    let (consumer, floor) = match generations.last().copied() {
-        None => {
+    let (consumer, floor) = match (generations.last().copied(), source.start_after) {
+        (last, Some(after)) => {
+            let g = last.map_or(1, |g| g + 1);
+            let next = stream
+                .create_consumer(source.config(
+                    g,
+                    DeliverPolicy::ByStartSequence {
+                        start_sequence: after + 1,
+                    },
+                ))
+                .await
+                .map_err(js)?;
+            generations.push(g);
+            (next, after)
+        }
+        (None, None) => {
             let consumer = stream
                 .create_consumer(source.config(1, DeliverPolicy::All))
                 .await
                 .map_err(js)?;
             (consumer, 0)
         }
-        Some(g) => {
+        (Some(g), None) => {
             let info = stream.consumer_info(source.name(g)).await.map_err(js)?;
             let floor = info.ack_floor.stream_sequence;
             if info.num_ack_pending == 0 && info.config.ack_policy == AckPolicy::Explicit {
@@ -735,7 +851,7 @@ async fn pull_loop<E: Event, C: Codec<E>>(
                 Counters::add(&counters.duplicates, 1);
             } else {
                 high_water = high_water.max(sequence);
-                match codec.decode(&msg.payload) {
+                match codec.decode_at(&msg.payload, sequence) {
                     Ok(event) => {
                         if tx.send(Work::Event(event)).await.is_err() {
                             return;

@@ -19,6 +19,7 @@ pub(crate) struct Counters {
     pub(crate) decode_errors: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
     pub(crate) published: AtomicU64,
+    pub(crate) published_again: AtomicU64,
     pub(crate) publish_errors: AtomicU64,
     pub(crate) encode_errors: AtomicU64,
     pub(crate) last_error: Mutex<Option<String>>,
@@ -75,6 +76,7 @@ impl Counters {
             decode_errors: get(&self.decode_errors),
             dead_lettered: get(&self.dead_lettered),
             published: get(&self.published),
+            published_again: get(&self.published_again),
             publish_errors: get(&self.publish_errors),
             encode_errors: get(&self.encode_errors),
             last_error: self.last_error.lock().ok().and_then(|l| l.clone()),
@@ -114,6 +116,10 @@ pub struct ConnectorStatus {
     pub dead_lettered: u64,
     /// Events published by egress.
     pub published: u64,
+    /// Of those, messages a JetStream stream already had under their message id
+    /// ([`Connector::publish_output_jetstream`](crate::Connector::publish_output_jetstream)):
+    /// published again after a recovery, kept once.
+    pub published_again: u64,
     /// Events egress could not publish.
     pub publish_errors: u64,
     /// Events the codec could not encode (skipped by egress).
@@ -128,7 +134,7 @@ impl fmt::Display for ConnectorStatus {
             f,
             "nats {} (lost {}, reconnected {}): received {}, delivered {}, acked {}, duplicates {}, \
              already processed {}, consumers re-created {}, decode errors {}, dead letters {}, \
-             published {}, publish errors {}",
+             published {} ({} again), publish errors {}",
             if self.connected { "connected" } else { "DISCONNECTED" },
             self.disconnects,
             self.reconnects,
@@ -141,6 +147,7 @@ impl fmt::Display for ConnectorStatus {
             self.decode_errors,
             self.dead_lettered,
             self.published,
+            self.published_again,
             self.publish_errors,
         )
     }
