@@ -131,6 +131,8 @@ pub(crate) struct KeyedHook<E: Event> {
 /// context sends its part.
 #[cfg(feature = "checkpoint")]
 pub(crate) struct CutRequest<E: Event> {
+    /// The cut's number: it increases with every checkpoint attempted (a failed one's number is
+    /// not used again), so a context tells a new cut from one it has saved for.
     pub(crate) seq: u64,
     pub(crate) contexts: u32,
     pub(crate) persist: std::sync::Arc<Persist<E>>,
@@ -169,7 +171,7 @@ pub(crate) enum Control<E: Event> {
         cut: std::sync::Arc<CutRequest<E>>,
         from: u32,
     },
-    /// Checkpoint `seq` failed: forget it.
+    /// The cut numbered so failed: forget it.
     Abort(u64),
     /// Every context has restored its state: the channel states may be taken. (Nothing to do
     /// but arrive: a context takes its channel states before the next entry it takes.)

@@ -963,3 +963,63 @@ fn r11_11_a_restored_monitor_finds_its_named_output() {
     assert_eq!(counts.try_iter().collect::<Vec<_>>(), [4]);
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// Not persistent, and ends at its first transaction.
+struct Brief;
+
+impl Monitor<Ev> for Brief {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        cx.on(Pattern::kind(Kind::Tx), |_m, cx, _e| cx.die());
+    }
+}
+
+// R11.9: a checkpoint that failed (an instance that cannot be saved, in the second of two
+// contexts) leaves nothing behind: once that instance has ended, the next one is taken, across
+// both contexts, and recovers. (A retry that reused the failed attempt's cut number would find
+// the contexts that had saved for it ignoring it, and wait forever: bounded here.)
+#[test]
+fn r11_9_a_checkpoint_after_a_failed_one_is_taken() {
+    let dir = fresh_dir("retry");
+    let build = || {
+        let c = Correlator::<Ev>::builder()
+            .event_time()
+            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+            .persistent::<Two>()
+            .build()
+            .expect("build");
+        let second = c
+            .create_context(ContextOptions::new("second"))
+            .expect("context");
+        (c, second)
+    };
+    let (c, second) = build();
+    assert!(c.recover().expect("recover").is_none());
+    c.load(Two::default()).expect("load");
+    c.load_in(second, Brief).expect("load");
+    let input = c.named_input("tx").expect("named");
+    feed(&c, &input, &[tx(1), tx(2)]);
+    assert!(matches!(
+        c.checkpoint(),
+        Err(CheckpointError::NotPersistent { .. })
+    ));
+    // `Brief` ends at its transaction.
+    input.send_to(second, tx(3)).expect("send");
+    let (done, result) = std::sync::mpsc::channel();
+    let c = std::sync::Arc::new(c);
+    let taker = c.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(taker.checkpoint().map_err(|e| e.to_string()));
+    });
+    let seq = result
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the checkpoint after a failed one did not finish")
+        .expect("the checkpoint after a failed one");
+    assert_eq!(seq, 1, "the failed attempt used up no sequence");
+    c.shutdown().expect("shutdown");
+    drop(c);
+    let (again, _) = build();
+    let r = again.recover().expect("recover").expect("stored");
+    assert_eq!((r.seq, r.taken("tx")), (1, 3));
+    again.shutdown().expect("shutdown");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -252,7 +252,8 @@ impl<E: Event> Context<E> {
             })?;
         self.fx.now = Time::from_nanos(part.now);
         self.stimulus = part.stimulus;
-        self.fx.next_handle = part.next_handle;
+        // Never below what the pools' dispatchers loaded before `recover` took.
+        self.fx.next_handle = part.next_handle.max(self.fx.next_handle);
         self.fx.emit_ids = part.emit_ids;
         let mut listens: Vec<(u64, Op<E>)> = Vec::new();
         let mut exprs: Vec<(u64, ExprPart, String)> = Vec::new();

@@ -156,6 +156,10 @@ struct Inputs {
     base: HashMap<(String, u32), (u64, Option<u64>)>,
     /// The sequence of the next checkpoint, once known.
     next_seq: Option<u64>,
+    /// Checkpoints attempted: the number of the next attempt's cut. Not the store's sequence,
+    /// which a failed attempt does not use up: a context ignores a cut whose number it has
+    /// saved for already, so a retry needs a number of its own.
+    attempts: u64,
 }
 
 /// A context in a checkpoint: its name, its state, and its channel states (`(sender, encoded
@@ -261,17 +265,22 @@ impl<E: Event> Checkpoints<E> {
             });
         }
         let mut store = sync::lock_std(&self.store);
-        let seq = match sync::lock_std(&self.inputs).next_seq {
-            Some(seq) => seq,
-            None => store.list()?.iter().map(|s| s.seq + 1).max().unwrap_or(1),
+        let (seq, cut) = {
+            let mut inputs = sync::lock_std(&self.inputs);
+            let seq = match inputs.next_seq {
+                Some(seq) => seq,
+                None => store.list()?.iter().map(|s| s.seq + 1).max().unwrap_or(1),
+            };
+            inputs.attempts += 1;
+            (seq, inputs.attempts)
         };
         let contexts = shared.snapshot();
-        let parts = self.cut(shared, &contexts, seq);
+        let parts = self.cut(shared, &contexts, cut);
         if parts.is_err() || shared.snapshot().len() != contexts.len() {
             // Every context forgets it (a context that answered holds nothing of it any more).
             let input = self.sender(shared);
             for c in &contexts {
-                let abort = Entry::Control(Box::new(Control::Abort(seq)));
+                let abort = Entry::Control(Box::new(Control::Abort(cut)));
                 let _ = input
                     .links
                     .borrow_mut()
@@ -327,8 +336,7 @@ impl<E: Event> Checkpoints<E> {
         ))
     }
 
-    /// Runs the cut of checkpoint `seq` across `contexts` (`context::cut`): every context's
-    /// part, by id.
+    /// Runs cut number `seq` across `contexts` (`context::cut`): every context's part, by id.
     fn cut(
         &self,
         shared: &Arc<Shared<E>>,
