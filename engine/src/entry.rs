@@ -139,10 +139,10 @@ pub(crate) struct CutRequest<E: Event> {
     pub(crate) reply: std::sync::mpsc::Sender<(u32, Saved)>,
 }
 
-/// Per input handle (by creation number): the events a context took from it, and the source
-/// position of the last one that had one (`Event::position`).
+/// Per input handle a context took events from: its creation number, the events taken, and the
+/// source position of the last one that had one (`Event::position`).
 #[cfg(feature = "checkpoint")]
-pub(crate) type InputsTaken = Vec<(u64, Option<u64>)>;
+pub(crate) type InputsTaken = Vec<(u32, u64, Option<u64>)>;
 
 /// A context's part of a checkpoint: its state, the events it had taken from each input
 /// handle (by creation number) when it saved it, with the last one's position in its source, and its channel states: the entries it took

@@ -185,7 +185,8 @@ impl<E: Event> Context<E> {
     #[inline(always)]
     pub(super) fn checkpoint_entry(&mut self, entry: &Entry<E>) {
         if let Entry::Event(o, e) = entry {
-            if o.is_input() {
+            // (Not the clock thread's origin, which no input handle has.)
+            if o.is_input() && *o != Origin(u32::MAX) {
                 self.count_input(o.0 & !Origin::INPUT, e);
             }
         }

@@ -159,6 +159,11 @@ pub(crate) struct Context<E: Event> {
     /// of the last one that had one (`Event::position`, SPEC R11.9).
     #[cfg(feature = "checkpoint")]
     input_taken: crate::entry::InputsTaken,
+    /// Where each input handle's entry in `input_taken` is (handles are numbered across the
+    /// correlator's life, so a table indexed by number would grow with every handle ever made),
+    /// and the last one looked up: a run of one sender's events finds it without the map.
+    #[cfg(feature = "checkpoint")]
+    input_index: (crate::hash::KindMap<u32, u32>, (u32, u32)),
     /// The checkpoint whose markers this context waits for, if one (`cut`).
     #[cfg(feature = "checkpoint")]
     cut: Option<Box<cut::Cut<E>>>,
@@ -300,6 +305,8 @@ impl<E: Event> Context<E> {
             counting,
             #[cfg(feature = "checkpoint")]
             input_taken: Vec::new(),
+            #[cfg(feature = "checkpoint")]
+            input_index: (Default::default(), (u32::MAX, 0)),
             #[cfg(feature = "checkpoint")]
             cut: None,
             #[cfg(feature = "checkpoint")]

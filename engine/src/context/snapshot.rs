@@ -108,14 +108,22 @@ impl<E: Event> Context<E> {
     /// (for the checkpoint's input positions, R11.9).
     #[inline]
     pub(super) fn count_input(&mut self, n: u32, e: &E) {
-        let n = n as usize;
-        if n >= self.input_taken.len() {
-            self.input_taken.resize(n + 1, (0, None));
-        }
-        let taken = &mut self.input_taken[n];
-        taken.0 += 1;
+        let (index, last) = &mut self.input_index;
+        let at = if last.0 == n {
+            last.1
+        } else {
+            let taken = &mut self.input_taken;
+            let at = *index.entry(n).or_insert_with(|| {
+                taken.push((n, 0, None));
+                (taken.len() - 1) as u32
+            });
+            *last = (n, at);
+            at
+        };
+        let taken = &mut self.input_taken[at as usize];
+        taken.1 += 1;
         if let Some(p) = e.position() {
-            taken.1 = Some(p);
+            taken.2 = Some(p);
         }
     }
 

@@ -301,8 +301,8 @@ impl<E: Event> Checkpoints<E> {
             inputs: Vec::new(),
         };
         for (c, part) in contexts.iter().zip(parts) {
-            for (n, &(count, position)) in part.taken.iter().enumerate() {
-                if let Some(name) = inputs.names.get(&(n as u32)) {
+            for &(n, count, position) in &part.taken {
+                if let Some(name) = inputs.names.get(&n) {
                     let t = taken.entry((name.clone(), c.id)).or_insert((0, None));
                     t.0 += count;
                     t.1 = position.or(t.1);
