@@ -104,7 +104,7 @@ pub enum CheckpointError {
     /// The checkpoint holds instances of a monitor type that this correlator did not register
     /// with `CorrelatorBuilder::persistent` (R11.12).
     UnknownMonitor {
-        /// The monitor's persistent name ([`Persistent::NAME`](crate::Persistent::NAME)).
+        /// The monitor's persistent name (`Persistent::NAME`).
         name: String,
     },
     /// The recovering correlator's contexts are not those of the checkpoint (R11.12): the same
@@ -115,7 +115,7 @@ pub enum CheckpointError {
         /// This correlator's.
         now: Vec<String>,
     },
-    /// An instance's [`on_restore`](crate::Persistent::on_restore) did not register the
+    /// An instance's `Persistent::on_restore` did not register the
     /// listeners the instance had when the checkpoint was taken (R11.11).
     Mismatch {
         /// The context.

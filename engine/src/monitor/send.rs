@@ -337,7 +337,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
 
     /// The handle of the typed output named `name` ([`Correlator::named_output`]), if there is
     /// one of values `A`: how a persistent monitor restored from a checkpoint finds its outputs
-    /// again in [`Persistent::on_restore`](crate::Persistent) (its state holds data, not
+    /// again in `Persistent::on_restore` (feature `checkpoint`; its state holds data, not
     /// handles). Takes a lock: look it up once, in a load or restore hook, not per event.
     ///
     /// [`Correlator::named_output`]: crate::Correlator::named_output
