@@ -1007,7 +1007,7 @@ fn r11_9_a_checkpoint_after_a_failed_one_is_taken() {
     let (done, result) = std::sync::mpsc::channel();
     let c = std::sync::Arc::new(c);
     let taker = c.clone();
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let _ = done.send(taker.checkpoint().map_err(|e| e.to_string()));
     });
     let seq = result
@@ -1015,6 +1015,8 @@ fn r11_9_a_checkpoint_after_a_failed_one_is_taken() {
         .expect("the checkpoint after a failed one did not finish")
         .expect("the checkpoint after a failed one");
     assert_eq!(seq, 1, "the failed attempt used up no sequence");
+    // Its handle on the correlator (and so on the store's lock) goes with the thread.
+    thread.join().expect("the checkpoint's thread");
     c.shutdown().expect("shutdown");
     drop(c);
     let (again, _) = build();

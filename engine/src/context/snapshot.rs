@@ -238,8 +238,26 @@ impl<E: Event> Context<E> {
 
     /// Restores its state from `bytes`, and holds the channel states `channel` (the entries
     /// other contexts had sent it and it had not taken at the cut), to take them before its next
-    /// entry, in the order it took them then (`cut`).
+    /// entry, in the order it took them then (`cut`). User code runs here (the monitors'
+    /// `Deserialize` and `on_restore`, the codec): a panic fails the restore with an error.
     pub(super) fn restore_part(
+        &mut self,
+        persist: &Persist<E>,
+        bytes: &[u8],
+        channel: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), CheckpointError> {
+        let restored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.restore_in(persist, bytes, channel)
+        }));
+        restored.unwrap_or_else(|p| {
+            Err(CheckpointError::Decode {
+                what: format!("context `{}`", self.shared.name),
+                reason: format!("a panic: {}", panic_message(&*p)),
+            })
+        })
+    }
+
+    fn restore_in(
         &mut self,
         persist: &Persist<E>,
         bytes: &[u8],
@@ -263,119 +281,173 @@ impl<E: Event> Context<E> {
         // Never below what the pools' dispatchers loaded before `recover` took.
         self.fx.next_handle = part.next_handle.max(self.fx.next_handle);
         self.fx.emit_ids = part.emit_ids;
-        let mut listens: Vec<(u64, Op<E>)> = Vec::new();
-        let mut exprs: Vec<(u64, ExprPart, String)> = Vec::new();
-        let mut subscriptions: Vec<(u32, String, u32)> = Vec::new();
+        let mut plan = Restoring::default();
         for ip in part.instances {
-            let mismatch = |why: String| CheckpointError::Mismatch {
-                context: context.clone(),
-                monitor: ip.monitor.clone(),
-                why,
-            };
-            let Some(ty) = persist
-                .names
-                .get(ip.monitor.as_str())
-                .and_then(|t| persist.types.get(t))
-            else {
-                return Err(CheckpointError::UnknownMonitor { name: ip.monitor });
-            };
-            let mut new = (ty.restore)(&ip.state).map_err(|reason| CheckpointError::Decode {
-                what: format!("the state of an instance of `{}`", ip.monitor),
-                reason,
-            })?;
-            if let Some(key) = ip.key {
-                let tid = persist.names[ip.monitor.as_str()];
-                let Some(hook) = self.fx.keyed_hooks.iter().find(|h| h.monitor == tid) else {
-                    return Err(mismatch(
-                        "it is a pool's per-key instance, and no `load_per_key` of its monitor \
-                         was loaded in this context before `recover`"
-                            .to_owned(),
-                    ));
-                };
-                let (adopt, d) = (hook.adopt, hook.dispatcher as usize);
-                if let Some(dispatcher) = self.instances.get_mut(d).and_then(Option::as_mut) {
-                    new = adopt(&mut dispatcher.state, key, new);
-                }
-            }
-            self.fx.restore_handles = ip.listeners.iter().rev().map(|l| l.handle).collect();
-            let sent = self.fx.stats.sent;
-            let (instance, result, _) = self.start_instance(new);
-            self.fx.restore_handles.clear();
-            let ops = std::mem::take(&mut self.fx.ops);
-            if let Err(p) = result {
-                return Err(mismatch(format!(
-                    "`on_restore` panicked: {}",
-                    panic_message(&*p)
-                )));
-            }
-            if !self.fx.routes.is_empty() || self.fx.stats.sent != sent {
+            self.restore_instance(persist, ip, &mut plan)?;
+        }
+        self.put_back(persist, plan, part.timers, part.timer_seq)?;
+        let mut resume = Vec::with_capacity(channel.len());
+        for (from, bytes) in channel {
+            let e = persist
+                .codec
+                .decode(&bytes)
+                .map_err(|reason| CheckpointError::Decode {
+                    what: format!("an event in flight to context `{context}`"),
+                    reason,
+                })?;
+            resume.push((Origin::context(from), e));
+        }
+        self.cut_work |= !resume.is_empty();
+        self.resume = resume;
+        Ok(())
+    }
+
+    /// Creates the instance `ip` saved and runs its `on_restore`; checks what it asked for
+    /// against the saved listeners and adds it to `plan`, not applied yet.
+    fn restore_instance(
+        &mut self,
+        persist: &Persist<E>,
+        ip: InstancePart,
+        plan: &mut Restoring<E>,
+    ) -> Result<(), CheckpointError> {
+        let context = self.shared.name.clone();
+        let mismatch = |why: String| CheckpointError::Mismatch {
+            context: context.clone(),
+            monitor: ip.monitor.clone(),
+            why,
+        };
+        let Some((&tid, ty)) = persist
+            .names
+            .get(ip.monitor.as_str())
+            .and_then(|t| Some((t, persist.types.get(t)?)))
+        else {
+            return Err(CheckpointError::UnknownMonitor { name: ip.monitor });
+        };
+        let mut new = (ty.restore)(&ip.state).map_err(|reason| CheckpointError::Decode {
+            what: format!("the state of an instance of `{}`", ip.monitor),
+            reason,
+        })?;
+        if let Some(key) = ip.key {
+            let Some(hook) = self.fx.keyed_hooks.iter().find(|h| h.monitor == tid) else {
                 return Err(mismatch(
-                    "`on_restore` routed or sent an event; it may only register listeners"
+                    "it is a pool's per-key instance, and no `load_per_key` of its monitor was \
+                     loaded in this context before `recover`"
                         .to_owned(),
                 ));
-            }
-            let saved = ip.listeners.len();
-            let mut listeners = ip.listeners.into_iter();
-            let mut registered = 0;
-            for op in ops {
-                let Op::Listen { mode, spec, .. } = &op else {
-                    return Err(mismatch(
-                        "`on_restore` spawned, subscribed, quit a listener or died; it may only \
-                         register listeners"
-                            .to_owned(),
-                    ));
-                };
-                registered += 1;
-                let Some(lp) = listeners.next() else {
-                    continue;
-                };
-                if self.table.slot_of(lp.handle).is_some() {
-                    return Err(mismatch(format!(
-                        "its listener {registered} had handle {}, which a listener loaded \
-                         before `recover` has: load the pools' monitors in the order the \
-                         checkpointed program did",
-                        lp.handle
-                    )));
-                }
-                if mode_code(*mode) != lp.mode {
-                    return Err(mismatch(format!(
-                        "its listener {registered} is registered with {}, but was saved as \
-                         {}",
-                        mode_name(mode_code(*mode)),
-                        mode_name(lp.mode)
-                    )));
-                }
-                match (spec, lp.body) {
-                    (Spec::Template(..), BodyPart::Template) => {}
-                    (Spec::Expr(..), BodyPart::Expr(e)) => {
-                        exprs.push((lp.handle, e, ip.monitor.clone()));
-                    }
-                    (Spec::Query(_), _) => {
-                        return Err(mismatch(format!(
-                            "its listener {registered} is a stream query, which checkpoints \
-                             cannot restore yet"
-                        )))
-                    }
-                    (Spec::Template(..), _) | (Spec::Expr(..), _) => {
-                        return Err(mismatch(format!(
-                            "its listener {registered} is a template where an expression was \
-                             saved, or an expression where a template was"
-                        )))
-                    }
-                }
-                listens.push((lp.handle, op));
-            }
-            if registered != saved {
-                return Err(mismatch(format!(
-                    "`on_restore` registered {registered} listeners, but the instance had \
-                     {saved}"
-                )));
-            }
-            for (channel, n) in ip.subscriptions {
-                subscriptions.push((instance, channel, n));
+            };
+            let (adopt, d) = (hook.adopt, hook.dispatcher as usize);
+            if let Some(dispatcher) = self.instances.get_mut(d).and_then(Option::as_mut) {
+                new = adopt(&mut dispatcher.state, key, new);
             }
         }
-        // In handle order across the instances: the lists hold them as they did (R6.4).
+        self.fx.restore_handles = ip.listeners.iter().rev().map(|l| l.handle).collect();
+        let sent = self.fx.stats.sent;
+        let (instance, result, _) = self.start_instance(new);
+        self.fx.restore_handles.clear();
+        let ops = std::mem::take(&mut self.fx.ops);
+        if let Err(p) = result {
+            return Err(mismatch(format!(
+                "`on_restore` panicked: {}",
+                panic_message(&*p)
+            )));
+        }
+        if !self.fx.routes.is_empty() || self.fx.stats.sent != sent {
+            return Err(mismatch(
+                "`on_restore` routed or sent an event; it may only register listeners".to_owned(),
+            ));
+        }
+        self.pair(ops, ip.listeners, &ip.monitor, plan)
+            .map_err(mismatch)?;
+        for (channel, n) in ip.subscriptions {
+            plan.subscriptions.push((instance, channel, n));
+        }
+        Ok(())
+    }
+
+    /// Pairs `on_restore`'s operations `ops` with the saved listeners, in order (R11.11): the
+    /// same count, each with the saved mode and kind, none with a handle that a listener loaded
+    /// before `recover` has. What differs is returned as the reason.
+    fn pair(
+        &self,
+        ops: Vec<Op<E>>,
+        saved: Vec<ListenerPart>,
+        monitor: &str,
+        plan: &mut Restoring<E>,
+    ) -> Result<(), String> {
+        let count = saved.len();
+        let mut saved = saved.into_iter();
+        let mut registered = 0;
+        for op in ops {
+            let Op::Listen { mode, spec, .. } = &op else {
+                return Err(
+                    "`on_restore` spawned, subscribed, quit a listener or died; it may \
+                            only register listeners"
+                        .to_owned(),
+                );
+            };
+            registered += 1;
+            let Some(lp) = saved.next() else {
+                continue;
+            };
+            if self.table.slot_of(lp.handle).is_some() {
+                return Err(format!(
+                    "its listener {registered} had handle {}, which a listener loaded before \
+                     `recover` has: load the pools' monitors in the order the checkpointed \
+                     program did",
+                    lp.handle
+                ));
+            }
+            if mode_code(*mode) != lp.mode {
+                return Err(format!(
+                    "its listener {registered} is registered with {}, but was saved as {}",
+                    mode_name(mode_code(*mode)),
+                    mode_name(lp.mode)
+                ));
+            }
+            match (spec, lp.body) {
+                (Spec::Template(..), BodyPart::Template) => {}
+                (Spec::Expr(..), BodyPart::Expr(e)) => {
+                    plan.exprs.push((lp.handle, e, monitor.to_owned()));
+                }
+                (Spec::Query(_), _) => {
+                    return Err(format!(
+                        "its listener {registered} is a stream query, which checkpoints cannot \
+                         restore yet"
+                    ))
+                }
+                (Spec::Template(..), _) | (Spec::Expr(..), _) => {
+                    return Err(format!(
+                        "its listener {registered} is a template where an expression was saved, \
+                         or an expression where a template was"
+                    ))
+                }
+            }
+            plan.listens.push((lp.handle, op));
+        }
+        if registered != count {
+            return Err(format!(
+                "`on_restore` registered {registered} listeners, but the instance had {count}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies what every instance's `on_restore` asked for, in handle order across the
+    /// instances (so the lists hold the listeners as they did, R6.4), their subscriptions, each
+    /// expression listener's saved matches, and the saved timers in place of those the
+    /// registrations set.
+    fn put_back(
+        &mut self,
+        persist: &Persist<E>,
+        plan: Restoring<E>,
+        timers: Vec<(u64, u64, u64)>,
+        timer_seq: u64,
+    ) -> Result<(), CheckpointError> {
+        let Restoring {
+            mut listens,
+            exprs,
+            subscriptions,
+        } = plan;
         listens.sort_unstable_by_key(|&(h, _)| h);
         for (_, op) in listens {
             self.apply_op(op);
@@ -403,36 +475,42 @@ impl<E: Event> Context<E> {
             let before = expr.held();
             expr.restore(saved, &decode)
                 .map_err(|why| CheckpointError::Mismatch {
-                    context: context.clone(),
+                    context: self.shared.name.clone(),
                     monitor,
                     why,
                 })?;
             let after = expr.held();
             self.table.note_held(before, after);
         }
-        // The saved timers, in place of those the registrations set.
         self.timers = TimerQueue::default();
         self.deferred.clear();
-        for (due, seq, handle) in part.timers {
+        for (due, seq, handle) in timers {
             if let Some(slot) = self.table.slot_of(handle) {
                 self.timers.push((Time::from_nanos(due), seq, handle, slot));
             }
         }
-        self.timer_seq = part.timer_seq;
+        self.timer_seq = timer_seq;
         self.end_listenerless();
-        let mut resume = Vec::with_capacity(channel.len());
-        for (from, bytes) in channel {
-            let e = persist
-                .codec
-                .decode(&bytes)
-                .map_err(|reason| CheckpointError::Decode {
-                    what: format!("an event in flight to context `{context}`"),
-                    reason,
-                })?;
-            resume.push((Origin::context(from), e));
-        }
-        self.cut_work |= !resume.is_empty();
-        self.resume = resume;
         Ok(())
+    }
+}
+
+/// What the instances' `on_restore`s asked for, checked, before it is applied.
+struct Restoring<E: Event> {
+    /// Registrations, with the saved handle each got.
+    listens: Vec<(u64, Op<E>)>,
+    /// Each expression listener's saved matches: handle, state, monitor name.
+    exprs: Vec<(u64, ExprPart, String)>,
+    /// `(instance, channel name, count)`.
+    subscriptions: Vec<(u32, String, u32)>,
+}
+
+impl<E: Event> Default for Restoring<E> {
+    fn default() -> Self {
+        Self {
+            listens: Vec::new(),
+            exprs: Vec::new(),
+            subscriptions: Vec::new(),
+        }
     }
 }
