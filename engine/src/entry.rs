@@ -95,6 +95,7 @@ pub(crate) enum Entry<E: Event> {
 /// A monitor type that checkpoints save and restore (`CorrelatorBuilder::persistent`), with its
 /// type erased: its stable name, and its state to bytes and back (through `monitor::persist`).
 #[cfg(feature = "checkpoint")]
+#[derive(Clone)]
 pub(crate) struct PersistType<E: Event> {
     pub(crate) name: &'static str,
     /// The instance state's bytes (the state is of this type: the caller looked it up by its

@@ -495,13 +495,8 @@ impl Connector {
             .name("nats-egress".into())
             .spawn(move || {
                 for event in output.iter() {
-                    let payload = match codec.encode(&event) {
-                        Ok(p) => p,
-                        Err(e) => {
-                            Counters::add(&counters.encode_errors, 1);
-                            counters.error(format_args!("egress: {e}"));
-                            continue;
-                        }
+                    let Some(payload) = encode_counted(&*codec, &event, &counters) else {
+                        continue;
                     };
                     match handle.block_on(client.publish(subject(&event), payload.into())) {
                         Ok(()) => Counters::add(&counters.published, 1),
@@ -573,13 +568,8 @@ impl Connector {
                     }
                 };
                 for value in output.iter() {
-                    let payload = match codec.encode(&value) {
-                        Ok(p) => p,
-                        Err(e) => {
-                            Counters::add(&counters.encode_errors, 1);
-                            counters.error(format_args!("egress: {e}"));
-                            continue;
-                        }
+                    let Some(payload) = encode_counted(&*codec, &value, &counters) else {
+                        continue;
                     };
                     let message = jetstream::message::PublishMessage::build()
                         .payload(payload.into())
@@ -892,6 +882,22 @@ async fn pull_loop<E: Event, C: Codec<E>>(
     }
     drop(acks);
     let _ = acker.await;
+}
+
+/// `value`'s payload, or `None` with the error counted and logged (an egress skips the value).
+fn encode_counted<A, C: Codec<A> + ?Sized>(
+    codec: &C,
+    value: &A,
+    counters: &Counters,
+) -> Option<Vec<u8>> {
+    match codec.encode(value) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            Counters::add(&counters.encode_errors, 1);
+            counters.error(format_args!("egress: {e}"));
+            None
+        }
+    }
 }
 
 /// Asks the server about the consumer; records its acknowledgement floor, or, when the server

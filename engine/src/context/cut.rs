@@ -185,8 +185,7 @@ impl<E: Event> Context<E> {
     #[inline(always)]
     pub(super) fn checkpoint_entry(&mut self, entry: &Entry<E>) {
         if let Entry::Event(o, e) = entry {
-            // (Not the clock thread's origin, which no input handle has.)
-            if o.is_input() && *o != Origin(u32::MAX) {
+            if o.is_input() {
                 self.count_input(o.0 & !Origin::INPUT, e);
             }
         }
@@ -222,7 +221,7 @@ impl<E: Event> Context<E> {
             Entry::Spawn(o, _) => (*o, None),
             _ => return,
         };
-        if origin.is_input() || origin == Origin(u32::MAX) {
+        if origin.is_input() {
             return;
         }
         let from = origin.0;

@@ -46,6 +46,7 @@ use crate::sync::{self, Arc, Ordering, StdArc, StdMutex};
 const PAYLOAD_FORMAT: u32 = 1;
 
 /// The builder's `checkpoints` and `persistent` settings.
+#[derive(Clone)]
 pub(crate) struct CheckpointSetting<E: Event> {
     pub(crate) store: Option<StdArc<StdMutex<Box<dyn CheckpointStore>>>>,
     pub(crate) codec: Option<StdArc<dyn EventCodec<E>>>,
@@ -61,30 +62,6 @@ impl<E: Event> Default for CheckpointSetting<E> {
             codec: None,
             types: Vec::new(),
             interval: None,
-        }
-    }
-}
-
-impl<E: Event> Clone for CheckpointSetting<E> {
-    fn clone(&self) -> Self {
-        Self {
-            store: self.store.clone(),
-            codec: self.codec.clone(),
-            interval: self.interval,
-            types: self
-                .types
-                .iter()
-                .map(|(t, p)| {
-                    (
-                        *t,
-                        PersistType {
-                            name: p.name,
-                            save: p.save,
-                            restore: p.restore,
-                        },
-                    )
-                })
-                .collect(),
         }
     }
 }

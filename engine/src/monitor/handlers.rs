@@ -43,7 +43,7 @@ where
     )
 }
 
-pub(super) fn on_die_hook<E: Event, M: Monitor<E>>(
+fn on_die_hook<E: Event, M: Monitor<E>>(
     state: &mut State,
     reason: &DieReason,
     fx: &mut Effects<E>,

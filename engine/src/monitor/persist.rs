@@ -12,11 +12,11 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::entry::{Effects, NewInstance, PersistType};
+use crate::entry::{NewInstance, PersistType};
 use crate::event::Event;
 use crate::state::State;
 
-use super::handlers::on_die_hook;
+use super::handlers::spawned_instance;
 use super::{Monitor, Scope};
 
 /// A monitor whose instances checkpoints save and recovery restores (feature `checkpoint`; SPEC
@@ -114,14 +114,9 @@ fn save_state<E: Event, M: Persistent<E>>(state: &mut State) -> Result<Vec<u8>, 
 
 fn restore_state<E: Event, M: Persistent<E>>(bytes: &[u8]) -> Result<NewInstance<E>, String> {
     let m: M = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
-    Ok(NewInstance {
-        state: State::new(m),
-        on_die: Box::new(on_die_hook::<E, M>),
-        init: Box::new(|state: &mut State, fx: &mut Effects<E>| {
-            if let Some(m) = state.downcast_mut::<M>() {
-                m.on_restore(&mut Scope::new(fx));
-            }
-        }),
-        deliver: None,
-    })
+    // A restored instance is created as a spawned one is, `on_restore` its initialiser.
+    Ok(spawned_instance(
+        m,
+        |m: &mut M, cx: &mut Scope<'_, E, M>| m.on_restore(cx),
+    ))
 }
