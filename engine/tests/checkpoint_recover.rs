@@ -1025,3 +1025,50 @@ fn r11_9_a_checkpoint_after_a_failed_one_is_taken() {
     again.shutdown().expect("shutdown");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
+
+/// The correlator of `r11_13_a_checkpoint_asked_from_a_handler_is_refused`, for its handler.
+static FROM_HANDLER: std::sync::OnceLock<std::sync::Arc<Correlator<Ev>>> =
+    std::sync::OnceLock::new();
+
+/// Asks for a checkpoint from its handler and reports what it got.
+struct Asks(std::sync::mpsc::Sender<String>);
+
+impl Monitor<Ev> for Asks {
+    fn on_load(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        cx.on(Pattern::kind(Kind::Tx), |m: &mut Asks, _cx, _e| {
+            let got = match FROM_HANDLER.get().map(|c| c.checkpoint()) {
+                Some(Err(CheckpointError::NotNow { why })) => format!("NotNow: {why}"),
+                other => format!("{other:?}"),
+            };
+            let _ = m.0.send(got);
+        });
+    }
+}
+
+// R11.13: a checkpoint asked for from a handler would wait for its own context: `NotNow`, and
+// the context carries on.
+#[test]
+fn r11_13_a_checkpoint_asked_from_a_handler_is_refused() {
+    let dir = fresh_dir("from-handler");
+    let c = std::sync::Arc::new(
+        Correlator::<Ev>::builder()
+            .event_time()
+            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+            .build()
+            .expect("build"),
+    );
+    assert!(FROM_HANDLER.set(c.clone()).is_ok());
+    let (tx_got, got) = std::sync::mpsc::channel();
+    c.load(Asks(tx_got)).expect("load");
+    c.start();
+    c.input().send_to(c.main(), tx(1)).expect("send");
+    let got = got
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the handler answered");
+    assert!(
+        got.starts_with("NotNow: `checkpoint` was called from a handler"),
+        "{got}"
+    );
+    c.shutdown().expect("shutdown");
+    let _ = std::fs::remove_dir_all(&dir);
+}
