@@ -59,13 +59,13 @@ stage "engine status export with the serde and metrics features" \
 # The `checkpoint` feature (serde and postcard) is off in the workspace build: the checkpoint and
 # recovery tests and the rustdoc examples of `Persistent` and `checkpoints` run here.
 stage "engine checkpoints and recovery with the checkpoint feature" bash -c '
-  cargo test -p correlator --profile ci --features checkpoint --lib --test checkpoint_recover --test checkpoint_cut --test checkpoint_store &&
+  cargo test -p correlator --profile ci --features checkpoint --lib --test checkpoint_recover --test checkpoint_cut --test checkpoint_queries --test checkpoint_store &&
   cargo test -p correlator --profile ci --features checkpoint --doc Persistent &&
   cargo test -p correlator --profile ci --features checkpoint --doc ::checkpoints'
 # The `quantiles` feature (the `histogram` crate) is off in the workspace build: its aggregate's
-# unit tests and rustdoc example run here.
+# unit tests (its checkpointed state's too) and rustdoc example run here.
 stage "engine stream queries with the quantiles feature" bash -c '
-  cargo test -p correlator --profile ci --features quantiles --lib query:: &&
+  cargo test -p correlator --profile ci --features quantiles,checkpoint --lib query:: &&
   cargo test -p correlator --profile ci --features quantiles --doc Quantile'
 # `cargo test --benches` runs each criterion benchmark once, as `cargo bench -- --test` does.
 stage "benches (test mode)" cargo test -p correlator-benches --benches --profile ci

@@ -214,6 +214,20 @@ pub(crate) trait QueryRun<E: Event>: Send {
     fn settle(&mut self) -> QueryStep;
     /// What its windows hold.
     fn held(&self) -> WindowsHeld;
+    /// Its windows' bytes for a checkpoint (R11.10), the events they hold through `encode`.
+    #[cfg(feature = "checkpoint")]
+    fn save(
+        &self,
+        encode: &mut dyn FnMut(&E, &mut Vec<u8>),
+    ) -> Result<Vec<u8>, crate::query::saved::Unsaved>;
+    /// Puts back the windows `bytes` saved, in place of this new listener's (R11.11), the
+    /// events through `decode`. An error leaves the listener as it was.
+    #[cfg(feature = "checkpoint")]
+    fn restore(
+        &mut self,
+        bytes: &[u8],
+        decode: &dyn Fn(&[u8]) -> Result<E, String>,
+    ) -> Result<(), String>;
 }
 
 /// A deferred change requested by a handler, applied when it returns.

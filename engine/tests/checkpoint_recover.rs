@@ -16,6 +16,8 @@ use correlator::{
 };
 use serde::{Deserialize, Serialize};
 
+mod common;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ev {
     Tx {
@@ -228,13 +230,7 @@ impl Persistent<Ev> for Fraud {
 
 /// Seeded transactions: 40 cards, times increasing by 0 to 1 s.
 fn transactions(n: usize, seed: u64) -> Vec<Ev> {
-    let mut s = seed;
-    let mut next = move || {
-        s = s
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        s >> 33
-    };
+    let mut next = common::seeded(seed);
     let mut ms = 0;
     (0..n)
         .map(|_| {
@@ -249,7 +245,7 @@ fn transactions(n: usize, seed: u64) -> Vec<Ev> {
                 card: next() % 40,
                 amount,
                 country: (next() % 3) as u8,
-                present: next() % 2 == 0,
+                present: next().is_multiple_of(2),
                 ms,
             }
         })
@@ -264,9 +260,7 @@ fn builder(dir: &Path) -> correlator::CorrelatorBuilder<Ev> {
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("correlator-ckpt-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    common::fresh_dir(&format!("ckpt-{name}"))
 }
 
 /// Feeds `events` to `main` through the named input `tx`.
@@ -464,12 +458,7 @@ fn r11_12_a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
     // Alerts up to the first checkpoint; those up to the second are lost with it.
     let (kept, _) = run_and_crash(&dir, &events, &[1_500], 0);
     let (_, _) = run_and_crash(&dir, &events, &[3_000], 0);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
-        .collect();
-    files.sort();
+    let files = common::checkpoint_files(&dir);
     let newest = files.last().expect("two checkpoints");
     let mut bytes = std::fs::read(newest).expect("read");
     let last = bytes.len() - 1;
@@ -613,13 +602,7 @@ fn r11_10_what_cannot_be_saved_is_refused_with_a_typed_error() {
     ));
     c.shutdown().expect("shutdown");
     drop(c);
-    let stored = std::fs::read_dir(&dir)
-        .expect("list")
-        .filter(|e| {
-            e.as_ref()
-                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "ckpt"))
-        })
-        .count();
+    let stored = common::checkpoint_files(&dir).len();
     assert_eq!(stored, 0, "a refused checkpoint saved something");
 
     // Two persistent monitors of one name.
@@ -723,15 +706,7 @@ fn r11_9_checkpoints_are_taken_every_interval() {
     c.load(Two::default()).expect("load");
     let input = c.named_input("tx").expect("named");
     feed(&c, &input, &[tx(1), tx(2), tx(3)]);
-    let count = || {
-        std::fs::read_dir(&dir)
-            .expect("list")
-            .filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "ckpt"))
-            })
-            .count()
-    };
+    let count = || common::checkpoint_files(&dir).len();
     // Two more checkpoints after the events were fed, the later one holding them.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let before = count();

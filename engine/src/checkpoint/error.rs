@@ -78,7 +78,7 @@ pub enum CheckpointError {
         /// The monitor's type name.
         monitor: &'static str,
     },
-    /// The correlator holds something a checkpoint cannot save yet (R11.10). Nothing was saved.
+    /// The correlator holds something a checkpoint cannot save (R11.10). Nothing was saved.
     Unsupported {
         /// Where: a context's name, or `correlator`.
         context: String,
@@ -233,7 +233,7 @@ impl fmt::Display for CheckpointError {
             ),
             Self::Unsupported { context, what } => write!(
                 f,
-                "`{context}` holds {what}, which checkpoints cannot save yet; nothing was saved"
+                "`{context}` holds {what}: checkpoints cannot save it; nothing was saved"
             ),
             Self::Encode { what, reason } => write!(
                 f,

@@ -232,7 +232,7 @@ impl<E: Event> Context<E> {
             cut.saved = Err(CheckpointError::Unsupported {
                 context: self.shared.name.clone(),
                 what: "a spawn sent from another context (`spawn_to`) in flight at the \
-                       checkpoint, whose initialiser",
+                       checkpoint, whose initialiser is a closure",
             });
             return;
         };

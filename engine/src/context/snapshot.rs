@@ -9,12 +9,13 @@
 //! (its monitor's persistent name, its state through serde, its channel subscriptions, its live
 //! listeners in registration order: each one's handle, mode, and for an expression its matches
 //! in progress with their events, through the correlator's `EventCodec`) and every pending
-//! timer of a live listener with its due time, sequence and handle. A pool's dispatcher is not
+//! timer of a live listener with its due time, sequence and handle; a persistent stream query's
+//! windows and a join's (`query::saved`). A pool's dispatcher is not
 //! saved (its factory is a closure; the recovering program loads it again before `recover`), a
 //! per-key instance is, with its key (`Effects::keyed`). Beside the part it hands
 //! back how many events it took from each input handle, which the coordinator names. An
-//! instance of a monitor that is not persistent, or a stream query's windows, fail the save
-//! with a typed error: nothing is dropped quietly.
+//! instance of a monitor that is not persistent, or a stream query not built `persistent`, fail
+//! the save with a typed error: nothing is dropped quietly.
 //!
 //! # Restoring
 //! Before the context takes anything else (`Correlator::recover` puts `Control::Restore` first
@@ -26,11 +27,12 @@
 //! for an expression the same shape), and nothing is applied until every instance passed. The
 //! registrations are then applied in handle order across all instances, so the listener lists
 //! hold them in their old order (R6.4); each expression listener's saved matches replace the
-//! fresh one its registration made, and the saved timers replace those the registrations set.
+//! fresh one its registration made, a query's or join's saved windows replace its empty ones,
+//! and the saved timers replace those the registrations set.
 //! Last, it holds its channel states, to take them before its next entry (`cut`).
 //!
 //! Owns the part's form and the two walks. May import the leaves, `checkpoint`, `entry`, `expr`,
-//! `listener` and `record`.
+//! `listener`, `query` and `record`.
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +43,7 @@ use crate::entry::{InputsTaken, Mode, Op, Persist, Spec};
 use crate::event::Event;
 use crate::expr::ExprPart;
 use crate::listener::Body;
+use crate::query::saved::Unsaved;
 use crate::record::Origin;
 use crate::time::Time;
 
@@ -82,6 +85,8 @@ struct ListenerPart {
 enum BodyPart {
     Template,
     Expr(ExprPart),
+    /// A persistent stream query's windows, or a join's (`query::saved`).
+    Query(Vec<u8>),
 }
 
 fn mode_code(mode: Mode) -> u8 {
@@ -190,12 +195,25 @@ impl<E: Event> Context<E> {
                 let body = match &l.body {
                     Body::Template { .. } => BodyPart::Template,
                     Body::Expr { expr, .. } => BodyPart::Expr(expr.save(&mut encode)),
-                    Body::Query(_) => {
-                        return Err(CheckpointError::Unsupported {
-                            context: context.to_owned(),
-                            what: "a stream query or join, whose windows",
-                        })
-                    }
+                    Body::Query(q) => match q.run.save(&mut encode) {
+                        Ok(bytes) => BodyPart::Query(bytes),
+                        Err(Unsaved::NotPersistent) => {
+                            return Err(CheckpointError::Unsupported {
+                                context: context.to_owned(),
+                                what: "a stream query not built `persistent` (`Query::persistent` \
+                                       saves its windows)",
+                            })
+                        }
+                        Err(Unsaved::Encode(reason)) => {
+                            return Err(CheckpointError::Encode {
+                                what: format!(
+                                    "the windows of a stream query of an instance of `{}`",
+                                    ty.name
+                                ),
+                                reason,
+                            })
+                        }
+                    },
                 };
                 listeners.push(ListenerPart {
                     handle,
@@ -409,16 +427,13 @@ impl<E: Event> Context<E> {
                 (Spec::Expr(..), BodyPart::Expr(e)) => {
                     plan.exprs.push((lp.handle, e, monitor.to_owned()));
                 }
-                (Spec::Query(_), _) => {
-                    return Err(format!(
-                        "its listener {registered} is a stream query, which checkpoints cannot \
-                         restore yet"
-                    ))
+                (Spec::Query(_), BodyPart::Query(bytes)) => {
+                    plan.queries.push((lp.handle, bytes, monitor.to_owned()));
                 }
-                (Spec::Template(..), _) | (Spec::Expr(..), _) => {
+                _ => {
                     return Err(format!(
-                        "its listener {registered} is a template where an expression was saved, \
-                         or an expression where a template was"
+                        "its listener {registered} is not of the kind saved (a template, an \
+                         expression, a stream query or join)"
                     ))
                 }
             }
@@ -446,6 +461,7 @@ impl<E: Event> Context<E> {
         let Restoring {
             mut listens,
             exprs,
+            queries,
             subscriptions,
         } = plan;
         listens.sort_unstable_by_key(|&(h, _)| h);
@@ -482,6 +498,25 @@ impl<E: Event> Context<E> {
             let after = expr.held();
             self.table.note_held(before, after);
         }
+        for (handle, bytes, monitor) in queries {
+            let slot = self.table.slot_of(handle);
+            let Some(Body::Query(q)) = slot
+                .and_then(|s| self.table.slot_mut(s))
+                .map(|l| &mut l.body)
+            else {
+                continue;
+            };
+            let before = q.run.held();
+            q.run
+                .restore(&bytes, &decode)
+                .map_err(|why| CheckpointError::Mismatch {
+                    context: self.shared.name.clone(),
+                    monitor,
+                    why,
+                })?;
+            let after = q.run.held();
+            self.table.note_windows(before, after);
+        }
         self.timers = TimerQueue::default();
         self.deferred.clear();
         for (due, seq, handle) in timers {
@@ -501,6 +536,8 @@ struct Restoring<E: Event> {
     listens: Vec<(u64, Op<E>)>,
     /// Each expression listener's saved matches: handle, state, monitor name.
     exprs: Vec<(u64, ExprPart, String)>,
+    /// Each query or join listener's saved windows: handle, bytes, monitor name.
+    queries: Vec<(u64, Vec<u8>, String)>,
     /// `(instance, channel name, count)`.
     subscriptions: Vec<(u32, String, u32)>,
 }
@@ -510,6 +547,7 @@ impl<E: Event> Default for Restoring<E> {
         Self {
             listens: Vec::new(),
             exprs: Vec::new(),
+            queries: Vec::new(),
             subscriptions: Vec::new(),
         }
     }

@@ -361,7 +361,8 @@ impl<E: Event> Correlator<E> {
     /// [`checkpoints`](CorrelatorBuilder::checkpoints); `NotNow` before `start`, during
     /// shutdown, or from a handler; `NotPersistent` for a live instance of a monitor not
     /// registered with [`persistent`](CorrelatorBuilder::persistent); `Unsupported` for what
-    /// checkpoints cannot save yet (stream query windows, more than one context); `Encode`;
+    /// checkpoints cannot save (a stream query not built `persistent`, a `spawn_to` in flight
+    /// between contexts); `Encode`;
     /// the store's own errors. Nothing is saved when it fails.
     ///
     /// [`CheckpointError::NotConfigured`]: crate::checkpoint::CheckpointError::NotConfigured

@@ -10,6 +10,8 @@ use crate::entry::{Effects, Mode, QueryRun, Spec};
 use crate::error::Error;
 use crate::event::Event;
 use crate::query::join::JoinWindows;
+#[cfg(feature = "checkpoint")]
+use crate::query::saved::{Unsaved, WindowsCodec};
 use crate::query::windows::{Account, QueryStep, RowAt, Windows, WindowsHeld};
 use crate::query::{Aggregate, Join, KeyFn, Query, Row};
 use crate::state::State;
@@ -73,14 +75,24 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
             window,
             every,
             aggregate,
+            #[cfg(feature = "checkpoint")]
+            persist,
         } = query;
+        let windows = Windows::new(window.0, every, aggregate);
+        #[cfg(feature = "checkpoint")]
+        let (windows, persist) = match persist {
+            crate::query::Persisting::Yes(codec) => (windows.in_key_order(), Some(codec)),
+            _ => (windows, None),
+        };
         let run = QueryListener::<E, M, P, A, _> {
             partition,
             group,
             value,
-            windows: Windows::new(window.0, every, aggregate),
+            windows,
             handler,
             account: Account::default(),
+            #[cfg(feature = "checkpoint")]
+            persist,
             _monitor: PhantomData,
         };
         Ok(self.register(
@@ -185,6 +197,24 @@ where
     fn held(&self) -> WindowsHeld {
         self.windows.held()
     }
+
+    #[cfg(feature = "checkpoint")]
+    fn save(&self, encode: &mut dyn FnMut(&E, &mut Vec<u8>)) -> Result<Vec<u8>, Unsaved> {
+        self.windows
+            .save(self.account.armed(), encode)
+            .map_err(Unsaved::Encode)
+    }
+
+    #[cfg(feature = "checkpoint")]
+    fn restore(
+        &mut self,
+        bytes: &[u8],
+        decode: &dyn Fn(&[u8]) -> Result<E, String>,
+    ) -> Result<(), String> {
+        let armed = self.windows.restore(bytes, decode)?;
+        self.account.restored(armed, self.windows.held());
+        Ok(())
+    }
 }
 
 /// A query's listener: its windows, what it computes of each event, its handler.
@@ -195,6 +225,9 @@ struct QueryListener<E: Event, M, P, A, H> {
     windows: Windows<P, A>,
     handler: H,
     account: Account,
+    /// The save and restore of its windows, for a persistent query.
+    #[cfg(feature = "checkpoint")]
+    persist: Option<WindowsCodec<P, A>>,
     _monitor: PhantomData<fn(&mut M)>,
 }
 
@@ -251,5 +284,29 @@ where
 
     fn held(&self) -> WindowsHeld {
         self.windows.held()
+    }
+
+    #[cfg(feature = "checkpoint")]
+    fn save(&self, _encode: &mut dyn FnMut(&E, &mut Vec<u8>)) -> Result<Vec<u8>, Unsaved> {
+        let codec = self.persist.ok_or(Unsaved::NotPersistent)?;
+        (codec.save)(&self.windows, self.account.armed()).map_err(Unsaved::Encode)
+    }
+
+    #[cfg(feature = "checkpoint")]
+    fn restore(
+        &mut self,
+        bytes: &[u8],
+        _decode: &dyn Fn(&[u8]) -> Result<E, String>,
+    ) -> Result<(), String> {
+        let Some(codec) = self.persist else {
+            return Err(
+                "its stream query was saved persistent, and is registered again without \
+                 `persistent`"
+                    .to_owned(),
+            );
+        };
+        let armed = (codec.restore)(&mut self.windows, bytes)?;
+        self.account.restored(armed, self.windows.held());
+        Ok(())
     }
 }

@@ -10,6 +10,11 @@
 
 use std::collections::VecDeque;
 
+#[cfg(feature = "checkpoint")]
+mod persist;
+#[cfg(feature = "checkpoint")]
+pub use persist::PersistentAggregate;
+
 /// An aggregate kept incrementally over the values of one window (SPEC R7.11).
 ///
 /// The engine clones the query's aggregate for each new partition (so a value starts as the

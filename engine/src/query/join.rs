@@ -137,15 +137,15 @@ const SPARES: usize = 1024;
 
 /// Both sides' windows of a join.
 pub(crate) struct JoinWindows<E> {
-    within: Duration,
+    pub(super) within: Duration,
     /// How late an event whose time is up may be released (as a sliding window's values:
     /// [`RELEASE_BATCH`]); the join releases what is due before it pairs an event.
     slack: Duration,
     /// Per side, per key, the events held, oldest first.
-    sides: [KindMap<u64, VecDeque<E>>; 2],
+    pub(super) sides: [KindMap<u64, VecDeque<E>>; 2],
     /// `(leaves at, side, key)` of every event held, oldest first.
-    expiry: VecDeque<(Time, u8, u64)>,
-    held: WindowsHeld,
+    pub(super) expiry: VecDeque<(Time, u8, u64)>,
+    pub(super) held: WindowsHeld,
     spare: Vec<VecDeque<E>>,
 }
 

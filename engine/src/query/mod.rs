@@ -101,7 +101,8 @@
 //! (R6.4), or, for rows due at a time, as a timer in due-time then creation order (R7.2). The rows
 //! of one time are handed one after the other in one firing: a `quit` or `die` in the handler
 //! takes effect after the last of them. Rows of different partitions at one time come in an order
-//! that is the same for the same input (a replay), not otherwise specified.
+//! that is the same for the same input (a replay), not otherwise specified (a persistent
+//! query's, below, in key order).
 //!
 //! # Aggregates (R7.11)
 //! [`Count`], [`Sum`], [`Mean`], [`Min`], [`Max`], [`First`], [`Last`], [`StdDev`], `Quantile`
@@ -125,12 +126,20 @@
 //! [`ContextStatus::window_partitions`](crate::ContextStatus::window_partitions) and
 //! [`window_values`](crate::ContextStatus::window_values).
 //!
+//! # Checkpoints
+//! With the `checkpoint` feature, a query built `Query::persistent()` (values that serde can
+//! save, an aggregate that is a `PersistentAggregate`: every built-in one) has its windows saved
+//! in checkpoints and restored exactly, aggregates' states included (SPEC R11.10, R11.11); its
+//! rows of one time then come in key order. A join's windows are always saved (their events go
+//! through the correlator's codec). A checkpoint of a query that is not persistent is refused.
+//!
 //! # Design
 //! `windows` owns the partitioned windows (a slab of partitions, one FIFO of expiries for a
 //! sliding window, since its values leave in the order they entered across partitions); the
 //! query is a listener of the context's table (its template indexed as any other), which keeps
 //! one timer at the windows' next due time. `aggregate` owns the aggregates; `join` the public
-//! [`Join`] and its two sides' windows (one FIFO of expiries again).
+//! [`Join`] and its two sides' windows (one FIFO of expiries again); `saved` the saved form of
+//! both (feature `checkpoint`).
 //!
 //! Owns the public query types. May import the leaves, `pattern` and `error`.
 
@@ -140,6 +149,8 @@ pub(crate) mod join;
 mod proptests;
 #[cfg(test)]
 mod reference;
+#[cfg(feature = "checkpoint")]
+pub(crate) mod saved;
 #[cfg(test)]
 mod tests;
 pub(crate) mod windows;
@@ -147,6 +158,8 @@ pub(crate) mod windows;
 use std::fmt;
 use std::time::Duration;
 
+#[cfg(feature = "checkpoint")]
+pub use aggregate::PersistentAggregate;
 #[cfg(feature = "quantiles")]
 pub use aggregate::Quantile;
 pub use aggregate::{Aggregate, Count, First, Last, Max, Mean, Min, StdDev, Sum};
@@ -213,6 +226,30 @@ pub struct Query<E: Event, P = (), A = Count> {
     pub(crate) window: Window,
     pub(crate) every: Option<Duration>,
     pub(crate) aggregate: A,
+    /// Whether a checkpoint saves its windows ([`Query::persistent`]).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) persist: Persisting<P, A>,
+}
+
+/// Whether a query's windows are saved in checkpoints.
+#[cfg(feature = "checkpoint")]
+pub(crate) enum Persisting<P, A> {
+    No,
+    /// [`Query::persistent`] was called, and then `value` or `aggregate`, which changed the
+    /// types it had captured the save of: refused at registration.
+    Lost,
+    Yes(saved::WindowsCodec<P, A>),
+}
+
+#[cfg(feature = "checkpoint")]
+impl<P, A> Persisting<P, A> {
+    /// What a query whose value or aggregate type changed keeps of it.
+    fn retyped<Q, B>(&self) -> Persisting<Q, B> {
+        match self {
+            Self::No => Persisting::No,
+            Self::Lost | Self::Yes(_) => Persisting::Lost,
+        }
+    }
 }
 
 impl<E: Event, P, A> fmt::Debug for Query<E, P, A> {
@@ -235,6 +272,8 @@ impl<E: Event> Query<E> {
             window: Window::sliding(Duration::from_secs(60)),
             every: None,
             aggregate: Count::default(),
+            #[cfg(feature = "checkpoint")]
+            persist: Persisting::No,
         }
     }
 }
@@ -266,6 +305,8 @@ impl<E: Event, P: Send + 'static, A: Aggregate<P>> Query<E, P, A> {
             window: self.window,
             every: self.every,
             aggregate: Count::default(),
+            #[cfg(feature = "checkpoint")]
+            persist: self.persist.retyped(),
         }
     }
 
@@ -292,6 +333,8 @@ impl<E: Event, P: Send + 'static, A: Aggregate<P>> Query<E, P, A> {
             window: self.window,
             every: self.every,
             aggregate,
+            #[cfg(feature = "checkpoint")]
+            persist: self.persist.retyped(),
         }
     }
 
@@ -311,8 +354,42 @@ impl<E: Event, P: Send + 'static, A: Aggregate<P>> Query<E, P, A> {
                 "a tumbling window hands its rows when it closes: `every` applies to sliding and \
                  count windows"
             }
+            #[cfg(feature = "checkpoint")]
+            _ if matches!(self.persist, Persisting::Lost) => {
+                "`persistent` must come after `value` and `aggregate`: they change the types it \
+                 saves"
+            }
             _ => return Ok(()),
         };
         Err(Error::InvalidQuery { why })
+    }
+}
+
+#[cfg(feature = "checkpoint")]
+impl<E, P, A> Query<E, P, A>
+where
+    E: Event,
+    P: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+    A: PersistentAggregate<P>,
+{
+    /// Makes checkpoints save the query's windows (feature `checkpoint`; SPEC R11.10): every
+    /// partition's values with their times and its aggregate's state
+    /// ([`PersistentAggregate`]), so that a recovered process hands the rows the uncrashed one
+    /// would have. Call it last: [`value`](Self::value) and [`aggregate`](Self::aggregate)
+    /// change the types it saves, and a query where either came after it is refused at
+    /// registration with [`Error::InvalidQuery`]. A checkpoint of a correlator holding a query
+    /// that is not persistent fails with
+    /// [`CheckpointError::Unsupported`](crate::checkpoint::CheckpointError::Unsupported).
+    ///
+    /// A persistent query hands the rows of one time in key order (partition, then group),
+    /// where another query's order is unspecified (R7.10): the order must be the same after a
+    /// recovery, for the emit ids of what its handler sends (R11.14).
+    ///
+    /// Its instance's monitor registers it again in
+    /// [`Persistent::on_restore`](crate::Persistent::on_restore), with the same window and
+    /// period (the recovery checks them).
+    pub fn persistent(mut self) -> Self {
+        self.persist = Persisting::Yes(saved::WindowsCodec::new());
+        self
     }
 }

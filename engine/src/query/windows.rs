@@ -50,15 +50,15 @@ pub(crate) type PartKey = (u64, Option<u64>);
 
 /// One partition's window, inline in the map's bucket with its key: what an event touches
 /// (the key, the deque's header, the aggregate, the newest value's time) is the bucket alone.
-struct Part<P, A> {
+pub(super) struct Part<P, A> {
     /// The values in the window with the clock time each was taken, oldest first.
-    values: VecDeque<(Time, P)>,
-    agg: A,
+    pub(super) values: VecDeque<(Time, P)>,
+    pub(super) agg: A,
     /// Values taken in the current tumbling window (tumbling windows keep no values).
-    taken: u64,
+    pub(super) taken: u64,
     /// When the newest value was taken (sliding): the window has emptied once `newest + d` is
     /// past, which an event checks without reading the deque's cold back slot.
-    newest: Time,
+    pub(super) newest: Time,
 }
 
 /// What a query's windows hold: partitions, and values (SPEC R7.11, `Status`).
@@ -98,6 +98,20 @@ pub(crate) struct Account {
 }
 
 impl Account {
+    /// The time of the timer it has pending, if any (a checkpoint saves it, R11.10).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn armed(&self) -> Option<Time> {
+        self.armed
+    }
+
+    /// Restored: its timer pending at `armed` (the context put the saved timers back), its
+    /// windows holding `held`.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn restored(&mut self, armed: Option<Time>, held: WindowsHeld) {
+        self.armed = armed;
+        self.noted = held;
+    }
+
     /// Its timer due at `due` fired (or a stale one: an earlier timer replaced it).
     pub(crate) fn fired(&mut self, due: Time) {
         if self.armed == Some(due) {
@@ -135,25 +149,29 @@ pub(crate) struct RowAt<O> {
 /// Rows of one time come in the map's order: the same for the same input (the hasher is fixed),
 /// not otherwise specified.
 pub(crate) struct Windows<P, A> {
-    shape: Shape,
-    every: Option<Duration>,
+    pub(super) shape: Shape,
+    pub(super) every: Option<Duration>,
     /// How late a value whose time is up may be released (see [`RELEASE_BATCH`]).
     slack: Duration,
-    proto: A,
+    pub(super) proto: A,
     /// The partitions, in the map itself: a take finds the partition, its aggregate and its
     /// deque's header in the bucket it hashes to (one line fewer than a map to a slab).
-    parts: KindMap<PartKey, Part<P, A>>,
+    pub(super) parts: KindMap<PartKey, Part<P, A>>,
     /// Sliding: `(leaves at, key)` of every value held, oldest first.
-    expiry: VecDeque<(Time, PartKey)>,
+    pub(super) expiry: VecDeque<(Time, PartKey)>,
     /// The next periodic row (`every`) or tumbling window's end, while anything is held.
-    next_emit: Option<Time>,
-    held: WindowsHeld,
+    pub(super) next_emit: Option<Time>,
+    pub(super) held: WindowsHeld,
     spare: Vec<VecDeque<(Time, P)>>,
     /// Whether a sliding window's values are released through `expiry` (and its timer): without
     /// `every`, or with a period longer than the window. With `every(p)`, `p <= d`, each
     /// periodic row time releases what is due in every partition (it visits them all anyway),
     /// so no value needs a queue entry.
     queued: bool,
+    /// Whether the rows of one time come in key order (a persistent query's, R11.10: its
+    /// restored map would hand them in another order than the map it was saved from), and
+    /// the buffer their keys are sorted in.
+    sorted: Option<Vec<PartKey>>,
 }
 
 impl<P, A> Part<P, A> {
@@ -200,7 +218,15 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             next_emit: None,
             held: WindowsHeld::default(),
             spare: Vec::new(),
+            sorted: None,
         }
+    }
+
+    /// The same windows handing the rows of one time in key order (partition, then group).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) fn in_key_order(mut self) -> Self {
+        self.sorted = Some(Vec::new());
+        self
     }
 
     /// The same windows releasing values at most `slack` after their time (tests).
@@ -359,14 +385,8 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             Shape::Tumbling(_) => {
                 // Every partition took a value in the window (it is dropped when it closes):
                 // a row each, and the next window starts with none.
-                for (key, part) in self.parts.drain() {
-                    row(RowAt {
-                        key,
-                        len: part.taken as usize,
-                        value: part.agg.value(),
-                        time: m,
-                    });
-                }
+                self.hand_rows(m, row);
+                self.parts.clear();
                 self.held.partitions = 0;
                 self.next_emit = None;
                 return;
@@ -391,18 +411,43 @@ impl<P, A: Aggregate<P>> Windows<P, A> {
             // A count window always holds its last `n` values: nothing leaves with time.
             Shape::Count(_) => {}
         }
-        for (&key, part) in &self.parts {
-            row(RowAt {
-                key,
-                len: part.values.len(),
-                value: part.agg.value(),
-                time: m,
-            });
-        }
+        self.hand_rows(m, row);
         self.next_emit = match self.every {
             Some(p) if self.held.partitions > 0 => Some(m + p),
             _ => None,
         };
+    }
+
+    /// A row of time `m` for each partition, in key order for a persistent query (the
+    /// map's otherwise): of its window, or of what it took in the closing tumbling window.
+    fn hand_rows(&mut self, m: Time, row: &mut impl FnMut(RowAt<A::Output>)) {
+        let tumbling = matches!(self.shape, Shape::Tumbling(_));
+        let at = |key, part: &Part<P, A>| RowAt {
+            key,
+            len: if tumbling {
+                part.taken as usize
+            } else {
+                part.values.len()
+            },
+            value: part.agg.value(),
+            time: m,
+        };
+        match &mut self.sorted {
+            Some(keys) => {
+                keys.extend(self.parts.keys());
+                keys.sort_unstable();
+                for key in keys.drain(..) {
+                    if let Some(part) = self.parts.get(&key) {
+                        row(at(key, part));
+                    }
+                }
+            }
+            None => {
+                for (&key, part) in &self.parts {
+                    row(at(key, part));
+                }
+            }
+        }
     }
 }
 

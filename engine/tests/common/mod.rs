@@ -193,3 +193,34 @@ pub fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     rx.recv_timeout(Duration::from_secs(60))
         .expect("the scenario finished within 60 s")
 }
+
+/// A seeded stream of pseudo-random numbers (a 64-bit LCG, its upper 31 bits): the generated
+/// inputs of a test are the same in every run.
+pub fn seeded(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed;
+    move || {
+        s = s
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        s >> 33
+    }
+}
+
+/// An empty path in the temporary directory for the test `name` of this process.
+pub fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("correlator-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The checkpoint files (`*.ckpt`) in `dir`, sorted; none if it does not exist.
+pub fn checkpoint_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    files.sort();
+    files
+}
