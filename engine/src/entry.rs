@@ -174,16 +174,16 @@ pub(crate) enum Control<E: Event> {
     },
     /// The cut numbered so failed: forget it.
     Abort(u64),
-    /// Every context has restored its state: the channel states may be taken. (Nothing to do
-    /// but arrive: a context takes its channel states before the next entry it takes.)
-    Go,
-    /// Restore the context's state from its part of a checkpoint, and hold its channel states
-    /// until the next entry it takes (`Go` or later); send the outcome to `reply`.
+    /// Restore the context's state from its part of a checkpoint and send the outcome to
+    /// `reply`; then wait at `gate` until the coordinator says whether every context restored
+    /// (`true`: take the channel states `channel` now) or not (`false`, or the sender gone:
+    /// drop them).
     Restore {
         persist: std::sync::Arc<Persist<E>>,
         part: Vec<u8>,
         channel: Vec<(u32, Vec<u8>)>,
         reply: std::sync::mpsc::Sender<(u32, Result<(), crate::checkpoint::CheckpointError>)>,
+        gate: std::sync::mpsc::Receiver<bool>,
     },
 }
 

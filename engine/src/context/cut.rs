@@ -14,13 +14,15 @@
 //! coordinator.
 //!
 //! # Recovering
-//! Each context restores its state (`snapshot`) and holds its channel states; the coordinator
-//! waits until every context has, so that every subscription is back before any channel state
-//! is taken (a channel send from a handler reaches the contexts subscribed at that moment,
-//! R4.2), then puts a `Go` in every inbox. A context takes its channel states before the next
-//! entry it takes, whichever it is: so before anything another context sends it after the
-//! recovery, as FIFO order per sender wants (the channel state from `c` is what `c` sent
-//! before its own state was saved).
+//! Each context restores its state (`snapshot`) in its first entry, `Restore`, answers, and
+//! waits in that entry at its gate (a channel from the coordinator: the thread parks). The
+//! coordinator opens every gate once every context has restored, so that every subscription is
+//! back before any channel state is taken (a channel send from a handler reaches the contexts
+//! subscribed at that moment, R4.2); then each context takes its channel states, still in the
+//! `Restore` entry: so before anything another context sends it after the recovery, as FIFO
+//! order per sender wants (the channel state from `c` is what `c` sent before its own state
+//! was saved). If a context's restore failed, the coordinator closes the gates and the channel
+//! states are dropped.
 //!
 //! Input handles take no part: a context counts the events it took from each input handle
 //! when it saves its state, and a recovered source is read again from that count. So an idle
@@ -87,21 +89,29 @@ impl<E: Event> Context<E> {
             Control::Abort(seq) => {
                 if self.cut.as_ref().is_some_and(|c| c.req.seq == seq) {
                     self.cut = None;
-                    self.cut_work = !self.resume.is_empty();
                 }
             }
-            Control::Go => {}
             Control::Restore {
                 persist,
                 part,
                 channel,
                 reply,
+                gate,
             } => {
                 let id = self.fx.me.id();
                 let restored = self.restore_part(&persist, &part, channel);
                 // The status shows the restored instances as soon as `recover` returns.
                 self.publish();
-                let _ = reply.send((id, restored));
+                let (states, answer) = match restored {
+                    Ok(states) => (states, Ok(())),
+                    Err(e) => (Vec::new(), Err(e)),
+                };
+                let _ = reply.send((id, answer));
+                if gate.recv() == Ok(true) {
+                    for (origin, e) in states {
+                        self.run_entry(Entry::Event(origin, e));
+                    }
+                }
             }
         }
     }
@@ -148,7 +158,6 @@ impl<E: Event> Context<E> {
             saved,
             channel: Vec::new(),
         }));
-        self.cut_work = true;
     }
 
     /// Context `from`'s marker of checkpoint `seq` has arrived: its channel is closed; once
@@ -165,7 +174,6 @@ impl<E: Event> Context<E> {
             return;
         }
         let Some(cut) = self.cut.take() else { return };
-        self.cut_work = !self.resume.is_empty();
         let Cut {
             req,
             saved,
@@ -181,31 +189,14 @@ impl<E: Event> Context<E> {
     }
 
     /// What a context that takes checkpoints does with each entry it takes, before it runs it:
-    /// counts an input handle's event, and does the cut's work if there is some.
+    /// counts an input handle's event, and while a cut waits for markers records the entry in
+    /// its sender's channel state if that channel is still open.
     #[inline(always)]
     pub(super) fn checkpoint_entry(&mut self, entry: &Entry<E>) {
         if let Entry::Event(o, e) = entry {
             if o.is_input() {
                 self.count_input(o.0 & !Origin::INPUT, e);
             }
-        }
-        if self.cut_work {
-            self.before_entry(entry);
-        }
-    }
-
-    /// Before `entry` is taken while a cut or a recovery has work: a recovered channel state
-    /// is taken first (once every context has restored its state, since the entry is at least
-    /// the coordinator's `Go`); `entry` is recorded in its sender's channel state if it is the
-    /// entry of a context whose marker is still to come.
-    #[cold]
-    #[inline(never)]
-    fn before_entry(&mut self, entry: &Entry<E>) {
-        if !self.resume.is_empty() {
-            for (origin, e) in std::mem::take(&mut self.resume) {
-                self.run_entry(Entry::Event(origin, e));
-            }
-            self.cut_work = self.cut.is_some();
         }
         if self.cut.is_some() {
             self.record_channel(entry);
@@ -214,6 +205,8 @@ impl<E: Event> Context<E> {
 
     /// Records `entry` in its sender's channel state if it is the entry of a context whose
     /// marker is still to come.
+    #[cold]
+    #[inline(never)]
     fn record_channel(&mut self, entry: &Entry<E>) {
         let Some(cut) = self.cut.as_mut() else { return };
         let (origin, event) = match entry {

@@ -167,12 +167,6 @@ pub(crate) struct Context<E: Event> {
     /// The checkpoint whose markers this context waits for, if one (`cut`).
     #[cfg(feature = "checkpoint")]
     cut: Option<Box<cut::Cut<E>>>,
-    /// A recovered channel state, taken before the next entry (`cut`).
-    #[cfg(feature = "checkpoint")]
-    resume: Vec<(Origin, E)>,
-    /// Whether `cut` or `resume` has work before each entry taken.
-    #[cfg(feature = "checkpoint")]
-    cut_work: bool,
     /// The number of the last checkpoint this context saved its state for.
     #[cfg(feature = "checkpoint")]
     last_cut: u64,
@@ -309,10 +303,6 @@ impl<E: Event> Context<E> {
             input_index: (Default::default(), (u32::MAX, 0)),
             #[cfg(feature = "checkpoint")]
             cut: None,
-            #[cfg(feature = "checkpoint")]
-            resume: Vec::new(),
-            #[cfg(feature = "checkpoint")]
-            cut_work: false,
             #[cfg(feature = "checkpoint")]
             last_cut: 0,
             #[cfg(test)]

@@ -29,7 +29,7 @@
 //! hold them in their old order (R6.4); each expression listener's saved matches replace the
 //! fresh one its registration made, a query's or join's saved windows replace its empty ones,
 //! and the saved timers replace those the registrations set.
-//! Last, it holds its channel states, to take them before its next entry (`cut`).
+//! Last, it decodes its channel states, which `cut` takes once every context has restored.
 //!
 //! Owns the part's form and the two walks. May import the leaves, `checkpoint`, `entry`, `expr`,
 //! `listener`, `query` and `record`.
@@ -254,16 +254,17 @@ impl<E: Event> Context<E> {
         })
     }
 
-    /// Restores its state from `bytes`, and holds the channel states `channel` (the entries
-    /// other contexts had sent it and it had not taken at the cut), to take them before its next
-    /// entry, in the order it took them then (`cut`). User code runs here (the monitors'
-    /// `Deserialize` and `on_restore`, the codec): a panic fails the restore with an error.
+    /// Restores its state from `bytes`; returns the channel states `channel` decoded (the
+    /// entries other contexts had sent it and it had not taken at the cut, in the order it took
+    /// them then), for `cut` to take once every context has restored. User code runs here (the
+    /// monitors' `Deserialize` and `on_restore`, the codec): a panic fails the restore with an
+    /// error.
     pub(super) fn restore_part(
         &mut self,
         persist: &Persist<E>,
         bytes: &[u8],
         channel: Vec<(u32, Vec<u8>)>,
-    ) -> Result<(), CheckpointError> {
+    ) -> Result<Vec<(Origin, E)>, CheckpointError> {
         let restored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.restore_in(persist, bytes, channel)
         }));
@@ -280,7 +281,7 @@ impl<E: Event> Context<E> {
         persist: &Persist<E>,
         bytes: &[u8],
         channel: Vec<(u32, Vec<u8>)>,
-    ) -> Result<(), CheckpointError> {
+    ) -> Result<Vec<(Origin, E)>, CheckpointError> {
         let context = self.shared.name.clone();
         // A pool's dispatchers are loaded again before `recover`; nothing else may be.
         if self.live_instances > self.fx.keyed_hooks.len() {
@@ -315,9 +316,7 @@ impl<E: Event> Context<E> {
                 })?;
             resume.push((Origin::context(from), e));
         }
-        self.cut_work |= !resume.is_empty();
-        self.resume = resume;
-        Ok(())
+        Ok(resume)
     }
 
     /// Creates the instance `ip` saved and runs its `on_restore`; checks what it asked for

@@ -17,9 +17,9 @@
 //! [`Correlator::recover`](crate::Correlator::recover) loads the newest intact checkpoint
 //! (passing over damaged ones, R11.4), checks that this correlator has the checkpoint's
 //! contexts, puts a `Control::Restore` entry first in every inbox, starts the correlator and
-//! waits for every context to restore its state; then it puts a `Control::Go` in every inbox,
-//! and each context takes its channel states before its next entry (`context::cut`, "Recovering",
-//! says why in two steps).
+//! waits for every context to restore its state, each then waiting at its gate; it opens every
+//! gate, and each context takes its channel states before it leaves the `Restore` entry (or
+//! closes them if a restore failed: `context::cut`, "Recovering", says why in two steps).
 //!
 //! Owns the coordinator. May import the leaves, `checkpoint`, `deliver`, `entry`, `input`,
 //! `monitor`, `record` and `shared`.
@@ -410,12 +410,17 @@ impl<E: Event> Checkpoints<E> {
         }
         let (reply, answers) = mpsc::channel();
         let input = self.sender(shared);
+        // Dropped without a word if the recovery returns early: every gate then closes.
+        let mut gates = Vec::with_capacity(contexts.len());
         for (c, (_, part, channel)) in contexts.iter().zip(payload.contexts) {
+            let (gate_open, gate) = mpsc::channel();
+            gates.push(gate_open);
             let control = Control::Restore {
                 persist: self.persist.clone(),
                 part,
                 channel,
                 reply: reply.clone(),
+                gate,
             };
             input
                 .links
@@ -447,20 +452,15 @@ impl<E: Event> Checkpoints<E> {
                 }
             }
         }
+        let open = first_error.is_none();
+        for gate in gates {
+            // A context that stopped is not waiting any more.
+            let _ = gate.send(open);
+        }
         if let Some(e) = first_error {
             return Err(e);
         }
-        // Every subscription is back: the contexts may take their channel states.
-        for c in &contexts {
-            let go = Entry::Control(Box::new(Control::Go));
-            input
-                .links
-                .borrow_mut()
-                .push_entry(c.reference(), go, Wait::Block)
-                .map_err(|_| CheckpointError::NotNow {
-                    why: "a context stopped during the recovery",
-                })?;
-        }
+        // Every subscription is back: the contexts take their channel states now.
         let mut inputs = sync::lock_std(&self.inputs);
         inputs.base = payload
             .inputs
