@@ -520,6 +520,35 @@ impl Persistent<Ev> for OneOfTwo {
     }
 }
 
+/// How `Reshaped` registers `Two`'s listeners again: 0 its first as `on` (saved as `on_all`),
+/// 1 its second as an expression (saved as a template).
+static RESHAPE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// `Two` under its name and state, whose `on_restore` registers its listeners otherwise.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Reshaped {
+    n: u64,
+}
+
+impl Monitor<Ev> for Reshaped {
+    fn on_load(&mut self, _cx: &mut Scope<'_, Ev, Self>) {}
+}
+
+impl Persistent<Ev> for Reshaped {
+    const NAME: &'static str = "two/v1";
+    fn on_restore(&mut self, cx: &mut Scope<'_, Ev, Self>) {
+        let tx = Pattern::kind(Kind::Tx);
+        let alert = Pattern::kind(Kind::Alert);
+        if RESHAPE.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            cx.on(tx, |m: &mut Reshaped, _cx, _e| m.n += 1);
+            cx.on_all(alert, |_m: &mut Reshaped, _cx, _e| {});
+        } else {
+            cx.on_all(tx, |m: &mut Reshaped, _cx, _e| m.n += 1);
+            cx.when_all(alert, |_m: &mut Reshaped, _cx, _hit| {});
+        }
+    }
+}
+
 /// Not persistent.
 struct Plain;
 
@@ -673,6 +702,30 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
         other => panic!("expected Mismatch, got {other:?}"),
     }
     drop(fewer);
+
+    // A listener registered again in another mode, or as another kind.
+    for (reshape, expected) in [
+        (
+            0,
+            "registered with `on` or `when`, but was saved as `on_all` or `when_all`",
+        ),
+        (1, "its listener 2 is not of the kind saved"),
+    ] {
+        RESHAPE.store(reshape, std::sync::atomic::Ordering::Relaxed);
+        let reshaped = Correlator::<Ev>::builder()
+            .event_time()
+            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+            .persistent::<Reshaped>()
+            .build()
+            .expect("build");
+        match reshaped.recover() {
+            Err(CheckpointError::Mismatch { monitor, why, .. }) => {
+                assert_eq!(monitor, "two/v1");
+                assert!(why.contains(expected), "{why}");
+            }
+            other => panic!("expected Mismatch, got {other:?}"),
+        }
+    }
 
     // The program that saved it recovers it, with its state.
     let same = Correlator::<Ev>::builder()
@@ -862,6 +915,56 @@ fn r11_12_a_pool_recovers_its_per_key_instances() {
         "nothing published before the crash was derived again"
     );
     assert_eq!(got, expected);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+// R11.11, R11.12: a recovering program that loads another pool dispatcher before the one it
+// checkpointed gives that dispatcher a handle a saved per-key listener had: the recovery fails
+// with `Mismatch` naming it, rather than give two listeners one handle.
+#[test]
+fn r11_12_a_dispatcher_loaded_out_of_order_is_a_typed_error() {
+    let events = transactions(600, 43);
+    let dir = fresh_dir("pool-order");
+    {
+        let (c, pool, _alerts, recovered) = fraud_pool(Some(&dir));
+        assert!(recovered.is_none());
+        let input = pool.named_input(&c, "tx").expect("named");
+        for e in &events {
+            input.send(e.clone()).expect("send");
+        }
+        c.checkpoint().expect("checkpoint");
+        c.shutdown().expect("shutdown");
+    }
+    let c = Correlator::<Ev>::builder()
+        .event_time()
+        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+        .persistent::<Fraud>()
+        .build()
+        .expect("build");
+    let pool = c
+        .create_pool(ContextOptions::new("cards"), 2)
+        .expect("pool");
+    let _alerts = c.output(c.channel("alerts").expect("channel"));
+    // One more dispatcher first: it takes the handle the card dispatcher had, and the card
+    // dispatcher the one its first per-key instance's listener had.
+    pool.load_per_key([Kind::Alert], |_key, _first: &Ev| Two::default())
+        .expect("load_per_key");
+    pool.load_per_key_delivering([Kind::Tx], |card, _first: &Ev| Fraud {
+        card: Some(card),
+        ..Fraud::default()
+    })
+    .expect("load_per_key");
+    match c.recover() {
+        Err(CheckpointError::Mismatch { monitor, why, .. }) => {
+            assert_eq!(monitor, "fraud/v1");
+            assert!(
+                why.contains("which a listener loaded before `recover` has"),
+                "{why}"
+            );
+        }
+        other => panic!("expected Mismatch, got {other:?}"),
+    }
+    let _ = c.shutdown();
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
