@@ -108,7 +108,8 @@ impl JetStreamSource {
     /// its partition again from the checkpoint's position (`correlator::Recovered::position`),
     /// so that what it had processed after the checkpoint, and lost with the crash, is processed
     /// again, in the stream's order. The stream must still hold those messages (limits
-    /// retention, not work-queue or interest).
+    /// retention, not work-queue or interest): [`Connector::consume`] checks both, and refuses
+    /// with [`ConnectorError::NotRetained`] or [`ConnectorError::Gone`] rather than skip them.
     pub fn start_after(mut self, sequence: u64) -> Self {
         self.start_after = Some(sequence);
         self
@@ -438,7 +439,10 @@ impl Connector {
     ///
     /// # Errors
     /// [`ConnectorError::JetStream`] when the stream is missing or the consumer cannot be
-    /// created; [`ConnectorError::Invalid`] for a zero batch.
+    /// created; [`ConnectorError::Invalid`] for a zero batch; with
+    /// [`start_after`](JetStreamSource::start_after), [`ConnectorError::NotRetained`] for a
+    /// stream that deletes what is acknowledged and [`ConnectorError::Gone`] for one that no
+    /// longer holds the messages after the position.
     pub fn consume<E: Event, C: Codec<E>>(
         &self,
         source: JetStreamSource,
@@ -647,6 +651,7 @@ async fn resume_consumer(
     generations.sort_unstable();
     let (consumer, floor) = match (generations.last().copied(), source.start_after) {
         (last, Some(after)) => {
+            replayable(&source.stream, stream.cached_info(), after)?;
             let g = last.map_or(1, |g| g + 1);
             let next = stream
                 .create_consumer(source.config(
@@ -696,6 +701,37 @@ async fn resume_consumer(
         generation,
         floor,
     })
+}
+
+/// Whether a stream described by `info` can be read again from right after sequence `after`:
+/// it keeps what is acknowledged (limits retention) and still holds sequence `after + 1` (or
+/// has never reached it).
+fn replayable(
+    name: &str,
+    info: &jetstream::stream::Info,
+    after: u64,
+) -> Result<(), ConnectorError> {
+    use jetstream::stream::RetentionPolicy;
+    let retention = match info.config.retention {
+        RetentionPolicy::Limits => None,
+        RetentionPolicy::Interest => Some("interest"),
+        RetentionPolicy::WorkQueue => Some("work-queue"),
+    };
+    if let Some(retention) = retention {
+        return Err(ConnectorError::NotRetained {
+            stream: name.to_owned(),
+            retention,
+        });
+    }
+    let first = info.state.first_sequence;
+    if first > after.saturating_add(1) {
+        return Err(ConnectorError::Gone {
+            stream: name.to_owned(),
+            after,
+            first,
+        });
+    }
+    Ok(())
 }
 
 /// The consumer an ingress pulls from, and what it needs to re-create it.

@@ -197,3 +197,85 @@ fn lost_connection_reconnects_shows_in_status_and_loses_nothing() {
     ingress.stop();
     c.shutdown().unwrap();
 }
+
+/// A server with stream `name` on `subject`, made with `config`'s retention and limits, holding
+/// events 1 to 20; and a connector to it.
+fn stream_made(
+    name: &str,
+    subject: &str,
+    config: async_nats::jetstream::stream::Config,
+) -> (LocalServer, Connector) {
+    let server = server();
+    let nats = connect(&server);
+    let js = nats.jetstream().clone();
+    let config = async_nats::jetstream::stream::Config {
+        name: name.to_owned(),
+        subjects: vec![format!("{subject}.>")],
+        ..config
+    };
+    nats.block_on(async { js.create_stream(config).await.map(|_| ()) })
+        .expect("create the stream");
+    publish_js(&nats, &format!("{subject}.a"), 1..=20);
+    (server, nats)
+}
+
+/// Stream `stream` into `c`'s main context from right after sequence `after`.
+fn consume_after(
+    nats: &Connector,
+    stream: &str,
+    after: u64,
+    c: &Correlator<Ev>,
+) -> Result<Ingress, correlator_nats::ConnectorError> {
+    let source = JetStreamSource::new(stream, "c").start_after(after);
+    nats.consume(source, Arc::new(JsonCodec::new()), c.input(), c.main())
+}
+
+// A source read again from a checkpoint's position (`start_after`, SPEC R11.12) must find the
+// messages after it: a stream that deletes what is acknowledged is refused (`NotRetained`), and
+// so is one whose limits removed messages after the position (`Gone`); nothing is read. A
+// position the stream still covers is read from the next message on.
+#[test]
+fn start_after_refuses_a_stream_that_cannot_be_read_again() {
+    use async_nats::jetstream::stream::{Config, RetentionPolicy};
+    let (_s1, nats) = stream_made(
+        "W",
+        "w",
+        Config {
+            retention: RetentionPolicy::WorkQueue,
+            ..Default::default()
+        },
+    );
+    let (c, seen) = engine(None);
+    let refused = consume_after(&nats, "W", 3, &c);
+    match refused {
+        Err(correlator_nats::ConnectorError::NotRetained { stream, retention }) => {
+            assert_eq!((stream.as_str(), retention), ("W", "work-queue"));
+        }
+        other => panic!("expected NotRetained, got {:?}", other.map(|_| ())),
+    }
+
+    // The newest 5 messages only: 16 to 20.
+    let (_s2, nats) = stream_made(
+        "L",
+        "l",
+        Config {
+            max_messages: 5,
+            ..Default::default()
+        },
+    );
+    let refused = consume_after(&nats, "L", 3, &c);
+    match refused {
+        Err(correlator_nats::ConnectorError::Gone {
+            stream,
+            after,
+            first,
+        }) => assert_eq!((stream.as_str(), after, first), ("L", 3, 16)),
+        other => panic!("expected Gone, got {:?}", other.map(|_| ())),
+    }
+    // From 15 on, nothing is missing: 16 to 20 are read.
+    let ingress = consume_after(&nats, "L", 15, &c).expect("consume");
+    wait_until("messages 16 to 20", || snapshot(&seen).len() == 5);
+    assert_eq!(snapshot(&seen), [16, 17, 18, 19, 20]);
+    ingress.stop();
+    c.shutdown().unwrap();
+}
