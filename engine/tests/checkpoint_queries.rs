@@ -160,7 +160,7 @@ fn bits(x: Option<f64>) -> u64 {
 /// 5. trades joined with confirmations of their symbol within 4 s.
 ///
 /// `variant` 0 registers them as saved; 1 gives query 3 another length; 2 leaves query 1 not
-/// persistent (the recovery's refusals).
+/// persistent; 3 registers a query in place of the join (the recovery's refusals).
 fn listen<M: 'static>(variant: u8, cx: &mut Scope<'_, Ev, M>) {
     let rows = cx.channel("rows").expect("below max_channels");
     let trades = || Query::over(Pattern::kind(Kind::Trade)).value(price);
@@ -215,6 +215,11 @@ fn listen<M: 'static>(variant: u8, cx: &mut Scope<'_, Ev, M>) {
         cx.emit(rows, out(4, r, vec![bits(r.value.0), bits(r.value.1)]));
     })
     .expect("query 4");
+    if variant == 3 {
+        let count = trades().window(Window::count(2)).persistent();
+        cx.query(count, |_m, _cx, _r| {}).expect("query 5");
+        return;
+    }
     let join = Join::of(Pattern::kind(Kind::Trade), Pattern::kind(Kind::Confirm))
         .within(Duration::from_secs(4));
     cx.join(join, move |_m, cx, trade, confirm| {
@@ -514,13 +519,18 @@ fn r11_10_a_query_that_is_not_persistent_is_refused() {
 }
 
 // R11.11: a recovered program whose monitor registers a query with another window than the
-// saved one, or without `persistent`, fails the recovery with `Mismatch`, naming why.
+// saved one, or without `persistent`, or a query where a join was saved, fails the recovery
+// with `Mismatch`, naming why.
 #[test]
 fn r11_11_a_restored_query_must_have_the_saved_window() {
     let events = events(500, 5);
     let dir = fresh_dir("misfit");
     run_and_crash(&dir, &events, 400, 0);
-    for (variant, why) in [(1, "another window"), (2, "without `persistent`")] {
+    for (variant, why) in [
+        (1, "another window"),
+        (2, "without `persistent`"),
+        (3, "its listener 5 is not of the kind saved"),
+    ] {
         VARIANT.store(variant, Ordering::Relaxed);
         let c = Correlator::<Ev>::builder()
             .event_time()

@@ -86,7 +86,10 @@ enum BodyPart {
     Template,
     Expr(ExprPart),
     /// A persistent stream query's windows, or a join's (`query::saved`).
-    Query(Vec<u8>),
+    Query {
+        join: bool,
+        bytes: Vec<u8>,
+    },
 }
 
 fn mode_code(mode: Mode) -> u8 {
@@ -196,7 +199,10 @@ impl<E: Event> Context<E> {
                     Body::Template { .. } => BodyPart::Template,
                     Body::Expr { expr, .. } => BodyPart::Expr(expr.save(&mut encode)),
                     Body::Query(q) => match q.run.save(&mut encode) {
-                        Ok(bytes) => BodyPart::Query(bytes),
+                        Ok(bytes) => BodyPart::Query {
+                            join: q.right.is_some(),
+                            bytes,
+                        },
                         Err(Unsaved::NotPersistent) => {
                             return Err(CheckpointError::Unsupported {
                                 context: context.to_owned(),
@@ -426,7 +432,7 @@ impl<E: Event> Context<E> {
                 (Spec::Expr(..), BodyPart::Expr(e)) => {
                     plan.exprs.push((lp.handle, e, monitor.to_owned()));
                 }
-                (Spec::Query(_), BodyPart::Query(bytes)) => {
+                (Spec::Query(q), BodyPart::Query { join, bytes }) if q.1.is_some() == join => {
                     plan.queries.push((lp.handle, bytes, monitor.to_owned()));
                 }
                 _ => {
