@@ -146,9 +146,9 @@ pub(crate) struct CutRequest<E: Event> {
 pub(crate) type InputsTaken = Vec<(u32, u64, Option<u64>)>;
 
 /// A context's part of a checkpoint: its state, the events it had taken from each input
-/// handle (by creation number) when it saved it, with the last one's position in its source, and its channel states: the entries it took
-/// after saving from each context whose marker had not arrived yet, `(sender, encoded event)`
-/// in the order it took them.
+/// handle (by creation number) when it saved it, with the last one's position in its source,
+/// and its channel states: the entries it took after saving from each context whose marker had
+/// not arrived yet, `(sender, encoded event)` in the order it took them.
 #[cfg(feature = "checkpoint")]
 pub(crate) struct SavedPart {
     pub(crate) part: Vec<u8>,

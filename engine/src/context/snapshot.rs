@@ -41,9 +41,10 @@ use super::{panic_message, Context};
 use crate::checkpoint::CheckpointError;
 use crate::entry::{InputsTaken, Mode, Op, Persist, Spec};
 use crate::event::Event;
-use crate::expr::ExprPart;
+use crate::expr::{ExprPart, Held};
 use crate::listener::Body;
 use crate::query::saved::Unsaved;
+use crate::query::windows::WindowsHeld;
 use crate::record::Origin;
 use crate::time::Time;
 
@@ -427,13 +428,13 @@ impl<E: Event> Context<E> {
                     mode_name(lp.mode)
                 ));
             }
-            match (spec, lp.body) {
+            match (spec, &lp.body) {
                 (Spec::Template(..), BodyPart::Template) => {}
-                (Spec::Expr(..), BodyPart::Expr(e)) => {
-                    plan.exprs.push((lp.handle, e, monitor.to_owned()));
+                (Spec::Expr(..), BodyPart::Expr(_)) => {
+                    plan.bodies.push((lp.handle, lp.body, monitor.to_owned()));
                 }
-                (Spec::Query(q), BodyPart::Query { join, bytes }) if q.1.is_some() == join => {
-                    plan.queries.push((lp.handle, bytes, monitor.to_owned()));
+                (Spec::Query(q), &BodyPart::Query { join, .. }) if q.1.is_some() == join => {
+                    plan.bodies.push((lp.handle, lp.body, monitor.to_owned()));
                 }
                 _ => {
                     return Err(format!(
@@ -465,8 +466,7 @@ impl<E: Event> Context<E> {
     ) -> Result<(), CheckpointError> {
         let Restoring {
             mut listens,
-            exprs,
-            queries,
+            bodies,
             subscriptions,
         } = plan;
         listens.sort_unstable_by_key(|&(h, _)| h);
@@ -485,42 +485,37 @@ impl<E: Event> Context<E> {
             }
         }
         let decode = |b: &[u8]| persist.codec.decode(b);
-        for (handle, saved, monitor) in exprs {
-            let slot = self.table.slot_of(handle);
-            let Some(Body::Expr { expr, .. }) = slot
+        for (handle, saved, monitor) in bodies {
+            let Some(l) = self
+                .table
+                .slot_of(handle)
                 .and_then(|s| self.table.slot_mut(s))
-                .map(|l| &mut l.body)
             else {
                 continue;
             };
-            let before = expr.held();
-            expr.restore(saved, &decode)
-                .map_err(|why| CheckpointError::Mismatch {
-                    context: self.shared.name.clone(),
-                    monitor,
-                    why,
-                })?;
-            let after = expr.held();
-            self.table.note_held(before, after);
-        }
-        for (handle, bytes, monitor) in queries {
-            let slot = self.table.slot_of(handle);
-            let Some(Body::Query(q)) = slot
-                .and_then(|s| self.table.slot_mut(s))
-                .map(|l| &mut l.body)
-            else {
-                continue;
+            // What the status counts of it (its partial matches or its windows' values), before
+            // and after.
+            let counted = match (&mut l.body, saved) {
+                (Body::Expr { expr, .. }, BodyPart::Expr(part)) => {
+                    let before = expr.held();
+                    expr.restore(part, &decode)
+                        .map(|()| Counted::Matches(before, expr.held()))
+                }
+                (Body::Query(q), BodyPart::Query { bytes, .. }) => {
+                    let before = q.run.held();
+                    let restored = q.run.restore(&bytes, &decode);
+                    restored.map(|()| Counted::Windows(before, q.run.held()))
+                }
+                _ => continue,
             };
-            let before = q.run.held();
-            q.run
-                .restore(&bytes, &decode)
-                .map_err(|why| CheckpointError::Mismatch {
-                    context: self.shared.name.clone(),
-                    monitor,
-                    why,
-                })?;
-            let after = q.run.held();
-            self.table.note_windows(before, after);
+            match counted.map_err(|why| CheckpointError::Mismatch {
+                context: self.shared.name.clone(),
+                monitor,
+                why,
+            })? {
+                Counted::Matches(before, after) => self.table.note_held(before, after),
+                Counted::Windows(before, after) => self.table.note_windows(before, after),
+            }
         }
         self.timers = TimerQueue::default();
         self.deferred.clear();
@@ -535,14 +530,20 @@ impl<E: Event> Context<E> {
     }
 }
 
+/// What a restored expression or query listener holds, before its restore and after: what the
+/// listener table counts for the status.
+enum Counted {
+    Matches(Held, Held),
+    Windows(WindowsHeld, WindowsHeld),
+}
+
 /// What the instances' `on_restore`s asked for, checked, before it is applied.
 struct Restoring<E: Event> {
     /// Registrations, with the saved handle each got.
     listens: Vec<(u64, Op<E>)>,
-    /// Each expression listener's saved matches: handle, state, monitor name.
-    exprs: Vec<(u64, ExprPart, String)>,
-    /// Each query or join listener's saved windows: handle, bytes, monitor name.
-    queries: Vec<(u64, Vec<u8>, String)>,
+    /// What the engine saved of each expression, query or join listener (its matches, its
+    /// windows): handle, saved body, monitor name.
+    bodies: Vec<(u64, BodyPart, String)>,
     /// `(instance, channel name, count)`.
     subscriptions: Vec<(u32, String, u32)>,
 }
@@ -551,8 +552,7 @@ impl<E: Event> Default for Restoring<E> {
     fn default() -> Self {
         Self {
             listens: Vec::new(),
-            exprs: Vec::new(),
-            queries: Vec::new(),
+            bodies: Vec::new(),
             subscriptions: Vec::new(),
         }
     }

@@ -10,6 +10,19 @@
 
 use std::collections::VecDeque;
 
+/// Invokes the macro `$m` for tuples of one to six aggregates, each type with its field index:
+/// the tuple impls of `Aggregate` here and of `PersistentAggregate` in `persist`.
+macro_rules! for_tuples {
+    ($m:ident) => {
+        $m!(A 0);
+        $m!(A 0, B 1);
+        $m!(A 0, B 1, C 2);
+        $m!(A 0, B 1, C 2, D 3);
+        $m!(A 0, B 1, C 2, D 3, G 4);
+        $m!(A 0, B 1, C 2, D 3, G 4, H 5);
+    };
+}
+
 #[cfg(feature = "checkpoint")]
 mod persist;
 #[cfg(feature = "checkpoint")]
@@ -537,9 +550,4 @@ macro_rules! tuple {
     };
 }
 
-tuple!(A 0);
-tuple!(A 0, B 1);
-tuple!(A 0, B 1, C 2);
-tuple!(A 0, B 1, C 2, D 3);
-tuple!(A 0, B 1, C 2, D 3, G 4);
-tuple!(A 0, B 1, C 2, D 3, G 4, H 5);
+for_tuples!(tuple);

@@ -96,14 +96,10 @@ struct PartSaved<V, S> {
     newest: u64,
 }
 
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn shape_code(shape: Shape) -> (u8, u64) {
     match shape {
-        Shape::Sliding(d) => (0, nanos(d)),
-        Shape::Tumbling(d) => (1, nanos(d)),
+        Shape::Sliding(d) => (0, Time::from(d).as_nanos()),
+        Shape::Tumbling(d) => (1, Time::from(d).as_nanos()),
         Shape::Count(n) => (2, n as u64),
     }
 }
@@ -127,7 +123,7 @@ where
     parts.sort_unstable_by_key(|p| p.key);
     let saved = WindowsSaved {
         shape: shape_code(w.shape),
-        every: w.every.map(nanos),
+        every: w.every.map(|p| Time::from(p).as_nanos()),
         parts,
         expiry: w.expiry.iter().map(|&(t, k)| (t.as_nanos(), k)).collect(),
         next_emit: w.next_emit.map(Time::as_nanos),
@@ -144,7 +140,9 @@ where
 {
     let saved: WindowsSaved<P, A::Saved> =
         postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
-    if saved.shape != shape_code(w.shape) || saved.every != w.every.map(nanos) {
+    if saved.shape != shape_code(w.shape)
+        || saved.every != w.every.map(|p| Time::from(p).as_nanos())
+    {
         return Err("its stream query has another window or period than the saved one".to_owned());
     }
     let mut parts = KindMap::default();
@@ -213,7 +211,7 @@ impl<E: Clone> JoinWindows<E> {
             keys
         });
         let saved = JoinSaved {
-            within: nanos(self.within),
+            within: Time::from(self.within).as_nanos(),
             sides,
             expiry: self
                 .expiry
@@ -234,7 +232,7 @@ impl<E: Clone> JoinWindows<E> {
         decode: &dyn Fn(&[u8]) -> Result<E, String>,
     ) -> Result<Option<Time>, String> {
         let saved: JoinSaved = postcard::from_bytes(bytes).map_err(|e| e.to_string())?;
-        if saved.within != nanos(self.within) {
+        if saved.within != Time::from(self.within).as_nanos() {
             return Err("its join has another length than the saved one".to_owned());
         }
         let mut sides = [KindMap::default(), KindMap::default()];
