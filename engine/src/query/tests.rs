@@ -374,3 +374,31 @@ fn r7_11_values_whose_time_is_up_are_released_in_batches_and_never_seen() {
     );
     assert_eq!(w.next_due(), Some(s(74)), "the value of 9 s: 73 s plus 1 s");
 }
+
+// R7.10: a persistent query (R11.10) hands the rows of one time in key order, partition then
+// group, whatever order its partitions were made in; sliding, count and tumbling alike.
+#[cfg(feature = "checkpoint")]
+#[test]
+fn r7_10_a_persistent_query_hands_the_rows_of_one_time_in_key_order() {
+    let keys: Vec<(u64, Option<u64>)> = (0..200u64)
+        .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40, Some(i % 3)))
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    for (shape, every) in [
+        (
+            Shape::Sliding(Duration::from_secs(10)),
+            Some(Duration::from_secs(2)),
+        ),
+        (Shape::Count(3), Some(Duration::from_secs(2))),
+        (Shape::Tumbling(Duration::from_secs(2)), None),
+    ] {
+        let mut w = Windows::new(shape, every, Count::default()).in_key_order();
+        for &key in &keys {
+            w.take(s(1), key, 1.0);
+        }
+        let mut handed = Vec::new();
+        w.advance(s(2), |r: RowAt<u64>| handed.push(r.key));
+        assert_eq!(handed, sorted, "{shape:?}");
+    }
+}
