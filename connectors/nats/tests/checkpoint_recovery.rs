@@ -5,28 +5,21 @@
 //! reads its partitions again from the checkpoint's stream positions. The alerts the stream holds
 //! are exactly, one for one and without a repeat, those of a run without crashes.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
-use correlator_nats::{Connector, ConnectorOptions, LocalServer, Partitioning};
+use correlator_nats::{Connector, ConnectorOptions, Partitioning};
 use futures_util::StreamExt;
+use support::{server_mapping, tempdir, Worker};
 
 const FRAUD: &str = env!("CARGO_BIN_EXE_correlator-nats-fraud");
 const CARDS: u64 = 40;
 const COUNT: u64 = 3_000;
-
-/// Kills the process on drop, so that a failing test leaves nothing running.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn start(url: &str, index: u32, dir: &Path, tag: &str, delay_us: u64, out: &Path) -> Worker {
     let log = std::fs::OpenOptions::new()
@@ -107,18 +100,6 @@ fn published(url: &str, tag: &str) -> Vec<(String, String)> {
     })
 }
 
-fn tempdir() -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!(
-        "correlator-nats-ckpt-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("create a temp dir");
-    dir
-}
-
 /// The sequence of process `index`'s newest checkpoint in `dir` (0: none).
 fn newest(dir: &Path, index: u32) -> u64 {
     std::fs::read_dir(dir.join(format!("process-{index}")))
@@ -137,12 +118,9 @@ fn newest(dir: &Path, index: u32) -> u64 {
 #[test]
 fn r11_14_sigkilled_checkpointing_workers_publish_every_alert_exactly_once() {
     let parts = Partitioning::new("ev", "evp", 4);
-    let server = LocalServer::start(&[parts.mapping()]).expect(
-        "a NATS server is required: scripts/nats-server.sh installs and starts one (apt-get \
-         install nats-server)",
-    );
+    let server = server_mapping(&[parts.mapping()]);
     let url = server.url().to_string();
-    let dir = tempdir();
+    let dir = tempdir("ckpt");
     let status = Command::new(FRAUD)
         .args(["publish", "--url", &url, "--partitions", "4"])
         .args(["--cards", &CARDS.to_string(), "--count", &COUNT.to_string()])

@@ -3,27 +3,20 @@
 //! processed in order with none lost (repeats allowed only where at-least-once allows them: the
 //! killed process's unacknowledged tail, replayed once, in order, by its successor).
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use correlator_nats::{LocalServer, Partitioning};
+use correlator_nats::Partitioning;
+use support::{server_mapping, tempdir, Worker};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_correlator-nats-worker");
 const KEYS: u64 = 16;
 const FIRST_HALF: u64 = 150;
 const TOTAL: u64 = 200;
-
-/// Kills the process on drop, so that a failing test leaves nothing running.
-struct Worker(Child);
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn start_worker(url: &str, index: u32, log: &Path) -> Worker {
     let child = Command::new(WORKER)
@@ -89,12 +82,9 @@ fn wait_for(logs: &[PathBuf], what: &str, done: impl Fn(&[Vec<(String, u64)>]) -
 #[test]
 fn sigkilled_worker_restarts_and_every_key_stays_in_order_with_none_lost() {
     let parts = Partitioning::new("ev", "evp", 4);
-    let server = LocalServer::start(&[parts.mapping()]).expect(
-        "a NATS server is required: scripts/nats-server.sh installs and starts one (apt-get \
-         install nats-server)",
-    );
+    let server = server_mapping(&[parts.mapping()]);
     let url = server.url().to_string();
-    let dir = tempdir();
+    let dir = tempdir("scale");
     let logs = [dir.join("w0.log"), dir.join("w1.log")];
 
     publish(&url, 1, FIRST_HALF);
@@ -170,15 +160,4 @@ fn sigkilled_worker_restarts_and_every_key_stays_in_order_with_none_lost() {
     }
     eprintln!("killed after {killed_at} lines; repeats per key: {repeats:?}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A fresh directory under the system temp dir.
-fn tempdir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "correlator-nats-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).expect("create a temp dir");
-    dir
 }

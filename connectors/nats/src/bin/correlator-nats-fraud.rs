@@ -24,10 +24,12 @@
 //! `publish` sends `N` generated transactions over `C` cards (seeded: the same every time) to
 //! `ev.cCARD` through JetStream, each publish acknowledged by the stream.
 
-use std::collections::{BTreeSet, HashMap};
+mod support;
+
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use correlator::checkpoint::DirStore;
 use correlator::record::EventCodec;
@@ -35,10 +37,9 @@ use correlator::{
     ContextOptions, Correlator, EmitId, Event, Monitor, Output, OutputOptions, Pattern, Persistent,
     Scope, Time,
 };
-use correlator_nats::{
-    Codec, CodecError, Connector, ConnectorOptions, JetStreamSource, JsonCodec, Partitioning,
-};
+use correlator_nats::{Codec, CodecError, Connector, ConnectorOptions, JetStreamSource, JsonCodec};
 use serde::{Deserialize, Serialize};
+use support::{publish_acked, run_until_idle, Args, STREAM};
 
 /// A card transaction; `seq` is its stream sequence, stamped when it is read.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -114,7 +115,6 @@ const RULE1_AMOUNT: u32 = 1_000;
 const RULE1_WINDOW_MS: u64 = 60_000;
 const RULE2_AMOUNT: u32 = 5_000;
 const RULE2_WINDOW_MS: u64 = 600_000;
-const STREAM: &str = "EVENTS";
 const ALERTS: &str = "ALERTS";
 
 /// Microseconds each transaction takes (`--delay-us`).
@@ -222,21 +222,6 @@ impl Persistent<Tx> for Fraud {
     }
 }
 
-fn num(args: &HashMap<String, String>, name: &str, default: u64) -> Result<u64, String> {
-    args.get(name)
-        .map(|v| v.parse().map_err(|e| format!("--{name} {v}: {e}")))
-        .transpose()
-        .map(|v| v.unwrap_or(default))
-}
-
-fn partitioning(args: &HashMap<String, String>) -> Result<Partitioning, String> {
-    Ok(Partitioning::new(
-        "ev",
-        "evp",
-        num(args, "partitions", 4)? as u32,
-    ))
-}
-
 /// The `ALERTS` stream: a duplicate window of ten minutes, longer than any test's crash and
 /// recovery.
 fn ensure_alerts(nats: &Connector) -> Result<(), Box<dyn std::error::Error>> {
@@ -256,16 +241,15 @@ fn ensure_alerts(nats: &Connector) -> Result<(), Box<dyn std::error::Error>> {
     })
 }
 
-fn run(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>> {
-    let url = args.get("url").ok_or("--url is required")?;
-    let parts = partitioning(args)?;
-    let index = num(args, "process", 0)? as u32;
-    let processes = num(args, "processes", 1)? as u32;
-    let every = Duration::from_millis(num(args, "every-ms", 200)?);
-    let tag = args.get("run").ok_or("--run is required")?.clone();
-    let dir = std::path::Path::new(args.get("checkpoints").ok_or("--checkpoints is required")?)
-        .join(format!("process-{index}"));
-    DELAY_US.store(num(args, "delay-us", 0)?, Ordering::Relaxed);
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let url = args.required("url")?;
+    let parts = args.partitioning()?;
+    let index = args.num("process", 0)? as u32;
+    let processes = args.num("processes", 1)? as u32;
+    let every = Duration::from_millis(args.num("every-ms", 200)?);
+    let tag = args.required("run")?.to_owned();
+    let dir = std::path::Path::new(args.required("checkpoints")?).join(format!("process-{index}"));
+    DELAY_US.store(args.num("delay-us", 0)?, Ordering::Relaxed);
 
     let nats = Connector::connect(url, ConnectorOptions::default())?;
     nats.ensure_stream(STREAM, &[&parts.stream_subject()])?;
@@ -322,22 +306,7 @@ fn run(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>>
             None => "fresh start".into(),
         }
     );
-    let idle_exit = args
-        .get("idle-exit")
-        .map(|s| s.parse::<f64>())
-        .transpose()?
-        .map(Duration::from_secs_f64);
-    let mut last = (0, Instant::now());
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let delivered = nats.status().delivered;
-        if delivered != last.0 {
-            last = (delivered, Instant::now());
-        }
-        if idle_exit.is_some_and(|idle| last.1.elapsed() >= idle) {
-            break;
-        }
-    }
+    run_until_idle(&nats, args.idle_exit()?);
     for ingress in ingresses {
         ingress.stop();
     }
@@ -378,48 +347,30 @@ fn generate(cards: u64, n: u64) -> Vec<Tx> {
         .collect()
 }
 
-fn publish(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>> {
-    let url = args.get("url").ok_or("--url is required")?;
-    let parts = partitioning(args)?;
-    let cards = num(args, "cards", 40)?;
-    let count = num(args, "count", 2_000)?;
+fn publish(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let url = args.required("url")?;
+    let parts = args.partitioning()?;
+    let cards = args.num("cards", 40)?;
+    let count = args.num("count", 2_000)?;
     let nats = Connector::connect(url, ConnectorOptions::default())?;
     nats.ensure_stream(STREAM, &[&parts.stream_subject()])?;
-    let js = nats.jetstream().clone();
-    let events = generate(cards, count);
-    nats.block_on(async move {
-        let mut acks = Vec::new();
-        for tx in &events {
-            let payload = TxCodec.encode(tx)?;
-            let subject = parts.publish_subject(&format!("c{}", tx.card));
-            acks.push(js.publish(subject, payload.into()).await?);
-            if acks.len() >= 256 {
-                for ack in acks.drain(..) {
-                    ack.await?;
-                }
-            }
-        }
-        for ack in acks {
-            ack.await?;
-        }
-        Ok::<(), Box<dyn std::error::Error>>(())
-    })?;
+    let messages = generate(cards, count)
+        .iter()
+        .map(|tx| {
+            Ok((
+                parts.publish_subject(&format!("c{}", tx.card)),
+                TxCodec.encode(tx)?,
+            ))
+        })
+        .collect::<Result<Vec<_>, CodecError>>()?;
+    publish_acked(&nats, messages)?;
     println!("published {count} transactions over {cards} cards");
     Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut argv = std::env::args().skip(1);
-    let mode = argv.next().unwrap_or_default();
-    let mut args = HashMap::new();
-    while let Some(flag) = argv.next() {
-        let name = flag
-            .strip_prefix("--")
-            .ok_or(format!("unexpected argument {flag}"))?;
-        let value = argv.next().ok_or(format!("--{name} needs a value"))?;
-        args.insert(name.to_string(), value);
-    }
-    match mode.as_str() {
+    let args = Args::from_env()?;
+    match args.mode.as_str() {
         "run" => run(&args),
         "publish" => publish(&args),
         _ => Err(

@@ -16,15 +16,17 @@
 //! `publish` sends events `S..S+M` (default `S` = 1) of each key `k0..k{K-1}` to `ev.KEY`, through
 //! JetStream (each publish acknowledged by the stream), keys interleaved.
 
-use std::collections::HashMap;
+mod support;
+
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
-use correlator_nats::{Connector, ConnectorOptions, JetStreamSource, JsonCodec, Partitioning};
+use correlator_nats::{Connector, ConnectorOptions, JetStreamSource, JsonCodec};
 use serde::{Deserialize, Serialize};
+use support::{publish_acked, run_until_idle, Args, STREAM};
 
 /// One event of one key.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -61,34 +63,16 @@ impl Monitor<Keyed> for Recorder {
     }
 }
 
-const STREAM: &str = "EVENTS";
-
-fn partitioning(args: &HashMap<String, String>) -> Result<Partitioning, String> {
-    Ok(Partitioning::new(
-        "ev",
-        "evp",
-        num(args, "partitions", 4)? as u32,
-    ))
-}
-
-fn num(args: &HashMap<String, String>, name: &str, default: u64) -> Result<u64, String> {
-    args.get(name)
-        .map(|v| v.parse().map_err(|e| format!("--{name} {v}: {e}")))
-        .transpose()
-        .map(|v| v.unwrap_or(default))
-}
-
-fn run(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>> {
-    let url = args.get("url").ok_or("--url is required")?;
-    let parts = partitioning(args)?;
-    let index = num(args, "process", 0)? as u32;
-    let processes = num(args, "processes", 1)? as u32;
-    let delay = Duration::from_micros(num(args, "delay-us", 0)?);
-    let batch = num(args, "batch", 64)? as usize;
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let url = args.required("url")?;
+    let parts = args.partitioning()?;
+    let index = args.num("process", 0)? as u32;
+    let processes = args.num("processes", 1)? as u32;
+    let delay = Duration::from_micros(args.num("delay-us", 0)?);
+    let batch = args.num("batch", 64)? as usize;
     let log_path = args
         .get("log")
-        .cloned()
-        .unwrap_or_else(|| format!("worker-{index}.log"));
+        .map_or_else(|| format!("worker-{index}.log"), str::to_owned);
     let log = Arc::new(
         OpenOptions::new()
             .create(true)
@@ -120,22 +104,7 @@ fn run(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>>
     }
     c.start();
     println!("worker {index}/{processes}: partitions {owned:?}, log {log_path}");
-    let idle_exit = args
-        .get("idle-exit")
-        .map(|s| s.parse::<f64>())
-        .transpose()?
-        .map(Duration::from_secs_f64);
-    let mut last = (0, Instant::now());
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let delivered = nats.status().delivered;
-        if delivered != last.0 {
-            last = (delivered, Instant::now());
-        }
-        if idle_exit.is_some_and(|idle| last.1.elapsed() >= idle) {
-            break;
-        }
-    }
+    run_until_idle(&nats, args.idle_exit()?);
     for ingress in ingresses {
         ingress.stop();
     }
@@ -148,41 +117,30 @@ fn run(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>>
     Ok(())
 }
 
-fn publish(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Error>> {
-    let url = args.get("url").ok_or("--url is required")?;
-    let parts = partitioning(args)?;
-    let keys = num(args, "keys", 8)?;
-    let per_key = num(args, "per-key", 100)?;
-    let first = num(args, "first", 1)?;
+fn publish(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let url = args.required("url")?;
+    let parts = args.partitioning()?;
+    let keys = args.num("keys", 8)?;
+    let per_key = args.num("per-key", 100)?;
+    let first = args.num("first", 1)?;
     let nats = Connector::connect(url, ConnectorOptions::default())?;
     nats.ensure_stream(STREAM, &[&parts.stream_subject()])?;
-    let js = nats.jetstream().clone();
     let codec = JsonCodec::<Keyed>::new();
-    nats.block_on(async move {
-        let mut acks = Vec::new();
-        for seq in first..first + per_key {
-            for k in 0..keys {
-                let event = Keyed {
-                    key: format!("k{k}"),
+    let mut messages = Vec::new();
+    for seq in first..first + per_key {
+        for k in 0..keys {
+            let key = format!("k{k}");
+            let payload = correlator_nats::Codec::encode(
+                &codec,
+                &Keyed {
+                    key: key.clone(),
                     seq,
-                };
-                let payload = correlator_nats::Codec::encode(&codec, &event)?;
-                acks.push(
-                    js.publish(parts.publish_subject(&event.key), payload.into())
-                        .await?,
-                );
-                if acks.len() >= 256 {
-                    for ack in acks.drain(..) {
-                        ack.await?;
-                    }
-                }
-            }
+                },
+            )?;
+            messages.push((parts.publish_subject(&key), payload));
         }
-        for ack in acks {
-            ack.await?;
-        }
-        Ok::<(), Box<dyn std::error::Error>>(())
-    })?;
+    }
+    publish_acked(&nats, messages)?;
     println!(
         "published {} events ({keys} keys x {per_key})",
         keys * per_key
@@ -191,17 +149,8 @@ fn publish(args: &HashMap<String, String>) -> Result<(), Box<dyn std::error::Err
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut argv = std::env::args().skip(1);
-    let mode = argv.next().unwrap_or_default();
-    let mut args = HashMap::new();
-    while let Some(flag) = argv.next() {
-        let name = flag
-            .strip_prefix("--")
-            .ok_or(format!("unexpected argument {flag}"))?;
-        let value = argv.next().ok_or(format!("--{name} needs a value"))?;
-        args.insert(name.to_string(), value);
-    }
-    match mode.as_str() {
+    let args = Args::from_env()?;
+    match args.mode.as_str() {
         "run" => run(&args),
         "publish" => publish(&args),
         _ => Err(

@@ -22,7 +22,13 @@ impl Event for Ev {
 
 /// A real server; the tests fail (never skip) when none can be started.
 pub fn server() -> LocalServer {
-    LocalServer::start(&[]).unwrap_or_else(|e| {
+    server_mapping(&[])
+}
+
+/// A real server with the subject mappings `maps` (a `Partitioning::mapping`); the tests fail
+/// (never skip) when none can be started.
+pub fn server_mapping(maps: &[(String, String)]) -> LocalServer {
+    LocalServer::start(maps).unwrap_or_else(|e| {
         panic!(
             "these tests need a real nats-server: {e}. scripts/nats-server.sh installs it \
              (apt-get install nats-server)"
@@ -137,4 +143,28 @@ pub fn ack_state(nats: &Connector, stream: &str, consumer: &str) -> (u64, usize)
 
 pub fn snapshot(s: &Arc<Mutex<Vec<u64>>>) -> Vec<u64> {
     s.lock().unwrap().clone()
+}
+
+/// A process the test started (a worker binary), killed on drop so that a failing test leaves
+/// nothing running.
+pub struct Worker(pub std::process::Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A new directory of its own in the temporary directory, for test `name`.
+pub fn tempdir(name: &str) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!(
+        "correlator-nats-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temp dir");
+    dir
 }
