@@ -252,11 +252,16 @@ fn transactions(n: usize, seed: u64) -> Vec<Ev> {
         .collect()
 }
 
-fn builder(dir: &Path) -> correlator::CorrelatorBuilder<Ev> {
+/// A builder on event time with checkpoints into a directory store at `dir`: what every test
+/// here starts from (each adds the persistent types and settings it tests).
+fn stored(dir: &Path) -> correlator::CorrelatorBuilder<Ev> {
     Correlator::builder()
         .event_time()
         .checkpoints(DirStore::open(dir).expect("open the store"), Codec)
-        .persistent::<Fraud>()
+}
+
+fn builder(dir: &Path) -> correlator::CorrelatorBuilder<Ev> {
+    stored(dir).persistent::<Fraud>()
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
@@ -556,12 +561,7 @@ fn tx(ms: u64) -> Ev {
 
 /// A store in `dir` holding one checkpoint of one `Two` instance that counted 3 events.
 fn one_two_checkpoint(dir: &Path) {
-    let c = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(dir).expect("open"), Codec)
-        .persistent::<Two>()
-        .build()
-        .expect("build");
+    let c = stored(dir).persistent::<Two>().build().expect("build");
     assert!(c.recover().expect("recover").is_none());
     c.load(Two::default()).expect("load");
     let input = c.named_input("tx").expect("named");
@@ -584,12 +584,7 @@ fn r11_10_what_cannot_be_saved_is_refused_with_a_typed_error() {
     drop(c);
 
     let dir = fresh_dir("refusals");
-    let c = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-        .persistent::<Two>()
-        .build()
-        .expect("build");
+    let c = stored(&dir).persistent::<Two>().build().expect("build");
     // Before start.
     assert!(matches!(
         c.checkpoint(),
@@ -641,11 +636,7 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
     let dir = fresh_dir("misfit");
     one_two_checkpoint(&dir);
 
-    let unknown = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-        .build()
-        .expect("build");
+    let unknown = stored(&dir).build().expect("build");
     match unknown.recover() {
         Err(CheckpointError::UnknownMonitor { name }) => assert_eq!(name, "two/v1"),
         other => panic!("expected UnknownMonitor, got {other:?}"),
@@ -653,12 +644,7 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
     let _ = unknown.shutdown();
     drop(unknown);
 
-    let other_contexts = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-        .persistent::<Two>()
-        .build()
-        .expect("build");
+    let other_contexts = stored(&dir).persistent::<Two>().build().expect("build");
     other_contexts
         .create_context(ContextOptions::new("extra"))
         .expect("context");
@@ -681,12 +667,7 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
         (2, "its listener 2 is not of the kind saved"),
     ] {
         MISFIT.store(misfit, std::sync::atomic::Ordering::Relaxed);
-        let misfit = Correlator::<Ev>::builder()
-            .event_time()
-            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-            .persistent::<Misfit>()
-            .build()
-            .expect("build");
+        let misfit = stored(&dir).persistent::<Misfit>().build().expect("build");
         match misfit.recover() {
             Err(CheckpointError::Mismatch { monitor, why, .. }) => {
                 assert_eq!(monitor, "two/v1");
@@ -697,12 +678,7 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
     }
 
     // The program that saved it recovers it, with its state.
-    let same = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-        .persistent::<Two>()
-        .build()
-        .expect("build");
+    let same = stored(&dir).persistent::<Two>().build().expect("build");
     let r = same.recover().expect("recover").expect("stored");
     assert_eq!(r.taken("tx"), 3);
     let status = same.status();
@@ -717,9 +693,7 @@ fn r11_12_a_checkpoint_that_does_not_fit_the_program_is_a_typed_error() {
 #[test]
 fn r11_9_checkpoints_are_taken_every_interval() {
     let dir = fresh_dir("every");
-    let c = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
+    let c = stored(&dir)
         .checkpoint_every(Duration::from_millis(20))
         .persistent::<Two>()
         .build()
@@ -741,12 +715,7 @@ fn r11_9_checkpoints_are_taken_every_interval() {
     }
     c.shutdown().expect("shutdown");
     drop(c);
-    let again = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-        .persistent::<Two>()
-        .build()
-        .expect("build");
+    let again = stored(&dir).persistent::<Two>().build().expect("build");
     let r = again.recover().expect("recover").expect("stored");
     assert_eq!(r.taken("tx"), 3);
     again.shutdown().expect("shutdown");
@@ -904,12 +873,7 @@ fn r11_12_a_dispatcher_loaded_out_of_order_is_a_typed_error() {
         c.checkpoint().expect("checkpoint");
         c.shutdown().expect("shutdown");
     }
-    let c = Correlator::<Ev>::builder()
-        .event_time()
-        .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-        .persistent::<Fraud>()
-        .build()
-        .expect("build");
+    let c = stored(&dir).persistent::<Fraud>().build().expect("build");
     let pool = c
         .create_pool(ContextOptions::new("cards"), 2)
         .expect("pool");
@@ -977,12 +941,7 @@ impl Persistent<Ev> for Counted {
 fn r11_11_a_restored_monitor_finds_its_named_output() {
     let dir = fresh_dir("named-output");
     let build = || {
-        let c = Correlator::<Ev>::builder()
-            .event_time()
-            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-            .persistent::<Counted>()
-            .build()
-            .expect("build");
+        let c = stored(&dir).persistent::<Counted>().build().expect("build");
         let (_, counts) = c
             .named_output::<u64>("counts", correlator::OutputOptions::default())
             .expect("named output");
@@ -1028,12 +987,7 @@ impl Monitor<Ev> for Brief {
 fn r11_9_a_checkpoint_after_a_failed_one_is_taken() {
     let dir = fresh_dir("retry");
     let build = || {
-        let c = Correlator::<Ev>::builder()
-            .event_time()
-            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-            .persistent::<Two>()
-            .build()
-            .expect("build");
+        let c = stored(&dir).persistent::<Two>().build().expect("build");
         let second = c
             .create_context(ContextOptions::new("second"))
             .expect("context");
@@ -1097,13 +1051,7 @@ impl Monitor<Ev> for Asks {
 #[test]
 fn r11_13_a_checkpoint_asked_from_a_handler_is_refused() {
     let dir = fresh_dir("from-handler");
-    let c = std::sync::Arc::new(
-        Correlator::<Ev>::builder()
-            .event_time()
-            .checkpoints(DirStore::open(&dir).expect("open"), Codec)
-            .build()
-            .expect("build"),
-    );
+    let c = std::sync::Arc::new(stored(&dir).build().expect("build"));
     assert!(FROM_HANDLER.set(c.clone()).is_ok());
     let (tx_got, got) = std::sync::mpsc::channel();
     c.load(Asks(tx_got)).expect("load");

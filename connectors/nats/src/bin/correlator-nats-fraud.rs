@@ -39,7 +39,7 @@ use correlator::{
 };
 use correlator_nats::{Codec, CodecError, Connector, ConnectorOptions, JetStreamSource, JsonCodec};
 use serde::{Deserialize, Serialize};
-use support::{publish_acked, run_until_idle, Args, STREAM};
+use support::{main_of, publish_acked, run_until_idle, Args, STREAM};
 
 /// A card transaction; `seq` is its stream sequence, stamped when it is read.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -369,12 +369,5 @@ fn publish(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::from_env()?;
-    match args.mode.as_str() {
-        "run" => run(&args),
-        "publish" => publish(&args),
-        _ => Err(
-            "usage: correlator-nats-fraud run|publish --url URL ... (see the source's docs)".into(),
-        ),
-    }
+    main_of("correlator-nats-fraud", run, publish)
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
 use correlator_nats::{Connector, ConnectorOptions, JetStreamSource, JsonCodec};
 use serde::{Deserialize, Serialize};
-use support::{publish_acked, run_until_idle, Args, STREAM};
+use support::{main_of, publish_acked, run_until_idle, Args, STREAM};
 
 /// One event of one key.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -149,13 +149,5 @@ fn publish(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::from_env()?;
-    match args.mode.as_str() {
-        "run" => run(&args),
-        "publish" => publish(&args),
-        _ => Err(
-            "usage: correlator-nats-worker run|publish --url URL ... (see the source's docs)"
-                .into(),
-        ),
-    }
+    main_of("correlator-nats-worker", run, publish)
 }

@@ -105,8 +105,8 @@ fn run(ctx: &RunCtx, checkpoints: bool) -> Outcome {
 mod imp {
     use super::super::common::engine::{self, Built};
     use super::super::common::{Alert, Data, Timed};
-    use super::super::fraud::imp::TX;
-    use super::super::fraud::{Tx, RULE1_AMOUNT, RULE1_WINDOW_MS, RULE2_AMOUNT, RULE2_WINDOW_MS};
+    use super::super::fraud::imp::{abroad, rule1, TX};
+    use super::super::fraud::{Tx, RULE2_AMOUNT, RULE2_WINDOW_MS};
     use crate::record::Better;
     use crate::scenario::engine::spin_or_park;
     use crate::scenario::{Mode, Outcome, RunCtx, STREAM_CAPACITY};
@@ -192,14 +192,8 @@ mod imp {
         /// The rules' listeners, and the `when` of every open window.
         fn listen(&mut self, cx: &mut Cx<'_, Self>) {
             let card = self.card;
-            let over = || {
-                Pattern::kind(TX)
-                    .key(card)
-                    .filter(|t: &Tx| t.amount > RULE1_AMOUNT)
-            };
-            let within = Duration::from_millis(RULE1_WINDOW_MS);
             cx.when_all(
-                over().then(over().then(over()).within(within)),
+                rule1(card),
                 |m: &mut Self, cx: &mut Cx<'_, Self>, hit: &Match<Tx>| {
                     m.alert(cx, 1, hit.events[0].id, hit.events[2].id);
                 },
@@ -223,11 +217,8 @@ mod imp {
         /// Rule 2's window of the large transaction `from`: a card-present transaction in
         /// another country within `left_ms`.
         fn watch(cx: &mut Cx<'_, Self>, card: u64, from: u64, country: u16, left_ms: u64) {
-            let abroad = Pattern::kind(TX)
-                .key(card)
-                .filter(move |t: &Tx| t.present && t.country != country);
             cx.when(
-                abroad.within(Duration::from_millis(left_ms)),
+                abroad(card, country).within(Duration::from_millis(left_ms)),
                 move |m: &mut Self, cx: &mut Cx<'_, Self>, hit: &Match<Tx>| {
                     m.pending.retain(|p| p.0 != from);
                     m.alert(cx, 2, from, hit.events[0].id);

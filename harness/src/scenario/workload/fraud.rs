@@ -265,7 +265,7 @@ pub(super) mod imp {
     use super::super::common::{engine, Alert, Timed};
     use super::*;
     use crate::alloc::{allocations, counting_installed};
-    use correlator::{Event, Match, Monitor, Output, Pattern, Scope, Time};
+    use correlator::{Event, Expr, Match, Monitor, Output, Pattern, Scope, Time};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
@@ -293,6 +293,26 @@ pub(super) mod imp {
 
     type Cx<'a, M> = Scope<'a, Tx, M>;
 
+    /// Rule 1 of `card`'s instance: three transactions over [`RULE1_AMOUNT`], the last two
+    /// within [`RULE1_WINDOW_MS`] of the first (`when_all` starts one at every such transaction).
+    pub(in crate::scenario::workload) fn rule1(card: u64) -> Expr<Tx> {
+        let over = || {
+            Pattern::kind(TX)
+                .key(card)
+                .filter(|t: &Tx| t.amount > RULE1_AMOUNT)
+        };
+        let within = Duration::from_millis(RULE1_WINDOW_MS);
+        over().then(over().then(over()).within(within))
+    }
+
+    /// Rule 2's second transaction for `card` after a large one in `country`: card-present, in
+    /// another country.
+    pub(in crate::scenario::workload) fn abroad(card: u64, country: u16) -> Pattern<Tx> {
+        Pattern::kind(TX)
+            .key(card)
+            .filter(move |t: &Tx| t.present && t.country != country)
+    }
+
     /// One card's monitor instance: the two rules, as a user writes them.
     struct CardMonitor {
         card: u64,
@@ -316,29 +336,19 @@ pub(super) mod imp {
 
     impl Monitor<Tx> for CardMonitor {
         fn on_load(&mut self, cx: &mut Cx<'_, Self>) {
-            let card = self.card;
-            let over = || {
-                Pattern::kind(TX)
-                    .key(card)
-                    .filter(|t: &Tx| t.amount > RULE1_AMOUNT)
-            };
-            let within = Duration::from_millis(RULE1_WINDOW_MS);
             cx.when_all(
-                over().then(over().then(over()).within(within)),
+                rule1(self.card),
                 |m: &mut Self, cx: &mut Cx<'_, Self>, hit: &Match<Tx>| {
                     m.alert(cx, 1, hit.events[0].id, hit.events[2].id);
                 },
             );
             let large = Pattern::kind(TX)
-                .key(card)
+                .key(self.card)
                 .filter(|t: &Tx| t.amount > RULE2_AMOUNT);
             cx.on_all(large, |m: &mut Self, cx: &mut Cx<'_, Self>, a: &Tx| {
-                let (from, country) = (a.id, a.country);
-                let abroad = Pattern::kind(TX)
-                    .key(m.card)
-                    .filter(move |t: &Tx| t.present && t.country != country);
+                let from = a.id;
                 cx.when(
-                    abroad.within(Duration::from_millis(RULE2_WINDOW_MS)),
+                    abroad(m.card, a.country).within(Duration::from_millis(RULE2_WINDOW_MS)),
                     move |m: &mut Self, cx: &mut Cx<'_, Self>, hit: &Match<Tx>| {
                         m.alert(cx, 2, from, hit.events[0].id);
                     },

@@ -71,6 +71,22 @@ impl Args {
     }
 }
 
+/// What a mode of a binary runs.
+pub type Mode = fn(&Args) -> Result<(), Box<dyn std::error::Error>>;
+
+/// A binary's `main`: its arguments, then `run` or `publish` as the mode says; otherwise the
+/// usage of `binary`.
+pub fn main_of(binary: &str, run: Mode, publish: Mode) -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::from_env()?;
+    match args.mode.as_str() {
+        "run" => run(&args),
+        "publish" => publish(&args),
+        _ => {
+            Err(format!("usage: {binary} run|publish --url URL ... (see the source's docs)").into())
+        }
+    }
+}
+
 /// Returns once the connector has delivered no new message for `idle`; never without one.
 pub fn run_until_idle(nats: &Connector, idle: Option<Duration>) {
     let mut last = (0, Instant::now());
