@@ -839,6 +839,80 @@ pub mod scenarios {
         );
     }
 
+    /// R2.3 with the look-ahead: the context's cache hints (`Consumer::peek_with`) racing a
+    /// producer. Capacity 2 and three entries, so the ring wraps and the producer may wait for
+    /// room; the consumer runs the context loop, whose body peeks at the two places behind each
+    /// entry it takes. A peek sees only a published entry, the one taken at that position later:
+    /// never a place being written (loom checks every access to the slot's cell) nor an entry of
+    /// another lap; and peeking loses, duplicates or reorders nothing.
+    pub fn look_ahead_sees_what_it_takes() {
+        let (inbox, mut consumer) = Inbox::<u8>::with_capacity(2);
+        let producer = {
+            let inbox = inbox.clone();
+            spawn(move || {
+                for v in 1..=3 {
+                    send_blocking(&inbox, Sender::External, v).expect("open");
+                }
+            })
+        };
+        let mut places = consumer.held_places(1);
+        let mut body = Peeking {
+            places: &mut places,
+            taken: Vec::new(),
+            peeked: Vec::new(),
+        };
+        run_loop(&mut consumer, &mut body, &mut ParkAtOnce);
+        producer.join().unwrap();
+        assert_eq!(body.taken, [1, 2, 3], "R2.3: lost, duplicated or reordered");
+        for &(at, v) in &body.peeked {
+            assert_eq!(
+                body.taken.get(at),
+                Some(&v),
+                "a peek {at} places on saw {v}; taken: {:?}",
+                body.taken
+            );
+        }
+    }
+
+    /// The body of [`look_ahead_sees_what_it_takes`]: takes three entries, peeking behind each.
+    struct Peeking<'a> {
+        places: &'a mut HeldPlaces<u8>,
+        taken: Vec<u8>,
+        /// `(position in the order taken, value)` of every peek that saw an entry.
+        peeked: Vec<(usize, u8)>,
+    }
+
+    impl LoopBody<u8> for Peeking<'_> {
+        fn process(&mut self, v: u8) -> Flow {
+            self.taken.push(v);
+            if self.places.hold_one() {
+                self.places.give_back();
+            }
+            if self.taken.len() == 3 {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
+        }
+
+        fn idle(&mut self) {
+            self.places.give_back();
+        }
+
+        fn exit(&self) -> bool {
+            false
+        }
+
+        fn look_ahead(&mut self, consumer: &Consumer<u8>) {
+            // The entry just taken is not processed yet: it will be at `taken.len()`.
+            for ahead in 0..2 {
+                if let Some(v) = consumer.peek_with(ahead, |v| *v) {
+                    self.peeked.push((self.taken.len() + 1 + ahead, v));
+                }
+            }
+        }
+    }
+
     /// All-or-nothing send (`InputHandle::try_send`): the producer reserves a place in inbox A (which
     /// may clear the sleeping consumer's flag), finds inbox B full, and cancels A's place; then sends
     /// one real entry to A. A's consumer (the context loop, parking when idle) must never take a

@@ -28,3 +28,10 @@ fn r1_3_two_producers_wake_sleeping_consumer() {
 fn r2_3_batch_wraps_around_ring_fifo() {
     loom::model(scenarios::batch_wraps_around_ring_fifo);
 }
+
+// R2.3 with the look-ahead: peeking at the entries behind the one taken, racing a producer that
+// wraps the ring, sees only published entries of this lap, and loses nothing.
+#[test]
+fn r2_3_look_ahead_sees_what_it_takes() {
+    loom::model(scenarios::look_ahead_sees_what_it_takes);
+}

@@ -39,6 +39,15 @@ fn r2_3_two_producers_fifo_no_loss_no_duplicate() {
     repeat("two_producers_fifo", scenarios::two_producers_fifo);
 }
 
+// R2.3 with the look-ahead
+#[test]
+fn r2_3_look_ahead_sees_what_it_takes() {
+    repeat(
+        "look_ahead_sees_what_it_takes",
+        scenarios::look_ahead_sees_what_it_takes,
+    );
+}
+
 // R1.3
 #[test]
 fn r1_3_consumer_parking_no_lost_wakeup() {

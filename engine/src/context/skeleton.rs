@@ -30,6 +30,10 @@ pub trait LoopBody<T> {
     fn idle(&mut self);
     /// Whether the loop is to end once the inbox is empty (checked again while parked).
     fn exit(&self) -> bool;
+    /// Called after an entry is taken and before it is processed, with the consumer: a body may
+    /// look at the entries that come next (hints only: no effect on what it computes).
+    #[inline(always)]
+    fn look_ahead(&mut self, _consumer: &Consumer<T>) {}
 }
 
 /// The wait between polls of an empty inbox.
@@ -74,6 +78,7 @@ pub fn run_loop<T, B: LoopBody<T>, P: Pause>(
     loop {
         if let Some(entry) = consumer.pop() {
             pause.reset();
+            body.look_ahead(consumer);
             if body.process(entry) == Flow::Stop {
                 body.idle();
                 return;

@@ -174,6 +174,25 @@ impl<T> Consumer<T> {
         None
     }
 
+    /// Runs `f` on the entry `ahead` places after the next one to take, if that entry is
+    /// published, without taking it: a look at what comes, for hints such as prefetching.
+    #[inline]
+    pub fn peek_with<R>(&self, ahead: usize, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let inbox = &*self.inbox;
+        if ahead >= inbox.capacity() {
+            return None;
+        }
+        let t = inbox.ticket_after(self.head, ahead);
+        let slot = inbox.slot(t);
+        if slot.stamp.load(Ordering::Acquire) != (t + 1) & TICKET {
+            return None;
+        }
+        // SAFETY: stamp `t + 1` publishes an initialised value (Release/Acquire on `stamp`); it
+        // stays in place, unwritten, until the consumer takes ticket `t` (which needs `&mut self`)
+        // and gives its place back.
+        Some(slot.value.with(|p| f(unsafe { (*p).assume_init_ref() })))
+    }
+
     /// Marks every entry taken so far as processed and frees their places at once (what a
     /// [`HeldPlaces`] of batch 1 does); returns whether there was any.
     #[cfg_attr(not(feature = "internals"), allow(dead_code))]

@@ -850,3 +850,47 @@ fn r2_1_entries_come_out_as_they_went_in_whatever_their_layout() {
     round_trip(&[[7u64; 9], [8; 9]]);
     round_trip(&[[1u8; 3], [2; 3]]);
 }
+
+// The look-ahead's view (`Consumer::peek_with`, cache hints only): it sees exactly the entries
+// published behind the next one, on every lap of the ring, takes nothing, and sees no reserved,
+// cancelled or not yet sent place. Values own heap memory, so that miri checks the reads.
+#[test]
+fn peek_with_sees_published_entries_and_takes_nothing() {
+    for capacity in [1, 2, 3, 5, 8] {
+        let (inbox, mut consumer) = Inbox::<String>::with_capacity(capacity);
+        let (mut next_in, mut next_out) = (0u32, 0u32);
+        for _lap in 0..4 {
+            while inbox.len() < capacity {
+                let r = inbox.try_reserve(Sender::External).expect("room");
+                r.commit(next_in.to_string());
+                next_in += 1;
+            }
+            while next_out < next_in {
+                for ahead in 0..=capacity {
+                    let want = next_out + ahead as u32;
+                    let seen = consumer.peek_with(ahead, String::clone);
+                    let expected = (want < next_in).then(|| want.to_string());
+                    assert_eq!(seen, expected, "capacity {capacity}, {ahead} ahead of {next_out}");
+                }
+                assert_eq!(consumer.pop(), Some(next_out.to_string()), "peeking took it");
+                next_out += 1;
+                consumer.release_taken();
+            }
+            assert_eq!(consumer.peek_with(0, String::clone), None);
+        }
+    }
+    // A reserved place and a cancelled one are not entries.
+    let (inbox, consumer) = Inbox::<String>::with_capacity(4);
+    let reserved = inbox.try_reserve(Sender::External).expect("room");
+    let cancelled = inbox.try_reserve(Sender::External).expect("room");
+    inbox
+        .try_reserve(Sender::External)
+        .expect("room")
+        .commit("c".into());
+    cancelled.cancel();
+    assert_eq!(consumer.peek_with(0, String::clone), None, "reserved");
+    assert_eq!(consumer.peek_with(1, String::clone), None, "cancelled");
+    assert_eq!(consumer.peek_with(2, String::clone), Some("c".into()));
+    reserved.commit("a".into());
+    assert_eq!(consumer.peek_with(0, String::clone), Some("a".into()));
+}
