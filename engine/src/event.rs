@@ -44,8 +44,9 @@ pub trait Event: Clone + Send + 'static {
     /// The kind of this event.
     ///
     /// The engine may call `kind`, [`key`](Self::key) and [`time`](Self::time) more than once for
-    /// one event (an input handle, a pool's router, the listener index and a matcher each ask), on
-    /// any thread that holds the event: each must return the same value every time for the same
+    /// one event (an input handle, a pool's router, the listener index, a matcher, and a context
+    /// looking ahead at the events waiting in its inbox for cache hints each ask), on any thread
+    /// that holds the event: each must return the same value every time for the same
     /// event and must not panic. Derive them from the event's fields; an answer that changes
     /// between calls sends the event to the wrong place (a pool member, a listener list) with no
     /// error. A panic in them counts as a panic in user code: where a context calls them the

@@ -136,6 +136,7 @@ mod event;
 mod event_time;
 pub mod expr;
 mod hash;
+mod hint;
 mod id;
 mod input;
 mod listener;

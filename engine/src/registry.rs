@@ -113,6 +113,10 @@ pub(crate) struct Registry<E: Event, I> {
     /// wall clock would not do.
     #[cfg(test)]
     pub(crate) work: std::sync::atomic::AtomicU64,
+    /// Listener slots the contexts' look-ahead found for events waiting in their inboxes
+    /// (`context::ahead`), added by each context when it exits: the tests' proof that it ran.
+    #[cfg(test)]
+    pub(crate) looked: std::sync::atomic::AtomicU64,
 }
 
 impl<E: Event, I> Registry<E, I> {

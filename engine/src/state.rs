@@ -30,6 +30,12 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Where the value lives (for cache hints).
+    #[inline]
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        (&*self.value as *const dyn MonitorState).cast::<u8>()
+    }
+
     /// Boxes `value`, recording its type. The only constructor.
     pub(crate) fn new<M: Any + Send>(value: M) -> Self {
         Self {

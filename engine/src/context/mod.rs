@@ -48,11 +48,12 @@
 //! # Layout
 //! This module owns the context thread: [`create_context`], the loop, publication, recovery.
 //! `dispatch` (the route loop and firing listeners), `instances` (instance lifecycle and
-//! deferred operations), `timers` (the logical clock), `snapshot` (its state in a checkpoint)
-//! and `cut` (its part in a checkpoint across contexts) are the other jobs of the same
-//! [`Context`]; `timer_queue` is the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`,
-//! `inbox`, `listener`, `record`, `route`, `shared` and `status`: every module below the facade except
-//! `monitor` and `input`, which sit on top of it.
+//! deferred operations), `timers` (the logical clock), `ahead` (cache hints for the entries
+//! waiting behind the one it takes), `snapshot` (its state in a checkpoint) and `cut` (its part
+//! in a checkpoint across contexts) are the other jobs of the same [`Context`]; `timer_queue` is
+//! the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`,
+//! `event_time`, `expr`, `inbox`, `listener`, `record`, `route`, `shared` and `status`: every
+//! module below the facade except `monitor` and `input`, which sit on top of it.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -77,6 +78,7 @@ use crate::status::Counters;
 use crate::sync::{self, Arc, AtomicBool, Ordering};
 use crate::time::Time;
 
+mod ahead;
 #[cfg(feature = "checkpoint")]
 mod cut;
 mod dispatch;
@@ -96,6 +98,8 @@ use timers::TIMER_PURGE_MIN;
 pub(crate) struct Context<E: Event> {
     shared: sync::Arc<ContextShared<E>>,
     table: ListenerTable<E>,
+    /// What the look-ahead learnt of the entries after the one being processed ([`ahead`]).
+    ahead: ahead::Ahead,
     instances: Vec<Option<Instance<E>>>,
     free_instances: Vec<u32>,
     live_instances: usize,
@@ -174,6 +178,9 @@ pub(crate) struct Context<E: Event> {
     /// show shutdown is linear in the live instances ([`Shared::work`]).
     #[cfg(test)]
     work: u64,
+    /// Slots the look-ahead's far stage found ([`Registry::looked`](crate::registry::Registry)).
+    #[cfg(test)]
+    looked: u64,
 }
 
 /// Whose code a contained panic was, that is which status counter it counts in.
@@ -255,6 +262,7 @@ impl<E: Event> Context<E> {
         Self {
             shared,
             table: ListenerTable::default(),
+            ahead: ahead::Ahead::default(),
             instances: Vec::new(),
             free_instances: Vec::new(),
             live_instances: 0,
@@ -307,6 +315,8 @@ impl<E: Event> Context<E> {
             last_cut: 0,
             #[cfg(test)]
             work: 0,
+            #[cfg(test)]
+            looked: 0,
         }
     }
 
@@ -326,6 +336,10 @@ impl<E: Event> Context<E> {
         self.event_loop(&mut consumer);
         self.end_all(DieReason::Shutdown);
         self.fx.journal.end();
+        #[cfg(test)]
+        shared
+            .looked
+            .fetch_add(self.looked, std::sync::atomic::Ordering::Relaxed);
         #[cfg(test)]
         shared.work.fetch_add(
             self.work + self.table.work(),
@@ -653,6 +667,11 @@ impl<E: Event> LoopBody<Entry<E>> for Context<E> {
         self.run_entry(entry);
         self.entry_processed();
         Flow::Continue
+    }
+
+    #[inline(always)]
+    fn look_ahead(&mut self, consumer: &Consumer<Entry<E>>) {
+        self.hint_ahead(consumer);
     }
 
     /// Gives every place back before waiting (a sleeping context holds none, and the shutdown

@@ -124,6 +124,12 @@ impl TimerQueue {
         Some(e)
     }
 
+    /// The least entry, if any (for cache hints: its listener is the next a timer reaches).
+    #[inline]
+    pub(super) fn peek(&self) -> Option<&TimerEntry> {
+        self.next.as_ref().map(|(_, e)| e)
+    }
+
     /// Whether an entry is due at or before `t` (one comparison).
     #[inline]
     pub(super) fn due_by(&self, t: Time) -> bool {

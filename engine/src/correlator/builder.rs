@@ -579,6 +579,8 @@ impl<E: Event> CorrelatorBuilder<E> {
             input_codec: self.input_codec.map(|c| c.0),
             #[cfg(test)]
             work: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            looked: std::sync::atomic::AtomicU64::new(0),
             tag: sync::next_correlator_tag(),
             settings,
         });

@@ -100,6 +100,17 @@ impl<E: Event> Correlator<E> {
         self.shared.work.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// The listener slots the contexts' look-ahead found (see [`Registry::looked`]), for the
+    /// tests.
+    ///
+    /// [`Registry::looked`]: crate::registry::Registry
+    #[cfg(test)]
+    pub(crate) fn looked(&self) -> u64 {
+        self.shared
+            .looked
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A builder with the default settings.
     pub fn builder() -> CorrelatorBuilder<E> {
         CorrelatorBuilder::default()

@@ -148,6 +148,16 @@ const SKIPPABLE: u8 = 4;
 const UNMADE_FRESH: u8 = 8;
 
 impl<E: Event> ExprListener<E> {
+    /// Where its first matcher lives, null without one (for cache hints).
+    #[inline]
+    pub(crate) fn hint(&self) -> *const u8 {
+        if self.matchers.is_empty() {
+            std::ptr::null()
+        } else {
+            self.matchers.as_ptr().cast::<u8>()
+        }
+    }
+
     /// A listener of `expr`, its program taken from `programs` if one of the same shape is there.
     pub(crate) fn new(
         expr: Expr<E>,

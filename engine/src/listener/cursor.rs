@@ -3,13 +3,14 @@
 //! keyed on the event's key and those of its indexed fields in registration order (R6.4, R6.10)
 //! and stopping at the listeners present when the dispatch started (R6.5).
 //!
-//! Owns the cursor (its fields are its own). May import `event`, `entry` and `pattern`.
+//! Owns the cursor (its fields are its own) and the look-ahead's reads of the table. May import
+//! `event`, `entry`, `pattern` and `hint`.
 
 use crate::entry::Mode;
 use crate::event::Event;
 use crate::pattern::IndexKey;
 
-use super::{List, ListenerTable, Lists, Solo};
+use super::{Body, List, ListenerSlot, ListenerTable, Lists, Solo};
 
 /// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
 /// a template constraining another field by equality is listed unkeyed and checked as data.
@@ -212,6 +213,42 @@ pub(crate) struct KindView {
 }
 
 impl<E: Event> ListenerTable<E> {
+    /// The first ordinary listener listed under `key` among `kind`'s, if any: where a look-ahead
+    /// starts its hints (see `context::ahead`). `None` for a kind with a solo listener.
+    #[inline]
+    pub(crate) fn first_keyed(&mut self, kind: &E::Kind, key: u64) -> Option<u32> {
+        let view = self.view_of(kind)?;
+        if view.solo.is_some() {
+            return None;
+        }
+        let lists = &self.buckets[view.bucket as usize].ordinary;
+        lists.keyed.get(&key)?.slots.first().copied()
+    }
+
+    /// Prefetches the lines of the listener in `slot`.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, slot: u32) {
+        if let Some(l) = self.slots.get(slot as usize) {
+            let p = (l as *const Option<ListenerSlot<E>>).cast::<u8>();
+            crate::hint::prefetch(p);
+            crate::hint::prefetch(
+                p.wrapping_add(std::mem::size_of::<Option<ListenerSlot<E>>>() - 1),
+            );
+        }
+    }
+
+    /// The instance of the listener in `slot` and where its handler's state is, for hints.
+    #[inline]
+    pub(crate) fn slot_hint(&self, slot: u32) -> Option<(u32, *const u8)> {
+        let l = self.slots.get(slot as usize)?.as_ref()?;
+        let at = match &l.body {
+            Body::Template { handler, .. } => &**handler as *const _ as *const u8,
+            Body::Expr { expr, .. } => expr.hint(),
+            Body::Query(_) => std::ptr::null(),
+        };
+        Some((l.instance, at))
+    }
+
     /// A cursor over the listeners of bucket `b` in `mode`'s lists that `event` is offered to:
     /// the unkeyed ones, those keyed on its key and those listed under the values of its indexed
     /// fields, merged in registration order (R6.4, R6.10), and only those whose handle is below

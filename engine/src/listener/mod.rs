@@ -164,7 +164,7 @@ impl Reg {
 const KIND_MAP_MIN: usize = 64;
 
 pub(crate) struct ListenerTable<E: Event> {
-    slots: Vec<Option<ListenerSlot<E>>>,
+    pub(super) slots: Vec<Option<ListenerSlot<E>>>,
     free: Vec<u32>,
     /// Live listeners by handle. Handles are the context's own counter, not outside input, so
     /// the map uses the fast [`KindHasher`](crate::hash::KindHasher) rather than SipHash.

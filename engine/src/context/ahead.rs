@@ -1,0 +1,249 @@
+//! Look-ahead: cache hints for the keyed events waiting in the inbox, so that the cold lines of
+//! different events are fetched at the same time instead of one after the other.
+//!
+//! # Why
+//! At a large key set (`workload/keys/100k`: 100,000 per-key instances) an event walks a chain
+//! of lines that belong to its key and are cold: the key's entry in the listener index, then the
+//! listener slot it names, then the instance that slot names and the handler's boxed closure, then
+//! the instance's boxed state. Each address is read from the line before it, so the misses of one
+//! event come one after the other, and the core waits through each. The events after it are
+//! already in the inbox, published, their keys known: their chains can be started early.
+//!
+//! # How
+//! After the loop takes an entry and before it processes it ([`LoopBody::look_ahead`]), the
+//! context works three stages, each for a different entry waiting behind the taken one, and each
+//! reading only lines that the stage before it asked for one take earlier:
+//! - **far**, the entry two places after the next ([`Consumer::peek_with`]), if it is a
+//!   published event: its kind and key, its key's first ordinary listener in the index (the one
+//!   hash probe of the look-ahead; the line it reads is the one dispatch reads first), and a
+//!   prefetch of that listener's slot;
+//! - **mid**, the entry after the next: the slot that *far* found for it one take earlier, now
+//!   in cache: a prefetch of its instance's record and of its handler's closure (an expression
+//!   listener's first matcher);
+//! - **near**, the next entry: the instance that *mid* found for it: a prefetch of its state.
+//!
+//! Besides, the listener of the next timer to fall due is prefetched (a timer fires for a key
+//! that no waiting event names: `within` bounds expiring under event time).
+//!
+//! Each stage hands its finding to the next in [`Ahead`]: the entries move up one place per take.
+//! A take that moves further (stepping over cancelled places, or taking from the overflow) only
+//! makes a hint miss: the findings are used as hints and nothing else, every index is checked
+//! against the table it indexes, and a slot reused by another listener since is as good a guess
+//! as any.
+//!
+//! # What it costs and when it runs
+//! One peek, one `kind()`/`key()` call and one index probe per entry, and three prefetches. In
+//! cache (a small key set) that is pure cost, so the look-ahead runs only while the context has
+//! at least [`LOOK_AHEAD_FROM`] live listeners. A kind with one unkeyed listener ([`Solo`])
+//! needs no hints: its listener is in cache. The `kind()` and `key()` of an event ahead run under
+//! `catch_unwind`, and a panic there is ignored (the event's own dispatch calls them again and
+//! drops the event as for any such panic: SPEC, R6.8).
+//!
+//! Owns [`Ahead`] and [`Context::hint_ahead`]. May import `event`, `inbox`, `listener`, `entry` and
+//! `hint`.
+//!
+//! [`Solo`]: crate::listener::Solo
+//! [`LoopBody::look_ahead`]: super::skeleton::LoopBody::look_ahead
+//! [`Consumer::peek_with`]: crate::inbox::Consumer::peek_with
+
+use std::panic::{self, AssertUnwindSafe};
+
+use super::Context;
+use crate::entry::Entry;
+use crate::event::Event;
+use crate::hint::prefetch;
+use crate::inbox::Consumer;
+
+/// Live listeners from which the look-ahead runs: below, a context's listeners and instances
+/// are in cache (a few hundred bytes per key), and the hints would only add instructions.
+pub(super) const LOOK_AHEAD_FROM: usize = 16_384;
+
+/// No finding.
+const NONE: u32 = u32::MAX;
+
+/// What the stages found for the entries after the one being processed.
+pub(super) struct Ahead {
+    /// The listener slot *far* found for the entry that is now one after the next.
+    slot: u32,
+    /// The instance *mid* found for the entry that is now the next.
+    instance: u32,
+}
+
+impl Default for Ahead {
+    fn default() -> Self {
+        Self {
+            slot: NONE,
+            instance: NONE,
+        }
+    }
+}
+
+impl<E: Event> Context<E> {
+    /// The three stages (see the module docs), after an entry was taken and before it is
+    /// processed.
+    #[inline(always)]
+    pub(super) fn hint_ahead(&mut self, consumer: &Consumer<Entry<E>>) {
+        if self.table.live() < LOOK_AHEAD_FROM {
+            return;
+        }
+        self.hint_stages(consumer);
+    }
+
+    #[inline(never)]
+    fn hint_stages(&mut self, consumer: &Consumer<Entry<E>>) {
+        // near: the instance mid found one take ago belongs to the next entry.
+        let instance = std::mem::replace(&mut self.ahead.instance, NONE);
+        if let Some(Some(inst)) = self.instances.get(instance as usize) {
+            prefetch(inst.state.as_ptr());
+        }
+        // mid: the slot far found one take ago belongs to the entry after the next.
+        let slot = std::mem::replace(&mut self.ahead.slot, NONE);
+        if let Some((instance, handler)) = self.table.slot_hint(slot) {
+            prefetch(handler);
+            if let Some(inst) = self.instances.get(instance as usize) {
+                prefetch(inst);
+            }
+            self.ahead.instance = instance;
+        }
+        // The listener of the next timer to fall due.
+        if let Some(&(.., slot)) = self.timers.peek() {
+            self.table.prefetch_slot(slot);
+        }
+        // far: the entry two after the next.
+        let table = &mut self.table;
+        let found = consumer.peek_with(2, |entry| match entry {
+            Entry::Event(_, e) => panic::catch_unwind(AssertUnwindSafe(|| {
+                let key = e.key()?;
+                table.first_keyed(&e.kind(), key)
+            }))
+            .ok()
+            .flatten(),
+            _ => None,
+        });
+        if let Some(slot) = found.flatten() {
+            table.prefetch_slot(slot);
+            self.ahead.slot = slot;
+            #[cfg(test)]
+            {
+                self.looked += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The look-ahead changes nothing a user sees: with more live listeners than
+    //! [`LOOK_AHEAD_FROM`] and the events already waiting in the inbox (sent before `start`),
+    //! each event still reaches its key's instance once, in the order sent (R2.2), and an event
+    //! whose `key()` panics, which the look-ahead meets before its dispatch does, is dropped and
+    //! counted once, losing no other event (R6.8).
+
+    use super::LOOK_AHEAD_FROM;
+    use crate::{Correlator, Event, Monitor, Pattern, Scope};
+    use std::sync::{Arc, Mutex};
+
+    /// Sent to the instance of its key; [`POISON`]'s `key()` panics.
+    #[derive(Clone, Debug)]
+    struct Key(u64);
+
+    const POISON: u64 = u64::MAX;
+
+    impl Event for Key {
+        type Kind = u8;
+        fn kind(&self) -> u8 {
+            0
+        }
+        fn key(&self) -> Option<u64> {
+            assert!(self.0 != POISON, "a key() that panics");
+            Some(self.0)
+        }
+    }
+
+    /// Spawns an instance per key in `0..n`, each recording the keys of the events it takes.
+    struct Keys {
+        n: u64,
+        me: u64,
+        seen: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Monitor<Key> for Keys {
+        fn on_load(&mut self, cx: &mut Scope<'_, Key, Self>) {
+            for me in 0..self.n {
+                let state = Keys {
+                    n: 0,
+                    me,
+                    seen: self.seen.clone(),
+                };
+                cx.spawn(&state, |m: &mut Keys, cx: &mut Scope<'_, Key, Keys>| {
+                    cx.on_all(
+                        Pattern::kind(0).key(m.me),
+                        |m: &mut Keys, _: &mut Scope<'_, Key, Keys>, e: &Key| {
+                            assert_eq!(e.0, m.me, "an event of another key");
+                            m.seen.lock().unwrap().push(e.0);
+                        },
+                    );
+                });
+            }
+        }
+    }
+
+    impl Clone for Keys {
+        fn clone(&self) -> Self {
+            Keys {
+                n: self.n,
+                me: self.me,
+                seen: self.seen.clone(),
+            }
+        }
+    }
+
+    #[test]
+    fn r2_2_r6_8_look_ahead_changes_no_order_and_a_key_panic_counts_once() {
+        let n = LOOK_AHEAD_FROM as u64 + 1_000;
+        let c = Correlator::<Key>::builder()
+            .external_time()
+            .inbox_capacity(1 << 16)
+            .build()
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        c.load(Keys {
+            n,
+            me: 0,
+            seen: seen.clone(),
+        })
+        .unwrap();
+        // Waiting in the inbox when the context starts: the look-ahead sees each of them.
+        let mut sent = Vec::new();
+        let input = c.input();
+        for i in 0..20_000u64 {
+            let key = if i == 7_000 {
+                POISON
+            } else {
+                i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % n
+            };
+            input.send_to(c.main(), Key(key)).unwrap();
+            if key != POISON {
+                sent.push(key);
+            }
+        }
+        c.start();
+        c.shutdown().unwrap();
+        let seen = seen.lock().unwrap();
+        let first_difference = seen.iter().zip(&sent).position(|(a, b)| a != b);
+        assert_eq!(first_difference, None, "R2.2: each event once, in order");
+        assert_eq!(seen.len(), sent.len(), "R2.2: each event once");
+        let status = c.status();
+        let main = status.context(c.main()).unwrap();
+        assert_eq!(
+            main.events_dropped_by_panic, 1,
+            "R6.8: the poisoned event, once"
+        );
+        assert_eq!(main.handler_panics, 0);
+        assert!(
+            c.looked() > 15_000,
+            "the look-ahead found {} listeners for 19,999 waiting events",
+            c.looked()
+        );
+    }
+}
