@@ -12,24 +12,27 @@
 //! # How
 //! After the loop takes an entry and before it processes it ([`LoopBody::look_ahead`]), the
 //! context works three stages, each for a different entry waiting behind the taken one, and each
-//! reading only lines that the stage before it asked for one take earlier:
-//! - **far**, the entry two places after the next ([`Consumer::peek_with`]), if it is a
+//! reading only lines that the stage before it asked for [`GAP`] takes earlier (two: with one,
+//! `perf annotate` of `workload/keys/100k` put 39 % of the look-ahead's own samples on reading
+//! the lines the stage before had asked for, which had not arrived in one entry's processing,
+//! about 200 ns; two ran 7 % faster there, three slower than one):
+//! - **far**, the entry `2 * GAP` places after the next ([`Consumer::peek_with`]), if it is a
 //!   published event: its kind and key, its key's first ordinary listener in the index (the one
 //!   hash probe of the look-ahead; the line it reads is the one dispatch reads first), and a
 //!   prefetch of that listener's slot;
-//! - **mid**, the entry after the next: the slot that *far* found for it one take earlier, now
-//!   in cache: a prefetch of its instance's record and of its handler's closure (an expression
+//! - **mid**, the entry `GAP` places after the next: the slot that *far* found for it, now in
+//!   cache: a prefetch of its instance's record and of its handler's closure (an expression
 //!   listener's first matcher);
 //! - **near**, the next entry: the instance that *mid* found for it: a prefetch of its state.
 //!
 //! Besides, the listener of the next timer to fall due is prefetched (a timer fires for a key
 //! that no waiting event names: `within` bounds expiring under event time).
 //!
-//! Each stage hands its finding to the next in [`Ahead`]: the entries move up one place per take.
-//! A take that moves further (stepping over cancelled places, or taking from the overflow) only
-//! makes a hint miss: the findings are used as hints and nothing else, every index is checked
-//! against the table it indexes, and a slot reused by another listener since is as good a guess
-//! as any.
+//! Each stage hands its finding to the next through [`Ahead`], by take number modulo [`GAP`]:
+//! the entries move up one place per take. A take that moves further (stepping over cancelled
+//! places, or taking from the overflow) only makes a hint miss: the findings are used as hints
+//! and nothing else, every index is checked against the table it indexes, and a slot reused by
+//! another listener since is as good a guess as any.
 //!
 //! # What it costs and when it runs
 //! One peek, one `kind()`/`key()` call and one index probe per entry, and three prefetches. In
@@ -61,19 +64,28 @@ pub(super) const LOOK_AHEAD_FROM: usize = 16_384;
 /// No finding.
 const NONE: u32 = u32::MAX;
 
-/// What the stages found for the entries after the one being processed.
+/// Takes between one stage and the next: a prefetch asked for at one take has this many entries'
+/// processing to arrive before the next stage reads its line (see the module docs).
+const GAP: usize = 2;
+
+/// What the stages found for the entries after the one being processed: the findings of the
+/// last [`GAP`] takes, by take number modulo [`GAP`].
 pub(super) struct Ahead {
-    /// The listener slot *far* found for the entry that is now one after the next.
-    slot: u32,
-    /// The instance *mid* found for the entry that is now the next.
-    instance: u32,
+    /// The listener slots *far* found, each for the entry now `GAP` places further than the
+    /// next one when it is read back.
+    slots: [u32; GAP],
+    /// The instances *mid* found, each for the entry that is the next one when it is read back.
+    instances: [u32; GAP],
+    /// Takes so far, modulo [`GAP`].
+    take: usize,
 }
 
 impl Default for Ahead {
     fn default() -> Self {
         Self {
-            slot: NONE,
-            instance: NONE,
+            slots: [NONE; GAP],
+            instances: [NONE; GAP],
+            take: 0,
         }
     }
 }
@@ -91,27 +103,29 @@ impl<E: Event> Context<E> {
 
     #[inline(never)]
     fn hint_stages(&mut self, consumer: &Consumer<Entry<E>>) {
-        // near: the instance mid found one take ago belongs to the next entry.
-        let instance = std::mem::replace(&mut self.ahead.instance, NONE);
+        let at = self.ahead.take;
+        self.ahead.take = (at + 1) % GAP;
+        // near: the instance mid found GAP takes ago belongs to the next entry.
+        let instance = std::mem::replace(&mut self.ahead.instances[at], NONE);
         if let Some(Some(inst)) = self.instances.get(instance as usize) {
             prefetch(inst.state.as_ptr());
         }
-        // mid: the slot far found one take ago belongs to the entry after the next.
-        let slot = std::mem::replace(&mut self.ahead.slot, NONE);
+        // mid: the slot far found GAP takes ago belongs to the entry GAP after the next.
+        let slot = std::mem::replace(&mut self.ahead.slots[at], NONE);
         if let Some((instance, handler)) = self.table.slot_hint(slot) {
             prefetch(handler);
             if let Some(inst) = self.instances.get(instance as usize) {
                 prefetch(inst);
             }
-            self.ahead.instance = instance;
+            self.ahead.instances[at] = instance;
         }
         // The listener of the next timer to fall due.
         if let Some(&(.., slot)) = self.timers.peek() {
             self.table.prefetch_slot(slot);
         }
-        // far: the entry two after the next.
+        // far: the entry 2 * GAP after the next.
         let table = &mut self.table;
-        let found = consumer.peek_with(2, |entry| match entry {
+        let found = consumer.peek_with(2 * GAP, |entry| match entry {
             Entry::Event(_, e) => panic::catch_unwind(AssertUnwindSafe(|| {
                 let key = e.key()?;
                 table.first_keyed(&e.kind(), key)
@@ -122,7 +136,7 @@ impl<E: Event> Context<E> {
         });
         if let Some(slot) = found.flatten() {
             table.prefetch_slot(slot);
-            self.ahead.slot = slot;
+            self.ahead.slots[at] = slot;
             #[cfg(test)]
             {
                 self.looked += 1;
