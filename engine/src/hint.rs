@@ -1,30 +1,50 @@
-//! Cache hints: [`prefetch`] asks for a line that a later step will read.
+//! Cache hints: [`prefetch`] asks for a line that a later step will read, [`prefetch_write`] for
+//! one it will write.
 //!
-//! Owns the hint only. Imports nothing of the crate.
+//! Owns the hints only. Imports nothing of the crate.
 
-/// Asks for the cache line at `p` for reading. A hint: no effect on what the program computes
-/// (it reads nothing architecturally and cannot fault, whatever `p` is), and a no-op where there
-/// is no such instruction, under loom and under miri.
+/// One prefetch instruction for the line at `$p` (a `*const u8`): `$x86` on x86-64, `$arm` on
+/// aarch64, nothing elsewhere and under loom and miri.
+macro_rules! prefetch_asm {
+    ($p:expr, $x86:literal, $arm:literal) => {{
+        let p: *const u8 = $p;
+        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        // SAFETY: a prefetch only hints the cache: it reads nothing architecturally and cannot
+        // fault, whatever the address. Processors without `prefetchw` execute it as a no-op (the
+        // 0F 0D opcode space).
+        unsafe {
+            std::arch::asm!(
+                concat!($x86, " [{0}]"),
+                in(reg) p,
+                options(nostack, preserves_flags, readonly)
+            );
+        }
+        #[cfg(all(target_arch = "aarch64", not(loom), not(miri)))]
+        // SAFETY: `prfm` only hints the cache and cannot fault.
+        unsafe {
+            std::arch::asm!(
+                concat!("prfm ", $arm, ", [{0}]"),
+                in(reg) p,
+                options(nostack, preserves_flags, readonly)
+            );
+        }
+        #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), loom, miri))]
+        let _ = p;
+    }};
+}
+
+/// Asks for the cache line at `p` for reading. A hint: no effect on what the program computes,
+/// whatever `p` is.
 #[inline(always)]
 pub(crate) fn prefetch<T: ?Sized>(p: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: `prefetcht0` only hints the cache; it cannot fault, even on an invalid address.
-    unsafe {
-        std::arch::asm!(
-            "prefetcht0 [{0}]",
-            in(reg) p.cast::<u8>(),
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(all(target_arch = "aarch64", not(loom), not(miri)))]
-    // SAFETY: `prfm` only hints the cache and cannot fault.
-    unsafe {
-        std::arch::asm!(
-            "prfm pldl1keep, [{0}]",
-            in(reg) p.cast::<u8>(),
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), loom, miri))]
-    let _ = p;
+    prefetch_asm!(p.cast::<u8>(), "prefetcht0", "pldl1keep");
+}
+
+/// Asks for the cache line at `p` in a writable state (a sender's next inbox slot). A hint, as
+/// [`prefetch`] is. On x86-64 this needs `prefetchw`: `_mm_prefetch` with a write hint compiles
+/// to nothing without the `prfchw` target feature (harness/BENCHMARKS.md, "The two-thread
+/// paths").
+#[inline(always)]
+pub(crate) fn prefetch_write<T: ?Sized>(p: *const T) {
+    prefetch_asm!(p.cast::<u8>(), "prefetchw", "pstl1keep");
 }

@@ -30,7 +30,8 @@
 //! the integer stores into a slot, the slot layout) are in `harness/BENCHMARKS.md`; the code's
 //! comments keep the reasons.
 //!
-//! Owns the queue, its reservations and its sleep/wake protocol. May import `sync` only. Private
+//! Owns the queue, its reservations and its sleep/wake protocol. May import `sync` and `hint`
+//! only (`hint`: the cache hints, which import nothing). Private
 //! unless the `internals` feature exposes it.
 
 mod consumer;

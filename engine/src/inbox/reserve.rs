@@ -22,7 +22,8 @@
 //! anything, a batch reserves `n` overflow places instead (adding `n` to the pending count in the same
 //! CAS), so it keeps its order behind the overflow's entries.
 //!
-//! Owns the reservation types and the reserve, commit and cancel steps. May import `sync` only.
+//! Owns the reservation types and the reserve, commit and cancel steps. May import `sync` and
+//! `hint` only.
 
 use std::fmt;
 
@@ -30,7 +31,8 @@ use super::ring::{
     pending, with_overflow_reserved, with_ticket_taken, Inbox, PENDING, PENDING_ONE, SLEEPING,
     TICKET, TICKET_BITS, TOMB,
 };
-use super::slot::{prefetch_for_write, write_entry};
+use super::slot::write_entry;
+use crate::hint::prefetch_write;
 use super::{Refusal, Sender};
 use crate::sync::{self, Ordering};
 
@@ -111,7 +113,7 @@ impl<T> BatchReservation<'_, T> {
         // only the holder of `t` writes the slot until it publishes `t + 1` below.
         slot.value.with_mut(|p| unsafe { write_entry(p, value) });
         slot.stamp.store((t + 1) & TICKET, Ordering::Release);
-        prefetch_for_write(inbox.slot_after(t, inbox.prefetch_ahead));
+        prefetch_write(inbox.slot_after(t, inbox.prefetch_ahead));
         self.next = inbox.next(t);
     }
 }
@@ -423,7 +425,7 @@ impl<T> Inbox<T> {
                 // Ask for the line a few slots on now: the next sends write there, and the
                 // reservation CAS of each send waits until the stores before it are done, which
                 // for a line still cached by the consumer means a whole cross-core transfer.
-                prefetch_for_write(self.slot_after(t, self.prefetch_ahead));
+                prefetch_write(self.slot_after(t, self.prefetch_ahead));
             }
             Place::Overflow => self.commit_overflow(value),
         }

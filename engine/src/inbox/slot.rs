@@ -97,33 +97,6 @@ pub(super) const fn line_per_slot(bytes: usize) -> bool {
 /// "The inbox's prefetch distance").
 pub(super) const PREFETCH_AHEAD_BYTES: usize = 128;
 
-/// Asks for the cache line of `slot` in a writable state. A hint: no effect on what the program
-/// computes, and a no-op where there is no such instruction (or under loom and miri).
-#[inline(always)]
-pub(super) fn prefetch_for_write<T>(slot: &Slot<T>) {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    // SAFETY: `prefetchw` only hints the cache; it reads nothing architecturally and cannot fault.
-    // Processors without it execute it as a no-op (the 0F 0D opcode space).
-    unsafe {
-        std::arch::asm!(
-            "prefetchw [{0}]",
-            in(reg) slot as *const Slot<T>,
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(all(target_arch = "aarch64", not(loom), not(miri)))]
-    // SAFETY: `prfm` only hints the cache and cannot fault.
-    unsafe {
-        std::arch::asm!(
-            "prfm pstl1keep, [{0}]",
-            in(reg) slot as *const Slot<T>,
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), loom, miri))]
-    let _ = slot;
-}
-
 /// Writes `value` into a slot. An entry of at most a cache line whose size is a multiple of 8 bytes
 /// and whose alignment is at least 8 (every entry of an event with a `u64` in it) is written as
 /// 8-byte words, each an integer store, in order, whatever instructions the compiler would pick for
