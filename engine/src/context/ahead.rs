@@ -175,6 +175,7 @@ mod tests {
     }
 
     /// Spawns an instance per key in `0..n`, each recording the keys of the events it takes.
+    #[derive(Clone)]
     struct Keys {
         n: u64,
         me: u64,
@@ -198,16 +199,6 @@ mod tests {
                         },
                     );
                 });
-            }
-        }
-    }
-
-    impl Clone for Keys {
-        fn clone(&self) -> Self {
-            Keys {
-                n: self.n,
-                me: self.me,
-                seen: self.seen.clone(),
             }
         }
     }

@@ -148,14 +148,11 @@ const SKIPPABLE: u8 = 4;
 const UNMADE_FRESH: u8 = 8;
 
 impl<E: Event> ExprListener<E> {
-    /// Where its first matcher lives, null without one (for cache hints).
+    /// Where its first matcher lives (for cache hints; without one, a dangling address, which a
+    /// prefetch ignores).
     #[inline]
     pub(crate) fn hint(&self) -> *const u8 {
-        if self.matchers.is_empty() {
-            std::ptr::null()
-        } else {
-            self.matchers.as_ptr().cast::<u8>()
-        }
+        self.matchers.as_ptr().cast::<u8>()
     }
 
     /// A listener of `expr`, its program taken from `programs` if one of the same shape is there.

@@ -851,11 +851,12 @@ fn r2_1_entries_come_out_as_they_went_in_whatever_their_layout() {
     round_trip(&[[1u8; 3], [2; 3]]);
 }
 
-// The look-ahead's view (`Consumer::peek_with`, cache hints only): it sees exactly the entries
-// published behind the next one, on every lap of the ring, takes nothing, and sees no reserved,
-// cancelled or not yet sent place. Values own heap memory, so that miri checks the reads.
+// R2.3 with the look-ahead's view (`Consumer::peek_with`, cache hints only): it sees exactly the
+// entries published behind the next one, on every lap of the ring, takes nothing (each entry
+// still comes out once, in order), and sees no reserved, cancelled or not yet sent place. Values
+// own heap memory, so that miri checks the reads.
 #[test]
-fn peek_with_sees_published_entries_and_takes_nothing() {
+fn r2_3_peek_with_sees_published_entries_and_takes_nothing() {
     for capacity in [1, 2, 3, 5, 8] {
         let (inbox, mut consumer) = Inbox::<String>::with_capacity(capacity);
         let (mut next_in, mut next_out) = (0u32, 0u32);

@@ -244,8 +244,7 @@ fn ensure_alerts(nats: &Connector) -> Result<(), Box<dyn std::error::Error>> {
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let url = args.required("url")?;
     let parts = args.partitioning()?;
-    let index = args.num("process", 0)? as u32;
-    let processes = args.num("processes", 1)? as u32;
+    let (index, processes) = args.process()?;
     let every = Duration::from_millis(args.num("every-ms", 200)?);
     let tag = args.required("run")?.to_owned();
     let dir = std::path::Path::new(args.required("checkpoints")?).join(format!("process-{index}"));

@@ -66,8 +66,7 @@ impl Monitor<Keyed> for Recorder {
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let url = args.required("url")?;
     let parts = args.partitioning()?;
-    let index = args.num("process", 0)? as u32;
-    let processes = args.num("processes", 1)? as u32;
+    let (index, processes) = args.process()?;
     let delay = Duration::from_micros(args.num("delay-us", 0)?);
     let batch = args.num("batch", 64)? as usize;
     let log_path = args

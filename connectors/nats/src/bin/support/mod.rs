@@ -59,6 +59,14 @@ impl Args {
         ))
     }
 
+    /// This process's place among the workers: `(--process, --processes)`, defaults 0 and 1.
+    pub fn process(&self) -> Result<(u32, u32), String> {
+        Ok((
+            self.num("process", 0)? as u32,
+            self.num("processes", 1)? as u32,
+        ))
+    }
+
     /// `--idle-exit SECS`: how long without new events before `run_until_idle` returns.
     pub fn idle_exit(&self) -> Result<Option<Duration>, String> {
         self.get("idle-exit")
