@@ -127,6 +127,16 @@ pub(crate) struct KeyedHook<E: Event> {
     pub(crate) adopt: fn(&mut State, u64, NewInstance<E>) -> NewInstance<E>,
 }
 
+/// A hint that a monitor of the engine's own (a pool's dispatcher, which probes its key set for
+/// every event) gives the look-ahead (`context::ahead`): where its handler will read first for
+/// an event of a key. Registered from the monitor's `on_load`, dropped when its instance ends.
+pub(crate) struct AheadHook {
+    /// The instance whose state `hint` reads.
+    pub(crate) instance: u32,
+    /// The address to prefetch for an event of the key (null: none); reads the state only.
+    pub(crate) hint: fn(&State, u64) -> *const u8,
+}
+
 /// A checkpoint in progress, as every context taking part sees it (SPEC R11.9): its number,
 /// the contexts that take part (ids below `contexts`), what saving needs, and where each
 /// context sends its part.
@@ -275,6 +285,8 @@ pub(crate) struct Effects<E: Event> {
     /// The pools' dispatchers in this context (R11.10).
     #[cfg(feature = "checkpoint")]
     pub(crate) keyed_hooks: Vec<KeyedHook<E>>,
+    /// The look-ahead's hints of this context's dispatchers.
+    pub(crate) ahead_hooks: Vec<AheadHook>,
     /// The key of each live per-key instance, by instance, when the correlator takes
     /// checkpoints (`None` otherwise: nothing to keep).
     #[cfg(feature = "checkpoint")]

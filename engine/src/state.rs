@@ -59,6 +59,19 @@ impl State {
         }
     }
 
+    /// The state as `M`, to read, or `None` if it is of another type.
+    #[inline(always)]
+    pub(crate) fn downcast_ref<M: Any>(&self) -> Option<&M> {
+        if self.type_id == TypeId::of::<M>() {
+            let p: *const dyn MonitorState = &*self.value;
+            // SAFETY: as in `downcast_mut`: the box holds an `M`, and the pointer comes from a
+            // live shared borrow of it, valid and aligned for the returned borrow of `self`.
+            Some(unsafe { &*p.cast::<M>() })
+        } else {
+            None
+        }
+    }
+
     /// The type of the monitor the state belongs to: what tells two monitors apart (their type
     /// names may be equal).
     pub(crate) fn type_id(&self) -> TypeId {
@@ -84,6 +97,8 @@ mod tests {
         assert_eq!(s.downcast_mut::<u64>().copied(), Some(42));
         assert!(s.downcast_mut::<u32>().is_none());
         assert!(s.downcast_mut::<String>().is_none());
+        assert_eq!(s.downcast_ref::<u64>(), Some(&42));
+        assert!(s.downcast_ref::<u32>().is_none());
         let mut t = State::new(String::from("monitor"));
         t.downcast_mut::<String>().expect("same type").push('!');
         assert_eq!(
@@ -91,6 +106,7 @@ mod tests {
             Some("monitor!")
         );
         assert!(t.downcast_mut::<u64>().is_none());
+        assert_eq!(t.downcast_ref::<String>().map(String::len), Some(8));
         assert_eq!(s.type_id(), TypeId::of::<u64>());
         assert_eq!(t.type_id(), TypeId::of::<String>());
         assert_eq!(

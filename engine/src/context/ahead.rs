@@ -5,25 +5,33 @@
 //! At a large key set (`workload/keys/100k`: 100,000 per-key instances) an event walks a chain
 //! of lines that belong to its key and are cold: the key's entry in the listener index, then the
 //! listener slot it names, then the instance that slot names and the handler's boxed closure, then
-//! the instance's boxed state. Each address is read from the line before it, so the misses of one
-//! event come one after the other, and the core waits through each. The events after it are
-//! already in the inbox, published, their keys known: their chains can be started early.
+//! the instance's boxed state; and a pool's dispatcher probes its set of live keys for every
+//! event. Each address is read from the line before it, so the misses of one event come one after
+//! the other, and the core waits through each. The events after it are already in the inbox,
+//! published, their keys known: their chains can be started early.
 //!
 //! # How
 //! After the loop takes an entry and before it processes it ([`LoopBody::look_ahead`]), the
-//! context works three stages, each for a different entry waiting behind the taken one, and each
+//! context works four stages, each for a different entry waiting behind the taken one, and each
 //! reading only lines that the stage before it asked for [`GAP`] takes earlier (two: with one,
 //! `perf annotate` of `workload/keys/100k` put 39 % of the look-ahead's own samples on reading
 //! the lines the stage before had asked for, which had not arrived in one entry's processing,
 //! about 200 ns; two ran 7 % faster there, three slower than one):
-//! - **far**, the entry `2 * GAP` places after the next ([`Consumer::peek_with`]), if it is a
-//!   published event: its kind and key, its key's first ordinary listener in the index (the one
-//!   hash probe of the look-ahead; the line it reads is the one dispatch reads first), and a
-//!   prefetch of that listener's slot;
+//! - **farthest**, the entry `3 * GAP` places after the next ([`Consumer::peek_with`]), if it is
+//!   a published event with a key: a prefetch of the lines where the index's lookup of its key
+//!   starts ([`KeyMap::slot_hint`]), and of the line where each dispatcher's probe of its key set
+//!   will start ([`AheadHook`]); both are computed from the key, nothing is read;
+//! - **far**, the entry `2 * GAP` places after the next: its key's first ordinary listener in the
+//!   index (the one probe of the look-ahead, of the line *farthest* asked for), and a prefetch of
+//!   that listener's slot;
 //! - **mid**, the entry `GAP` places after the next: the slot that *far* found for it, now in
 //!   cache: a prefetch of its instance's record and of its handler's closure (an expression
 //!   listener's first matcher);
 //! - **near**, the next entry: the instance that *mid* found for it: a prefetch of its state.
+//!
+//! Before the index could be hinted (`std`'s map names neither the group nor the bucket a lookup
+//! reads), *far* probed it cold: at `workload/keys/1m` three quarters of the look-ahead's own
+//! samples; and the dispatcher's probe of its key set was most of that handler's.
 //!
 //! Besides, the listener of the next timer to fall due is prefetched (a timer fires for a key
 //! that no waiting event names: `within` bounds expiring under event time).
@@ -35,7 +43,8 @@
 //! another listener since is as good a guess as any.
 //!
 //! # What it costs and when it runs
-//! One peek, one `kind()`/`key()` call and one index probe per entry, and three prefetches. In
+//! One peek, one `kind()`/`key()` call and one index probe per entry, and five prefetches and
+//! one more per dispatcher. In
 //! cache (a small key set) that is pure cost, so the look-ahead runs only while the context has
 //! at least [`LOOK_AHEAD_FROM`] live listeners. A kind with one unkeyed listener ([`Solo`])
 //! needs no hints: its listener is in cache. The `kind()` and `key()` of an event ahead run under
@@ -46,6 +55,8 @@
 //! `hint`.
 //!
 //! [`Solo`]: crate::listener::Solo
+//! [`KeyMap::slot_hint`]: crate::hash::KeyMap::slot_hint
+//! [`AheadHook`]: crate::entry::AheadHook
 //! [`LoopBody::look_ahead`]: super::skeleton::LoopBody::look_ahead
 //! [`Consumer::peek_with`]: crate::inbox::Consumer::peek_with
 
@@ -71,6 +82,9 @@ const GAP: usize = 2;
 /// What the stages found for the entries after the one being processed: the findings of the
 /// last [`GAP`] takes, by take number modulo [`GAP`].
 pub(super) struct Ahead {
+    /// The bucket and key *farthest* found, each for the entry now `2 * GAP` places after the
+    /// next when it is read back (bucket [`NONE`]: none).
+    keys: [(u32, u64); GAP],
     /// The listener slots *far* found, each for the entry now `GAP` places further than the
     /// next one when it is read back.
     slots: [u32; GAP],
@@ -83,6 +97,7 @@ pub(super) struct Ahead {
 impl Default for Ahead {
     fn default() -> Self {
         Self {
+            keys: [(NONE, 0); GAP],
             slots: [NONE; GAP],
             instances: [NONE; GAP],
             take: 0,
@@ -91,7 +106,7 @@ impl Default for Ahead {
 }
 
 impl<E: Event> Context<E> {
-    /// The three stages (see the module docs), after an entry was taken and before it is
+    /// The four stages (see the module docs), after an entry was taken and before it is
     /// processed.
     #[inline(always)]
     pub(super) fn hint_ahead(&mut self, consumer: &Consumer<Entry<E>>) {
@@ -123,23 +138,43 @@ impl<E: Event> Context<E> {
         if let Some(&(.., slot)) = self.timers.peek() {
             self.table.prefetch_slot(slot);
         }
-        // far: the entry 2 * GAP after the next.
+        // far: the key farthest found GAP takes ago belongs to the entry 2 * GAP after the next;
+        // the line its lookup reads was asked for then.
+        let (bucket, key) = std::mem::replace(&mut self.ahead.keys[at], (NONE, 0));
+        if let Some(slot) = self.table.first_keyed(bucket, key) {
+            self.table.prefetch_slot(slot);
+            self.ahead.slots[at] = slot;
+            #[cfg(test)]
+            {
+                self.looked += 1;
+            }
+        }
+        // farthest: the entry 3 * GAP after the next.
         let table = &mut self.table;
-        let found = consumer.peek_with(2 * GAP, |entry| match entry {
+        let found = consumer.peek_with(3 * GAP, |entry| match entry {
             Entry::Event(_, e) => panic::catch_unwind(AssertUnwindSafe(|| {
                 let key = e.key()?;
-                table.first_keyed(&e.kind(), key)
+                Some((table.keyed_bucket(&e.kind()), key))
             }))
             .ok()
             .flatten(),
             _ => None,
         });
-        if let Some(slot) = found.flatten() {
-            table.prefetch_slot(slot);
-            self.ahead.slots[at] = slot;
-            #[cfg(test)]
-            {
-                self.looked += 1;
+        let Some((bucket, key)) = found.flatten() else {
+            return;
+        };
+        if let Some(b) = bucket {
+            self.table.prefetch_keyed(b, key);
+            self.ahead.keys[at] = (b, key);
+        }
+        for h in &self.fx.ahead_hooks {
+            if let Some(Some(inst)) = self.instances.get(h.instance as usize) {
+                let p = (h.hint)(&inst.state, key);
+                prefetch(p);
+                #[cfg(test)]
+                {
+                    self.looked += u64::from(!p.is_null());
+                }
             }
         }
     }
@@ -151,10 +186,14 @@ mod tests {
     //! [`LOOK_AHEAD_FROM`] and the events already waiting in the inbox (sent before `start`),
     //! each event still reaches its key's instance once, in the order sent (R2.2), and an event
     //! whose `key()` panics, which the look-ahead meets before its dispatch does, is dropped and
-    //! counted once, losing no other event (R6.8).
+    //! counted once, losing no other event (R6.8). The same holds for a pool's per-key
+    //! instances, whose dispatcher the look-ahead hints too.
+    //!
+    //! `looked` counts the hints given: listeners found in the index, and dispatcher key-set
+    //! slots named.
 
     use super::LOOK_AHEAD_FROM;
-    use crate::{Correlator, Event, Monitor, Pattern, Scope};
+    use crate::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
     use std::sync::{Arc, Mutex};
 
     /// Sent to the instance of its key; [`POISON`]'s `key()` panics.
@@ -249,6 +288,105 @@ mod tests {
             c.looked() > 15_000,
             "the look-ahead found {} listeners for 19,999 waiting events",
             c.looked()
+        );
+    }
+
+    /// Each ended instance's key and the values it took.
+    type Ended = Arc<Mutex<Vec<(u64, Vec<u64>)>>>;
+
+    /// One key's instance: the values of the events it took, its first from the factory.
+    struct Taken {
+        me: u64,
+        values: Vec<u64>,
+        out: Ended,
+    }
+
+    /// An event of key `.0` with value `.1`.
+    #[derive(Clone, Debug)]
+    struct Valued(u64, u64);
+
+    impl Event for Valued {
+        type Kind = u8;
+        fn kind(&self) -> u8 {
+            0
+        }
+        fn key(&self) -> Option<u64> {
+            Some(self.0)
+        }
+    }
+
+    impl Monitor<Valued> for Taken {
+        fn on_load(&mut self, cx: &mut Scope<'_, Valued, Self>) {
+            cx.on_all(
+                Pattern::kind(0).key(self.me),
+                |m: &mut Taken, _: &mut Scope<'_, Valued, Taken>, e: &Valued| {
+                    assert_eq!(e.0, m.me, "an event of another key");
+                    m.values.push(e.1);
+                },
+            );
+        }
+
+        fn on_die(&mut self, _: &crate::DieReason, _: &mut Scope<'_, Valued, Self>) {
+            let values = std::mem::take(&mut self.values);
+            self.out.lock().unwrap().push((self.me, values));
+        }
+    }
+
+    #[test]
+    fn r2_2_r6_8_look_ahead_over_a_pool_keeps_each_keys_events_once_in_order() {
+        let n = LOOK_AHEAD_FROM as u64 + 1_000;
+        let c = Correlator::<Valued>::builder()
+            .external_time()
+            .inbox_capacity(1 << 17)
+            .build()
+            .unwrap();
+        let pool = c.create_pool(ContextOptions::new("keys"), 1).unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = out.clone();
+        pool.load_per_key([0], move |me, first: &Valued| Taken {
+            me,
+            values: vec![first.1],
+            out: sink.clone(),
+        })
+        .unwrap();
+        // Three passes over the keys, waiting in the inbox when the pool starts: the first
+        // creates the instances (the dispatcher's hint alone), the next two reach their
+        // listeners (the index's hints too). Every key in a scrambled order, values counting up.
+        let input = pool.input();
+        let mut want = vec![Vec::new(); n as usize];
+        let mut value = 0;
+        for _ in 0..3 {
+            for i in 0..n {
+                // 7,919 is prime and does not divide n: a permutation of 0..n.
+                let key = i * 7_919 % n;
+                input.send(Valued(key, value)).unwrap();
+                want[key as usize].push(value);
+                value += 1;
+            }
+        }
+        c.start();
+        c.shutdown().unwrap();
+        let mut got = std::mem::take(&mut *out.lock().unwrap());
+        got.sort_by_key(|(k, _)| *k);
+        assert_eq!(
+            got.len(),
+            n as usize,
+            "R6.8: one instance per key, each ended once"
+        );
+        for (key, values) in got {
+            assert_eq!(
+                values, want[key as usize],
+                "R2.2: key {key}'s events once each, in the order sent"
+            );
+        }
+        // The last two passes give a dispatcher hint and an index hint per event (the first,
+        // few: the look-ahead starts once LOOK_AHEAD_FROM instances listen). Either kind alone
+        // gives at most 2n + 1,000.
+        assert!(
+            c.looked() > 3 * n,
+            "the look-ahead gave {} hints for {} waiting events",
+            c.looked(),
+            3 * n
         );
     }
 }

@@ -482,6 +482,9 @@ impl<E: Event> Context<E> {
             return false;
         };
         self.live_instances -= 1;
+        if !self.fx.ahead_hooks.is_empty() {
+            self.fx.ahead_hooks.retain(|h| h.instance != id);
+        }
         for (handle, slot) in inst.listeners.drain(..) {
             if let Some(slot) = self.table.live_slot(handle, slot) {
                 self.table.kill(slot);

@@ -90,7 +90,7 @@ impl Cursor {
         } else {
             lists
                 .keyed
-                .get(&self.key)
+                .get(self.key)
                 .and_then(|v| v.slots.get(j).copied())
         }
     }
@@ -213,16 +213,31 @@ pub(crate) struct KindView {
 }
 
 impl<E: Event> ListenerTable<E> {
-    /// The first ordinary listener listed under `key` among `kind`'s, if any: where a look-ahead
-    /// starts its hints (see `context::ahead`). `None` for a kind with a solo listener.
+    /// The bucket of `kind` if it has keyed ordinary listeners and no solo listener: the one whose
+    /// keyed lists a look-ahead hints (see `context::ahead`).
     #[inline]
-    pub(crate) fn first_keyed(&mut self, kind: &E::Kind, key: u64) -> Option<u32> {
+    pub(crate) fn keyed_bucket(&mut self, kind: &E::Kind) -> Option<u32> {
         let view = self.view_of(kind)?;
-        if view.solo.is_some() {
-            return None;
+        let keyed = !self.buckets[view.bucket as usize].ordinary.keyed.is_empty();
+        (view.solo.is_none() && keyed).then_some(view.bucket)
+    }
+
+    /// Prefetches the line that a lookup of `key` among bucket `b`'s keyed ordinary lists reads
+    /// first, and the next one.
+    #[inline]
+    pub(crate) fn prefetch_keyed(&self, b: u32, key: u64) {
+        if let Some(bucket) = self.buckets.get(b as usize) {
+            let p = bucket.ordinary.keyed.slot_hint(key);
+            crate::hint::prefetch(p);
+            crate::hint::prefetch(p.wrapping_add(64));
         }
-        let lists = &self.buckets[view.bucket as usize].ordinary;
-        lists.keyed.get(&key)?.slots.first().copied()
+    }
+
+    /// The first ordinary listener listed under `key` in bucket `b`, if any.
+    #[inline]
+    pub(crate) fn first_keyed(&self, b: u32, key: u64) -> Option<u32> {
+        let lists = &self.buckets.get(b as usize)?.ordinary;
+        lists.keyed.get(key)?.slots.first().copied()
     }
 
     /// Prefetches the lines of the listener in `slot`.
@@ -273,7 +288,7 @@ impl<E: Event> ListenerTable<E> {
         let (key, keyed_len) = match lists.keyed.is_empty() {
             true => (0, 0),
             false => match event.key() {
-                Some(k) => match lists.keyed.get(&k) {
+                Some(k) => match lists.keyed.get(k) {
                     Some(list) => {
                         let len = cut(list);
                         if len <= KEYED_COPY {

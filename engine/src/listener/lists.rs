@@ -44,7 +44,8 @@ impl List {
 #[derive(Default)]
 pub(crate) struct Lists {
     pub(crate) plain: List,
-    pub(crate) keyed: KindMap<u64, List>,
+    /// By key: a [`KeyMap`], whose line a lookup reads first the look-ahead can prefetch.
+    pub(crate) keyed: KeyMap<List>,
     pub(crate) fields: KindMap<(u32, u64), List>,
     /// The fields `fields` has lists for, each with its number of lists: what a dispatch looks
     /// up in an event (R6.10).
@@ -55,7 +56,7 @@ impl Lists {
     pub(super) fn list_mut(&mut self, key: IndexKey) -> &mut List {
         match key {
             IndexKey::Plain => &mut self.plain,
-            IndexKey::Key(k) => self.keyed.entry(k).or_default(),
+            IndexKey::Key(k) => self.keyed.get_or_insert_default(k),
             IndexKey::Field(f, v) => {
                 let ids = &mut self.field_ids;
                 self.fields.entry((f, v)).or_insert_with(|| {
@@ -72,7 +73,7 @@ impl Lists {
     pub(super) fn get_mut(&mut self, key: IndexKey) -> Option<&mut List> {
         match key {
             IndexKey::Plain => Some(&mut self.plain),
-            IndexKey::Key(k) => self.keyed.get_mut(&k),
+            IndexKey::Key(k) => self.keyed.get_mut(k),
             IndexKey::Field(f, v) => self.fields.get_mut(&(f, v)),
         }
     }
@@ -82,7 +83,7 @@ impl Lists {
         match key {
             IndexKey::Plain => {}
             IndexKey::Key(k) => {
-                self.keyed.remove(&k);
+                self.keyed.remove(k);
             }
             IndexKey::Field(f, v) => {
                 if self.fields.remove(&(f, v)).is_some() {
@@ -151,4 +152,4 @@ impl Bucket {
     }
 }
 
-pub(crate) use crate::hash::KindMap;
+pub(crate) use crate::hash::{KeyMap, KindMap};

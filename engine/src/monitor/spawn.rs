@@ -4,9 +4,7 @@
 //! Owns no state. May import the leaves, `entry`, `deliver` and `error`.
 
 use crate::deliver::Wait;
-#[cfg(feature = "checkpoint")]
-use crate::entry::Effects;
-use crate::entry::{Entry, NewInstance, Op};
+use crate::entry::{Effects, Entry, NewInstance, Op};
 use crate::error::Error;
 use crate::event::Event;
 use crate::id::ContextRef;
@@ -22,8 +20,7 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
     }
 
     /// The context's effects, for the engine's own monitors (a pool's dispatcher registering
-    /// itself for checkpoints).
-    #[cfg(feature = "checkpoint")]
+    /// its look-ahead hint, and itself for checkpoints).
     pub(crate) fn effects(&mut self) -> &mut Effects<E> {
         self.fx
     }

@@ -8,7 +8,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use crate::entry::{DieReason, Effects, NewInstance};
+use crate::entry::{AheadHook, DieReason, Effects, NewInstance};
 use crate::event::Event;
 use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
@@ -59,6 +59,12 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
         for &kind in &self.kinds {
             cx.on_all(Pattern::kind(kind), Self::dispatch);
         }
+        let fx = cx.effects();
+        let instance = fx.current;
+        fx.ahead_hooks.push(AheadHook {
+            instance,
+            hint: hint::<E, M>,
+        });
         // Checkpoints save this member's per-key instances (not the dispatcher: its factory is
         // a closure, loaded again by the recovering program) and hand restored ones to it.
         #[cfg(feature = "checkpoint")]
@@ -71,6 +77,16 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
                 adopt: adopt::<E, M>,
             });
         }
+    }
+}
+
+/// Where the dispatcher `state` will read first for an event of `key`: the slot of its key set
+/// that the probe starts at (null for a key of another member, which it does not probe).
+fn hint<E: Event, M: Monitor<E>>(state: &State, key: u64) -> *const u8 {
+    match state.downcast_ref::<Dispatcher<E, M>>() {
+        Some(d) if partition_of(key, d.partitions) == d.member => d.keys.slot_hint(key),
+        // The hook names the dispatcher's own instance, whose state is of this type.
+        _ => std::ptr::null(),
     }
 }
 
@@ -102,7 +118,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         if self.ended.any.load(Ordering::Relaxed) {
             self.forget_ended();
         }
-        if self.keys.contains(&key) {
+        if self.keys.contains_key(key) {
             return; // The key's instance is alive: its own listeners take the event.
         }
         self.create(cx, key, event);
@@ -114,7 +130,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         self.ended.any.store(false, Ordering::Relaxed);
         let mut ended = self.ended.keys.lock().unwrap_or_else(|e| e.into_inner());
         for key in ended.drain(..) {
-            self.keys.remove(&key);
+            self.keys.remove(key);
         }
     }
 
@@ -148,7 +164,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     /// Records `key` and wraps `new`, its instance: counted live when it exists, its key
     /// reported when it ends (and, under checkpoints, known to the context as `key`'s).
     fn wrap(&mut self, key: u64, mut new: NewInstance<E>) -> NewInstance<E> {
-        self.keys.insert(key);
+        self.keys.get_or_insert_default(key);
         let ended = self.ended.clone();
         let (live, member) = (self.live.clone(), self.member);
         let init = new.init;

@@ -1,11 +1,9 @@
-//! Which member owns a key: [`partition_of`] (a fixed mapping, part of the contract), and the
-//! hasher of a dispatcher's key set, both on MurmurHash3's 64-bit finaliser.
+//! Which member owns a key: [`partition_of`] (a fixed mapping, part of the contract, on
+//! MurmurHash3's 64-bit finaliser), and the type of a dispatcher's key set.
 //!
-//! Owns the mapping. May import `id` only.
+//! Owns the mapping. May import `id` and `hash`.
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
-
+use crate::hash::{fmix64, KeyMap};
 use crate::id::ContextRef;
 
 /// The partition (member index, `0..partitions`) that owns `key` in a pool of `partitions`
@@ -37,38 +35,7 @@ pub(super) fn member_in(members: &[ContextRef], key: u64) -> ContextRef {
     members[partition_of(key, members.len())]
 }
 
-/// MurmurHash3's 64-bit finaliser: a bijection of `u64` whose every output bit depends on every
-/// input bit.
-#[inline]
-pub(super) fn fmix64(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
-}
-
-/// The hasher of a dispatcher's key map. Not `fmix64` itself: every key of a member has the same
-/// `fmix64(key) % partitions`, so with a power-of-two pool its low bits would be constant and
-/// fill only part of the table. Adding the golden-ratio constant first decorrelates the two.
-#[derive(Default)]
-pub(super) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `u64` keys are hashed; this is the generic fallback.
-        for &b in bytes {
-            self.0 = fmix64(self.0 ^ u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, key: u64) {
-        self.0 = fmix64(key.wrapping_add(0x9e37_79b9_7f4a_7c15));
-    }
-}
-
-pub(super) type KeySet = HashSet<u64, BuildHasherDefault<KeyHasher>>;
+/// The set of keys with a live instance in one dispatcher: a [`KeyMap`] (not `std`'s set), so
+/// that the look-ahead can ask for the line a dispatch's probe will read (see
+/// [`KeyMap::slot_hint`]).
+pub(super) type KeySet = KeyMap<()>;

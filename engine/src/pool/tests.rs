@@ -1,8 +1,9 @@
 //! Unit tests of the pool's key mapping: `partition_of` is a contract, its values never change.
 //!
-//! May import nothing from the engine but `pool`.
+//! May import nothing from the engine but `pool` and `hash`.
 
-use super::keys::{fmix64, partition_of};
+use super::keys::partition_of;
+use crate::hash::fmix64;
 
 // The mapping is a contract (documented on `partition_of`): these values must never change.
 #[test]

@@ -1,6 +1,11 @@
-//! A small, fast hasher for the engine's trusted keys (a leaf).
+//! Small, fast hashing for the engine's trusted keys (a leaf): the kind map's hasher, and the
+//! map of `u64` keys that the listener index and the pools' dispatchers probe per event.
 //!
-//! Owns [`KindHasher`] and [`KindMap`]. May import nothing of the engine.
+//! Owns [`KindHasher`], [`KindMap`], [`fmix64`] and [`KeyMap`]. May import nothing of the engine.
+
+mod key_map;
+
+pub(crate) use key_map::KeyMap;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -45,3 +50,14 @@ impl Hasher for KindHasher {
 }
 
 pub(crate) type KindMap<K, V> = HashMap<K, V, BuildHasherDefault<KindHasher>>;
+
+/// MurmurHash3's 64-bit finaliser: a bijection of `u64` whose every output bit depends on every
+/// input bit.
+#[inline]
+pub(crate) fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
