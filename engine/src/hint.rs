@@ -1,5 +1,5 @@
-//! Cache hints: [`prefetch`] asks for a line that a later step will read, [`prefetch_write`] for
-//! one it will write.
+//! Cache hints: [`prefetch`] asks for a line that a later step will read, [`prefetch_both`] for
+//! the two lines an object may straddle, [`prefetch_write`] for a line a later step will write.
 //!
 //! Owns the hints only. Imports nothing of the crate.
 
@@ -38,6 +38,15 @@ macro_rules! prefetch_asm {
 #[inline(always)]
 pub(crate) fn prefetch<T: ?Sized>(p: *const T) {
     prefetch_asm!(p.cast::<u8>(), "prefetcht0", "pldl1keep");
+}
+
+/// Asks for the lines of the `T` at `p`, its first and its last (`T` no larger than a line plus
+/// one: a listener slot, an instance record), for reading. A hint, as [`prefetch`] is.
+#[inline(always)]
+pub(crate) fn prefetch_both<T>(p: *const T) {
+    let p = p.cast::<u8>();
+    prefetch(p);
+    prefetch(p.wrapping_add(std::mem::size_of::<T>().saturating_sub(1)));
 }
 
 /// Asks for the cache line at `p` in a writable state (a sender's next inbox slot). A hint, as

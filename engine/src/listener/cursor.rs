@@ -10,7 +10,7 @@ use crate::entry::Mode;
 use crate::event::Event;
 use crate::pattern::IndexKey;
 
-use super::{Body, List, ListenerSlot, ListenerTable, Lists, Solo};
+use super::{Body, List, ListenerTable, Lists, Solo};
 
 /// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
 /// a template constraining another field by equality is listed unkeyed and checked as data.
@@ -244,11 +244,7 @@ impl<E: Event> ListenerTable<E> {
     #[inline]
     pub(crate) fn prefetch_slot(&self, slot: u32) {
         if let Some(l) = self.slots.get(slot as usize) {
-            let p = (l as *const Option<ListenerSlot<E>>).cast::<u8>();
-            crate::hint::prefetch(p);
-            crate::hint::prefetch(
-                p.wrapping_add(std::mem::size_of::<Option<ListenerSlot<E>>>() - 1),
-            );
+            crate::hint::prefetch_both(l);
         }
     }
 
