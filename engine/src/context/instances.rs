@@ -4,7 +4,7 @@
 //! Owns [`Instance`] and the explicit operation stack ([`OpFrame`]). May import the leaves and
 //! `entry`, `listener`, `expr`, `state`, `channel`.
 
-use super::{panic_message, Context, EventCodePanicked, Panicked};
+use super::{panic_message, Context, EventCodePanicked, Panicked, SPARE_OPS, SPARE_OP_CAPACITY};
 use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
 use crate::event::Event;
@@ -38,7 +38,8 @@ pub(super) struct Instance<E: Event> {
 /// stack that [`Context::apply_ops`] keeps for spawns whose initialisers spawn (R6.2), instead of
 /// recursing on the context's stack.
 pub(super) struct OpFrame<E: Event> {
-    pub(super) ops: std::vec::IntoIter<Op<E>>,
+    /// The operations still to apply, the next one last (popped).
+    pub(super) ops: Vec<Op<E>>,
     pub(super) then: AfterOps<E>,
 }
 
@@ -175,17 +176,42 @@ impl<E: Event> Context<E> {
         if self.fx.ops.is_empty() {
             return;
         }
-        let mut ops = std::mem::take(&mut self.fx.ops);
-        if ops.iter().any(|op| matches!(op, Op::Spawn(_))) {
+        if self.fx.ops.iter().any(|op| matches!(op, Op::Spawn(_))) {
+            let ops = self.take_ops();
             self.apply_ops_with_spawns(ops);
             return;
         }
+        let mut ops = std::mem::take(&mut self.fx.ops);
         for op in ops.drain(..) {
             self.apply_op(op);
         }
         // Keep the capacity: no allocation for operations in the steady state.
         if self.fx.ops.is_empty() {
             self.fx.ops = ops;
+        }
+    }
+
+    /// The last handler's operations, out of `fx.ops`, which gets a spare buffer in their place
+    /// (one that an applied frame gave back, [`recycle_ops`](Self::recycle_ops)): a spawn's
+    /// operations go into a frame with their buffer, and without spares each spawn's initialiser
+    /// and its creator would allocate a fresh one for their first operation.
+    fn take_ops(&mut self) -> Vec<Op<E>> {
+        let spare = self.spare_ops.pop().unwrap_or_default();
+        std::mem::replace(&mut self.fx.ops, spare)
+    }
+
+    /// Pushes a frame of `ops` (applied first to last) to be applied before the frames below it.
+    fn push_frame(&mut self, mut ops: Vec<Op<E>>, then: AfterOps<E>) {
+        ops.reverse();
+        self.op_frames.push(OpFrame { ops, then });
+    }
+
+    /// Keeps an applied frame's emptied buffer for [`take_ops`](Self::take_ops), up to
+    /// [`SPARE_OPS`] of them and none larger than [`SPARE_OP_CAPACITY`] operations.
+    fn recycle_ops(&mut self, ops: Vec<Op<E>>) {
+        debug_assert!(ops.is_empty(), "a frame is recycled once applied");
+        if self.spare_ops.len() < SPARE_OPS && ops.capacity() <= SPARE_OP_CAPACITY {
+            self.spare_ops.push(ops);
         }
     }
 
@@ -222,13 +248,10 @@ impl<E: Event> Context<E> {
     #[inline(never)]
     pub(super) fn apply_ops_with_spawns(&mut self, ops: Vec<Op<E>>) {
         let base = self.op_frames.len();
-        self.op_frames.push(OpFrame {
-            ops: ops.into_iter(),
-            then: AfterOps::Nothing,
-        });
+        self.push_frame(ops, AfterOps::Nothing);
         let mut spawned = false;
         while self.op_frames.len() > base {
-            let next = self.op_frames.last_mut().and_then(|f| f.ops.next());
+            let next = self.op_frames.last_mut().and_then(|f| f.ops.pop());
             match next {
                 Some(Op::Spawn(_)) if self.ending => {
                     // Shutdown is ending every instance: a new one would owe an `on_die` that may
@@ -242,23 +265,24 @@ impl<E: Event> Context<E> {
                     spawned = true;
                     let (instance, result, deliver) = self.start_instance(new);
                     let died = self.fx.ops.iter().any(|op| matches!(op, Op::Die));
-                    let ops = std::mem::take(&mut self.fx.ops);
-                    self.op_frames.push(OpFrame {
-                        ops: ops.into_iter(),
-                        then: AfterOps::Spawned {
+                    let ops = self.take_ops();
+                    self.push_frame(
+                        ops,
+                        AfterOps::Spawned {
                             instance,
                             result,
                             died,
                             deliver,
                         },
-                    });
+                    );
                 }
                 Some(op) => self.apply_op(op),
                 None => {
-                    let Some(frame) = self.op_frames.pop() else {
+                    let Some(OpFrame { ops, then }) = self.op_frames.pop() else {
                         break;
                     };
-                    match frame.then {
+                    self.recycle_ops(ops);
+                    match then {
                         AfterOps::Nothing => {}
                         AfterOps::Spawned {
                             instance,
@@ -268,11 +292,8 @@ impl<E: Event> Context<E> {
                         } => {
                             if let Some(reason) = self.end_reason(instance, result, died) {
                                 if self.detach_instance(instance, reason) {
-                                    let ops = std::mem::take(&mut self.fx.ops);
-                                    self.op_frames.push(OpFrame {
-                                        ops: ops.into_iter(),
-                                        then: AfterOps::Free(instance),
-                                    });
+                                    let ops = self.take_ops();
+                                    self.push_frame(ops, AfterOps::Free(instance));
                                 }
                             } else if let Some(e) = deliver {
                                 self.deliver_to_instance(instance, e);

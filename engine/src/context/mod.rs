@@ -63,7 +63,7 @@ use crate::channel::Channel;
 use crate::config::Backoff;
 use crate::config::ContextOptions;
 use crate::deliver::{GiveBack, Links, OwnInbox};
-use crate::entry::{DieReason, Effects, Entry};
+use crate::entry::{DieReason, Effects, Entry, Op};
 use crate::error::Error;
 use crate::event::Event;
 use crate::event_time::{EventClock, Stamp};
@@ -112,6 +112,10 @@ pub(crate) struct Context<E: Event> {
     /// The explicit stack of [`Context::apply_ops`] (empty between operations; kept for its
     /// capacity).
     op_frames: Vec<OpFrame<E>>,
+    /// Emptied operation buffers of applied frames, handed to `fx.ops` when its buffer goes into
+    /// a frame, so that a handler's operations allocate nothing in the steady state (see
+    /// [`Context::take_ops`]).
+    spare_ops: Vec<Vec<Op<E>>>,
     /// Pending timers: `(trigger time, creation sequence, listener handle)`, earliest first (R7.2).
     /// An entry whose listener has ended stays until it is due or until the queue is purged (see
     /// [`schedule`](Self::schedule)).
@@ -216,6 +220,10 @@ pub(crate) fn event_code<R>(f: impl FnOnce() -> R) -> R {
 pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
 /// Levels of nested spawns whose frames a context keeps room for (see [`Context::apply_ops`]).
 const OP_FRAMES_RETAINED: usize = 64;
+/// Spare operation buffers a context keeps, and the most operations one may have room for (a
+/// larger one, from a handler that asked for many, is freed).
+pub(super) const SPARE_OPS: usize = 8;
+pub(super) const SPARE_OP_CAPACITY: usize = 64;
 
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(EventCodePanicked(s)) = payload.downcast_ref::<EventCodePanicked>() {
@@ -270,6 +278,7 @@ impl<E: Event> Context<E> {
             touched: Vec::new(),
             nesting: 0,
             op_frames: Vec::new(),
+            spare_ops: Vec::new(),
             timers: TimerQueue::default(),
             timer_seq: 0,
             timer_purge_at: TIMER_PURGE_MIN,
