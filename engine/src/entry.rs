@@ -72,6 +72,10 @@ pub(crate) struct NewInstance<E: Event> {
     /// An event to offer to the new instance's own listeners once its initialiser's operations
     /// have taken effect (a pool's `load_per_key_delivering`: the key's first event), or `None`.
     pub(crate) deliver: Option<E>,
+    /// For a pool's per-key instance: its dispatcher (an index in [`Effects::dispatchers`]) and
+    /// its key, which the context counts live while the instance exists and has the dispatcher
+    /// forget when it ends.
+    pub(crate) owner: Option<(u32, u64)>,
 }
 
 /// An inbox entry.
@@ -127,15 +131,28 @@ pub(crate) struct KeyedHook<E: Event> {
     pub(crate) adopt: fn(&mut State, u64, NewInstance<E>) -> NewInstance<E>,
 }
 
-/// A hint that a monitor of the engine's own (a pool's dispatcher, which probes its key set for
-/// every event) gives the look-ahead (`context::ahead`): where its handler will read first for
-/// an event of a key. Registered from the monitor's `on_load`, dropped when its instance ends.
-pub(crate) struct AheadHook {
-    /// The instance whose state `hint` reads.
+/// What a context keeps of each pool dispatcher loaded in it (`pool::dispatcher`), so that the
+/// per-key instances it creates need no wrapper of their own: its member's live key count, how
+/// to make it forget a key whose instance ended, and the look-ahead's hint into its key set
+/// (`context::ahead`). Registered from the dispatcher's `on_load`, at the index its instances
+/// name ([`NewInstance::owner`]), and never removed: at shutdown a per-key instance may end after
+/// its dispatcher, and still counts down.
+pub(crate) struct DispatcherHook {
+    /// The dispatcher's instance, or [`NO_INSTANCE`] once it ended.
     pub(crate) instance: u32,
-    /// The address to prefetch for an event of the key (null: none); reads the state only.
+    /// The address its handler reads first for an event of the key (null: none), to prefetch;
+    /// reads the state only.
     pub(crate) hint: fn(&State, u64) -> *const u8,
+    /// Takes a key whose instance ended out of the dispatcher's set of live keys (R6.8).
+    pub(crate) forget: fn(&mut State, u64),
+    /// The pool's live key counts, one per member (`Pool::status`), and this member's index.
+    pub(crate) live: std::sync::Arc<[std::sync::atomic::AtomicU64]>,
+    pub(crate) member: usize,
 }
+
+/// No instance: a [`DispatcherHook`]'s after its dispatcher ended, an instance's `owner` when no
+/// dispatcher made it.
+pub(crate) const NO_INSTANCE: u32 = u32::MAX;
 
 /// A checkpoint in progress, as every context taking part sees it (SPEC R11.9): its number,
 /// the contexts that take part (ids below `contexts`), what saving needs, and where each
@@ -285,8 +302,8 @@ pub(crate) struct Effects<E: Event> {
     /// The pools' dispatchers in this context (R11.10).
     #[cfg(feature = "checkpoint")]
     pub(crate) keyed_hooks: Vec<KeyedHook<E>>,
-    /// The look-ahead's hints of this context's dispatchers.
-    pub(crate) ahead_hooks: Vec<AheadHook>,
+    /// The pool dispatchers loaded in this context, in load order.
+    pub(crate) dispatchers: Vec<DispatcherHook>,
     /// The key of each live per-key instance, by instance, when the correlator takes
     /// checkpoints (`None` otherwise: nothing to keep).
     #[cfg(feature = "checkpoint")]

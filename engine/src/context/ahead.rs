@@ -20,7 +20,7 @@
 //! - **farthest**, the entry `3 * GAP` places after the next ([`Consumer::peek_with`]), if it is
 //!   a published event with a key: a prefetch of the lines where the index's lookup of its key
 //!   starts ([`KeyMap::slot_hint`]), and of the line where each dispatcher's probe of its key set
-//!   will start ([`AheadHook`]); both are computed from the key, nothing is read;
+//!   will start ([`DispatcherHook`]); both are computed from the key, nothing is read;
 //! - **far**, the entry `2 * GAP` places after the next: its key's first ordinary listener in the
 //!   index (the one probe of the look-ahead, of the line *farthest* asked for), and a prefetch of
 //!   that listener's slot;
@@ -56,7 +56,7 @@
 //!
 //! [`Solo`]: crate::listener::Solo
 //! [`KeyMap::slot_hint`]: crate::hash::KeyMap::slot_hint
-//! [`AheadHook`]: crate::entry::AheadHook
+//! [`DispatcherHook`]: crate::entry::DispatcherHook
 //! [`LoopBody::look_ahead`]: super::skeleton::LoopBody::look_ahead
 //! [`Consumer::peek_with`]: crate::inbox::Consumer::peek_with
 
@@ -169,7 +169,7 @@ impl<E: Event> Context<E> {
             self.table.prefetch_keyed(b, key);
             self.ahead.keys[at] = (b, key);
         }
-        for h in &self.fx.ahead_hooks {
+        for h in &self.fx.dispatchers {
             if let Some(Some(inst)) = self.instances.get(h.instance as usize) {
                 let p = (h.hint)(&inst.state, key);
                 prefetch(p);

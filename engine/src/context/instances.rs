@@ -6,13 +6,14 @@
 
 use super::{panic_message, Context, EventCodePanicked, Panicked, SPARE_OPS, SPARE_OP_CAPACITY};
 use crate::channel::Channel;
-use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec};
+use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec, NO_INSTANCE};
 use crate::event::Event;
 use crate::expr::{ExprListener, StepOut};
 use crate::listener::{Body, ExprHandlers, QueryBody};
 use crate::state::State;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 
 use smallvec::{smallvec, SmallVec};
 
@@ -27,6 +28,10 @@ pub(super) struct Instance<E: Event> {
     /// lookup in the table's handle map per listener: at a million live instances that lookup
     /// was a cache miss, the larger part of `detach_instance`'s own time.
     pub(super) listeners: SmallVec<[(u64, u32); 2]>,
+    /// For a pool's per-key instance, its dispatcher's index among the context's
+    /// [`DispatcherHook`](crate::entry::DispatcherHook)s, else [`NO_INSTANCE`]; and its key.
+    pub(super) owner: u32,
+    pub(super) key: u64,
     /// Its channel subscriptions with their counts. Most instances hold none, so the map is
     /// allocated at the first: 8 bytes per instance instead of an empty map's 48 (the reason for
     /// the box clippy warns about: its point is the size of the empty case, not the heap).
@@ -456,12 +461,16 @@ impl<E: Event> Context<E> {
             on_die,
             init,
             deliver,
+            owner,
         } = new;
+        let (owner, key) = owner.unwrap_or((NO_INSTANCE, 0));
         let instance = Instance {
             state,
             on_die,
             live_listeners: 0,
             listeners: SmallVec::new(),
+            owner,
+            key,
             subscriptions: None,
         };
         let id = match self.free_instances.pop() {
@@ -475,6 +484,9 @@ impl<E: Event> Context<E> {
             }
         };
         self.live_instances += 1;
+        if owner != NO_INSTANCE {
+            self.owned_started(id, owner, key);
+        }
         let Some(inst) = self.instances[id as usize].as_mut() else {
             return (id, Ok(()), deliver);
         };
@@ -483,6 +495,39 @@ impl<E: Event> Context<E> {
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
         (id, result, deliver)
+    }
+
+    /// A pool's per-key instance `id` of `key` exists: its member counts it live (and a
+    /// checkpoint saves it as `key`'s).
+    #[cfg_attr(not(feature = "checkpoint"), allow(unused_variables))]
+    fn owned_started(&mut self, id: u32, owner: u32, key: u64) {
+        if let Some(h) = self.fx.dispatchers.get(owner as usize) {
+            h.live[h.member].fetch_add(1, Ordering::Relaxed);
+        }
+        #[cfg(feature = "checkpoint")]
+        if let Some(keyed) = self.fx.keyed.as_mut() {
+            keyed.insert(id, key);
+        }
+    }
+
+    /// A pool's per-key instance `id` of `key` ended: its dispatcher forgets the key, before the
+    /// instance's `on_die` runs (however that ends, no stale key is left, and its next event
+    /// creates a fresh instance: R6.8), and its member counts it no more. Its dispatcher may
+    /// have ended first (shutdown ends instances in id order); the count goes down all the same.
+    #[cfg_attr(not(feature = "checkpoint"), allow(unused_variables))]
+    fn owned_ended(&mut self, id: u32, owner: u32, key: u64) {
+        let Some(h) = self.fx.dispatchers.get(owner as usize) else {
+            return;
+        };
+        h.live[h.member].fetch_sub(1, Ordering::Relaxed);
+        let forget = h.forget;
+        if let Some(Some(d)) = self.instances.get_mut(h.instance as usize) {
+            forget(&mut d.state, key);
+        }
+        #[cfg(feature = "checkpoint")]
+        if let Some(keyed) = self.fx.keyed.as_mut() {
+            keyed.remove(&id);
+        }
     }
 
     /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.
@@ -503,8 +548,13 @@ impl<E: Event> Context<E> {
             return false;
         };
         self.live_instances -= 1;
-        if !self.fx.ahead_hooks.is_empty() {
-            self.fx.ahead_hooks.retain(|h| h.instance != id);
+        if inst.owner != NO_INSTANCE {
+            self.owned_ended(id, inst.owner, inst.key);
+        }
+        for h in &mut self.fx.dispatchers {
+            if h.instance == id {
+                h.instance = NO_INSTANCE;
+            }
         }
         for (handle, slot) in inst.listeners.drain(..) {
             if let Some(slot) = self.table.live_slot(handle, slot) {

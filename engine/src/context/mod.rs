@@ -306,7 +306,7 @@ impl<E: Event> Context<E> {
                 restore_handles: Vec::new(),
                 #[cfg(feature = "checkpoint")]
                 keyed_hooks: Vec::new(),
-                ahead_hooks: Vec::new(),
+                dispatchers: Vec::new(),
                 #[cfg(feature = "checkpoint")]
                 keyed: counting.then(Default::default),
                 now: Time::ZERO,

@@ -64,6 +64,7 @@ pub(crate) fn load_instance<E: Event, M: Monitor<E>>(monitor: M) -> NewInstance<
             }
         }),
         deliver: None,
+        owner: None,
     }
 }
 
@@ -82,5 +83,6 @@ where
             }
         }),
         deliver: None,
+        owner: None,
     }
 }

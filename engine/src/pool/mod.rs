@@ -407,8 +407,8 @@ impl<E: Event> Pool<E> {
                 partitions: self.members.len(),
                 factory: factory.clone(),
                 keys: KeySet::default(),
-                ended: Arc::default(),
                 live: self.live.clone(),
+                hook: 0,
                 deliver,
             };
             input.load_in(ctx, dispatcher)?;
