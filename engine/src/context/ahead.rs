@@ -130,7 +130,7 @@ impl<E: Event> Context<E> {
         if let Some((instance, handler)) = self.table.slot_hint(slot) {
             prefetch(handler);
             if let Some(inst) = self.instances.get(instance as usize) {
-                // Both lines: a record is 104 bytes, and most straddle two (at
+                // Both lines: a record is over 100 bytes, and most straddle two (at
                 // `workload/keys/1m` +5 % over the first line alone, four pairs).
                 prefetch_both(inst);
             }
