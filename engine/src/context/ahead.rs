@@ -198,9 +198,10 @@ mod tests {
     use crate::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
     use std::sync::{Arc, Mutex};
 
-    /// Sent to the instance of its key; [`POISON`]'s `key()` panics.
+    /// An event of key `.0` with value `.1`, sent to the instance of its key; [`POISON`]'s
+    /// `key()` panics.
     #[derive(Clone, Debug)]
-    struct Key(u64);
+    struct Key(u64, u64);
 
     const POISON: u64 = u64::MAX;
 
@@ -268,7 +269,7 @@ mod tests {
             } else {
                 i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % n
             };
-            input.send_to(c.main(), Key(key)).unwrap();
+            input.send_to(c.main(), Key(key, 0)).unwrap();
             if key != POISON {
                 sent.push(key);
             }
@@ -303,32 +304,18 @@ mod tests {
         out: Ended,
     }
 
-    /// An event of key `.0` with value `.1`.
-    #[derive(Clone, Debug)]
-    struct Valued(u64, u64);
-
-    impl Event for Valued {
-        type Kind = u8;
-        fn kind(&self) -> u8 {
-            0
-        }
-        fn key(&self) -> Option<u64> {
-            Some(self.0)
-        }
-    }
-
-    impl Monitor<Valued> for Taken {
-        fn on_load(&mut self, cx: &mut Scope<'_, Valued, Self>) {
+    impl Monitor<Key> for Taken {
+        fn on_load(&mut self, cx: &mut Scope<'_, Key, Self>) {
             cx.on_all(
                 Pattern::kind(0).key(self.me),
-                |m: &mut Taken, _: &mut Scope<'_, Valued, Taken>, e: &Valued| {
+                |m: &mut Taken, _: &mut Scope<'_, Key, Taken>, e: &Key| {
                     assert_eq!(e.0, m.me, "an event of another key");
                     m.values.push(e.1);
                 },
             );
         }
 
-        fn on_die(&mut self, _: &crate::DieReason, _: &mut Scope<'_, Valued, Self>) {
+        fn on_die(&mut self, _: &crate::DieReason, _: &mut Scope<'_, Key, Self>) {
             let values = std::mem::take(&mut self.values);
             self.out.lock().unwrap().push((self.me, values));
         }
@@ -337,7 +324,7 @@ mod tests {
     #[test]
     fn r2_2_r6_8_look_ahead_over_a_pool_keeps_each_keys_events_once_in_order() {
         let n = LOOK_AHEAD_FROM as u64 + 1_000;
-        let c = Correlator::<Valued>::builder()
+        let c = Correlator::<Key>::builder()
             .external_time()
             .inbox_capacity(1 << 17)
             .build()
@@ -345,7 +332,7 @@ mod tests {
         let pool = c.create_pool(ContextOptions::new("keys"), 1).unwrap();
         let out = Arc::new(Mutex::new(Vec::new()));
         let sink = out.clone();
-        pool.load_per_key([0], move |me, first: &Valued| Taken {
+        pool.load_per_key([0], move |me, first: &Key| Taken {
             me,
             values: vec![first.1],
             out: sink.clone(),
@@ -361,7 +348,7 @@ mod tests {
             for i in 0..n {
                 // 7,919 is prime and does not divide n: a permutation of 0..n.
                 let key = i * 7_919 % n;
-                input.send(Valued(key, value)).unwrap();
+                input.send(Key(key, value)).unwrap();
                 want[key as usize].push(value);
                 value += 1;
             }

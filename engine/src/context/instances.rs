@@ -4,7 +4,7 @@
 //! Owns [`Instance`] and the explicit operation stack ([`OpFrame`]). May import the leaves and
 //! `entry`, `listener`, `expr`, `state`, `channel`.
 
-use super::{panic_message, Context, EventCodePanicked, Panicked, SPARE_OPS, SPARE_OP_CAPACITY};
+use super::{panic_message, Context, EventCodePanicked, Panicked};
 use crate::channel::Channel;
 use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec, NO_INSTANCE};
 use crate::event::Event;
@@ -13,7 +13,7 @@ use crate::listener::{Body, ExprHandlers, QueryBody};
 use crate::state::State;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::{smallvec, SmallVec};
 
@@ -37,6 +37,20 @@ pub(super) struct Instance<E: Event> {
     /// the box clippy warns about: its point is the size of the empty case, not the heap).
     #[allow(clippy::box_collection)]
     pub(super) subscriptions: Option<Box<HashMap<Channel, u32>>>,
+}
+
+/// Spare operation buffers a context keeps, and the most operations one may have room for (a
+/// larger one, from a handler that asked for many, is freed).
+const SPARE_OPS: usize = 8;
+const SPARE_OP_CAPACITY: usize = 64;
+
+/// Adds `by` to a member's live key count. Only the member's own context writes it (its
+/// per-key instances never leave it, R6.8); `Pool::status` reads it from other threads. So a
+/// load and a store, not a read-modify-write.
+#[inline]
+fn bump(count: &AtomicU64, by: i64) {
+    let n = count.load(Ordering::Relaxed);
+    count.store(n.wrapping_add_signed(by), Ordering::Relaxed);
 }
 
 /// Operations still to apply, and what to do once they are applied: one level of the explicit
@@ -502,7 +516,7 @@ impl<E: Event> Context<E> {
     #[cfg_attr(not(feature = "checkpoint"), allow(unused_variables))]
     fn owned_started(&mut self, id: u32, owner: u32, key: u64) {
         if let Some(h) = self.fx.dispatchers.get(owner as usize) {
-            h.live[h.member].fetch_add(1, Ordering::Relaxed);
+            bump(&h.live[h.member], 1);
         }
         #[cfg(feature = "checkpoint")]
         if let Some(keyed) = self.fx.keyed.as_mut() {
@@ -519,7 +533,7 @@ impl<E: Event> Context<E> {
         let Some(h) = self.fx.dispatchers.get(owner as usize) else {
             return;
         };
-        h.live[h.member].fetch_sub(1, Ordering::Relaxed);
+        bump(&h.live[h.member], -1);
         let forget = h.forget;
         if let Some(Some(d)) = self.instances.get_mut(h.instance as usize) {
             forget(&mut d.state, key);

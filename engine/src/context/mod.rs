@@ -220,10 +220,6 @@ pub(crate) fn event_code<R>(f: impl FnOnce() -> R) -> R {
 pub(crate) const ROUTE_STACK_RETAINED: usize = 1024;
 /// Levels of nested spawns whose frames a context keeps room for (see [`Context::apply_ops`]).
 const OP_FRAMES_RETAINED: usize = 64;
-/// Spare operation buffers a context keeps, and the most operations one may have room for (a
-/// larger one, from a handler that asked for many, is freed).
-pub(super) const SPARE_OPS: usize = 8;
-pub(super) const SPARE_OP_CAPACITY: usize = 64;
 
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(EventCodePanicked(s)) = payload.downcast_ref::<EventCodePanicked>() {

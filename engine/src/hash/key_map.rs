@@ -78,24 +78,29 @@ impl<V: Default> KeyMap<V> {
         (key.wrapping_mul(GOLDEN) >> self.shift) as usize
     }
 
+    /// Where `key` (not [`EMPTY`]) is: `Ok(slot)` if present, else `Err(slot)`, the first empty
+    /// slot of its run, where it belongs (no tombstones: a key is never after an empty slot of
+    /// its run). `slots` is not empty.
+    #[inline]
+    fn probe(&self, key: u64) -> Result<usize, usize> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            match self.slots[i].0 {
+                k if k == key => return Ok(i),
+                EMPTY => return Err(i),
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
     /// The slot of `key` (not [`EMPTY`]), if present.
     #[inline]
     fn find(&self, key: u64) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let k = self.slots[i].0;
-            if k == key {
-                return Some(i);
-            }
-            if k == EMPTY {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
+        self.probe(key).ok()
     }
 
     /// The value of `key`.
@@ -134,20 +139,10 @@ impl<V: Default> KeyMap<V> {
             }
             self.grow();
         }
-        // One probe: the key, or the first empty slot of its run, where it belongs (no
-        // tombstones: a key is never after an empty slot of its run).
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let k = self.slots[i].0;
-            if k == key {
-                return &mut self.slots[i].1;
-            }
-            if k == EMPTY {
-                break;
-            }
-            i = (i + 1) & mask;
-        }
+        let i = match self.probe(key) {
+            Ok(i) => return &mut self.slots[i].1,
+            Err(i) => i,
+        };
         self.slots[i].0 = key;
         self.len += 1;
         &mut self.slots[i].1
@@ -191,17 +186,6 @@ impl<V: Default> KeyMap<V> {
         self.slots.as_ptr().wrapping_add(self.home(key)).cast()
     }
 
-    /// The first empty slot of `key`'s run (there is one: the table is never full).
-    #[inline]
-    fn vacant(&self, key: u64) -> usize {
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        while self.slots[i].0 != EMPTY {
-            i = (i + 1) & mask;
-        }
-        i
-    }
-
     /// Doubles the table (8 slots at first) and puts every key in its place there.
     #[cold]
     fn grow(&mut self) {
@@ -212,7 +196,8 @@ impl<V: Default> KeyMap<V> {
         self.shift = 64 - cap.trailing_zeros();
         for (k, v) in old {
             if k != EMPTY {
-                let i = self.vacant(k);
+                // Keys are distinct: the probe ends at an empty slot.
+                let (Ok(i) | Err(i)) = self.probe(k);
                 self.slots[i] = (k, v);
             }
         }

@@ -81,12 +81,14 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
 }
 
 /// Where the dispatcher `state` will read first for an event of `key`: the slot of its key set
-/// that the probe starts at (null for a key of another member, which it does not probe).
+/// that the probe starts at. Not checked against the member's partition (a division per event
+/// for a hint): a member's inbox holds its own keys, and a hint for another's is only a wasted
+/// prefetch.
 fn hint<E: Event, M: Monitor<E>>(state: &State, key: u64) -> *const u8 {
     match state.downcast_ref::<Dispatcher<E, M>>() {
-        Some(d) if partition_of(key, d.partitions) == d.member => d.keys.slot_hint(key),
+        Some(d) => d.keys.slot_hint(key),
         // The hook names the dispatcher's own instance, whose state is of this type.
-        _ => std::ptr::null(),
+        None => std::ptr::null(),
     }
 }
 
