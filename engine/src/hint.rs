@@ -41,7 +41,7 @@ pub(crate) fn prefetch<T: ?Sized>(p: *const T) {
 }
 
 /// Asks for the lines of the `T` at `p`, its first and its last (`T` no larger than a line plus
-/// one: a listener slot, an instance record), for reading. A hint, as [`prefetch`] is.
+/// one: a listener slot), for reading. A hint, as [`prefetch`] is.
 #[inline(always)]
 pub(crate) fn prefetch_both<T>(p: *const T) {
     let p = p.cast::<u8>();

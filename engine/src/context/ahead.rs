@@ -25,9 +25,11 @@
 //!   index (the one probe of the look-ahead, of the line *farthest* asked for), and a prefetch of
 //!   that listener's slot;
 //! - **mid**, the entry `GAP` places after the next: the slot that *far* found for it, now in
-//!   cache: a prefetch of its instance's record (both its lines) and of its handler's closure (an expression
-//!   listener's first matcher);
-//! - **near**, the next entry: the instance that *mid* found for it: a prefetch of its state.
+//!   cache: a prefetch of its instance's state (one line: the store keeps the states apart from
+//!   the instances' records, a small state in place; `context::store`) and of its handler's
+//!   closure (an expression listener's first matcher);
+//! - **near**, the next entry: for the instance that *mid* found for it, a prefetch of its state's
+//!   box, if the state is too large to be held in place.
 //!
 //! Before the index could be hinted (`std`'s map names neither the group nor the bucket a lookup
 //! reads), *far* probed it cold: at `workload/keys/1m` three quarters of the look-ahead's own
@@ -65,7 +67,7 @@ use std::panic::{self, AssertUnwindSafe};
 use super::Context;
 use crate::entry::Entry;
 use crate::event::Event;
-use crate::hint::{prefetch, prefetch_both};
+use crate::hint::prefetch;
 use crate::inbox::Consumer;
 
 /// Live listeners from which the look-ahead runs: below, a context's listeners and instances
@@ -120,20 +122,18 @@ impl<E: Event> Context<E> {
     fn hint_stages(&mut self, consumer: &Consumer<Entry<E>>) {
         let at = self.ahead.take;
         self.ahead.take = (at + 1) % GAP;
-        // near: the instance mid found GAP takes ago belongs to the next entry.
+        // near: the instance mid found GAP takes ago belongs to the next entry; a boxed state is
+        // the one line of it that mid could not name.
         let instance = std::mem::replace(&mut self.ahead.instances[at], NONE);
-        if let Some(Some(inst)) = self.instances.get(instance as usize) {
-            prefetch(inst.state.as_ptr());
+        if let Some(p) = self.instances.state(instance).and_then(|s| s.boxed_ptr()) {
+            prefetch(p);
         }
         // mid: the slot far found GAP takes ago belongs to the entry GAP after the next.
         let slot = std::mem::replace(&mut self.ahead.slots[at], NONE);
         if let Some((instance, handler)) = self.table.slot_hint(slot) {
             prefetch(handler);
-            if let Some(inst) = self.instances.get(instance as usize) {
-                // Both lines: a record is over 100 bytes, and most straddle two (at
-                // `workload/keys/1m` +5 % over the first line alone, four pairs).
-                prefetch_both(inst);
-            }
+            // The state's line: all a handler reads of its instance.
+            self.instances.prefetch_state(instance);
             self.ahead.instances[at] = instance;
         }
         // The listener of the next timer to fall due.
@@ -170,8 +170,8 @@ impl<E: Event> Context<E> {
             self.ahead.keys[at] = (b, key);
         }
         for h in &self.fx.dispatchers {
-            if let Some(Some(inst)) = self.instances.get(h.instance as usize) {
-                let p = (h.hint)(&inst.state, key);
+            if let Some(state) = self.instances.state(h.instance) {
+                let p = (h.hint)(state, key);
                 prefetch(p);
                 #[cfg(test)]
                 {

@@ -5,7 +5,6 @@
 //! table's cursor, running handlers under `catch_unwind`. May import the leaves and `entry`,
 //! `listener`, `route`, `expr`; instance bookkeeping after a handler is `instances`'s.
 
-use super::instances::Instance;
 use super::Context;
 use super::Panicked;
 use crate::entry::{Effects, Handler, Mode};
@@ -13,6 +12,7 @@ use crate::event::Event;
 use crate::expr::{Fired, StepOut, Stimulus};
 use crate::listener::{Body, Cursor, Solo};
 use crate::route::{RouteStack, Taken};
+use crate::state::State;
 use crate::time::Time;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -193,8 +193,9 @@ impl<E: Event> Context<E> {
         // drops the event being processed, as in any dispatch.
         if let Some(b) = self.table.bucket_of(&e.kind()) {
             // A copy: the handlers' operations may prune the instance's list as they go.
-            let handles = self.instances[instance as usize]
-                .as_ref()
+            let handles = self
+                .instances
+                .record(instance)
                 .map(|inst| inst.listeners.clone())
                 .unwrap_or_default();
             for (handle, slot) in handles {
@@ -284,8 +285,8 @@ impl<E: Event> Context<E> {
             return true;
         };
         let instance = l.instance;
-        if let Some(inst) = self.instances[instance as usize].as_mut() {
-            let result = Self::run_handler(&mut self.fx, handler, inst, instance, e);
+        if let Some(state) = self.instances.state_mut(instance) {
+            let result = Self::run_handler(&mut self.fx, handler, state, instance, e);
             self.after_handler_with(instance, result, true);
         }
         true
@@ -298,10 +299,10 @@ impl<E: Event> Context<E> {
     #[inline(always)]
     pub(super) fn fire_solo(&mut self, solo: Solo, e: &E) -> bool {
         let handler = self.table.solo_handler(solo);
-        let Some(inst) = self.instances[solo.instance as usize].as_mut() else {
+        let Some(state) = self.instances.state_mut(solo.instance) else {
             return false;
         };
-        let result = Self::run_handler(&mut self.fx, handler, inst, solo.instance, e);
+        let result = Self::run_handler(&mut self.fx, handler, state, solo.instance, e);
         self.after_handler_with(solo.instance, result, true)
     }
 
@@ -333,7 +334,7 @@ impl<E: Event> Context<E> {
             ..
         } = self;
         let handler = table.solo_handler(solo);
-        let Some(inst) = instances[solo.instance as usize].as_mut() else {
+        let Some(state) = instances.state_mut(solo.instance) else {
             return;
         };
         // Once per chain: every link runs the same listener of the same instance, and nothing a
@@ -347,7 +348,7 @@ impl<E: Event> Context<E> {
             // `advance` or the caller's `drop_current`.
             let e = unsafe { slot.as_ref() };
             fx.stats.processed += 1;
-            let result = Self::call_handler(fx, handler, inst, e);
+            let result = Self::call_handler(fx, handler, state, e);
             if result.is_err() || !fx.ops.is_empty() {
                 break result;
             }
@@ -365,36 +366,31 @@ impl<E: Event> Context<E> {
         routes.chained(mark).is_some_and(|next| next.kind() == kind)
     }
 
-    /// Calls `handler` (a template listener's, alive) on `e` with the state of `inst`, its instance
-    /// `instance`, catching a panic.
+    /// Calls `handler` (a template listener's, alive) on `e` with `state`, its instance
+    /// `instance`'s, catching a panic.
     #[inline(always)]
     pub(super) fn run_handler(
         fx: &mut Effects<E>,
         handler: &mut Handler<E>,
-        inst: &mut Instance<E>,
+        state: &mut State,
         instance: u32,
         e: &E,
     ) -> std::thread::Result<()> {
         fx.current = instance;
-        Self::call_handler(fx, handler, inst, e)
+        Self::call_handler(fx, handler, state, e)
     }
 
     /// [`run_handler`](Self::run_handler) for a caller that has already set `fx.current` to
-    /// `inst`'s id: [`run_chain`](Self::run_chain), which sets it once for all its links.
+    /// the instance's id: [`run_chain`](Self::run_chain), which sets it once for all its links.
+    /// (The listener is alive, so its instance is live and counts it: the handler's operations,
+    /// applied after it returns, are what may change that.)
     #[inline(always)]
     pub(super) fn call_handler(
         fx: &mut Effects<E>,
         handler: &mut Handler<E>,
-        inst: &mut Instance<E>,
+        state: &mut State,
         e: &E,
     ) -> std::thread::Result<()> {
-        // The listener is alive, so its instance has a live listener until the handler's
-        // operations (applied after it returns) say otherwise.
-        debug_assert!(
-            inst.live_listeners > 0,
-            "a live listener's instance counts none"
-        );
-        let state = &mut inst.state;
         panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)))
     }
 
@@ -410,11 +406,10 @@ impl<E: Event> Context<E> {
         let Body::Template { handler, .. } = &mut l.body else {
             return true;
         };
-        let Some(inst) = self.instances[instance as usize].as_mut() else {
+        let Some(state) = self.instances.state_mut(instance) else {
             return true;
         };
         self.fx.current = instance;
-        let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)));
         self.after_handler(instance, result);
@@ -431,9 +426,10 @@ impl<E: Event> Context<E> {
             Some(Body::Expr { expr, .. }) => expr.has_within(),
             _ => false,
         };
-        let monitor = self.instances[instance as usize]
-            .as_ref()
-            .map_or("?", |i| i.state.monitor_name());
+        let monitor = self
+            .instances
+            .state(instance)
+            .map_or("?", State::monitor_name);
         let hint = if has_within {
             "; its `within` bound counts from the moment the match started (registration, for the \
              first), so a quiet spell longer than the bound ends it: use `within_from_first(d)` for \
@@ -478,11 +474,10 @@ impl<E: Event> Context<E> {
             },
             None => 0,
         };
-        let Some(inst) = self.instances[instance as usize].as_mut() else {
+        let Some(state) = self.instances.state_mut(instance) else {
             return false;
         };
         self.fx.current = instance;
-        let state = &mut inst.state;
         let fx = &mut self.fx;
         // User code (what it computes of the event, its aggregate, its handler): as above.
         let result = panic::catch_unwind(AssertUnwindSafe(|| match e {
@@ -614,11 +609,10 @@ impl<E: Event> Context<E> {
                 Some(on_timeout) if f.timed_out => on_timeout,
                 _ => &mut handlers.on_match,
             };
-            let Some(inst) = self.instances[instance as usize].as_mut() else {
+            let Some(state) = self.instances.state_mut(instance) else {
                 break;
             };
             self.fx.current = instance;
-            let state = &mut inst.state;
             let fx = &mut self.fx;
             let result = panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, &f.hit)));
             self.after_handler(instance, result);

@@ -10,15 +10,15 @@ use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec, NO_INSTANCE};
 use crate::event::Event;
 use crate::expr::{ExprListener, StepOut};
 use crate::listener::{Body, ExprHandlers, QueryBody};
-use crate::state::State;
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::{smallvec, SmallVec};
 
+/// A live instance's record: all but its state, which the
+/// [`Instances`](super::store::Instances) store keeps apart (the one thing a handler reads).
 pub(super) struct Instance<E: Event> {
-    pub(super) state: State,
     pub(super) on_die: OnDie<E>,
     pub(super) live_listeners: u32,
     /// The listeners it registered: handle and slot. Handles are never reused, so an entry whose
@@ -80,7 +80,7 @@ pub(super) enum AfterOps<E> {
 
 impl<E: Event> Context<E> {
     pub(super) fn listener_ended(&mut self, instance: u32) {
-        if let Some(inst) = self.instances[instance as usize].as_mut() {
+        if let Some(inst) = self.instances.record_mut(instance) {
             inst.live_listeners = inst.live_listeners.saturating_sub(1);
             self.touched.push(instance);
         }
@@ -95,8 +95,9 @@ impl<E: Event> Context<E> {
     /// which would reach the same verdict for that case.
     #[inline]
     pub(super) fn after_handler(&mut self, instance: u32, result: std::thread::Result<()>) {
-        let has_listeners = self.instances[instance as usize]
-            .as_ref()
+        let has_listeners = self
+            .instances
+            .record(instance)
             .is_some_and(|inst| inst.live_listeners > 0);
         self.after_handler_with(instance, result, has_listeners);
     }
@@ -174,8 +175,9 @@ impl<E: Event> Context<E> {
     /// Ends the instances of `touched` that have no listener left (R6.8).
     pub(super) fn end_listenerless(&mut self) {
         while let Some(i) = self.touched.pop() {
-            let empty = self.instances[i as usize]
-                .as_ref()
+            let empty = self
+                .instances
+                .record(i)
                 .is_some_and(|inst| inst.live_listeners == 0);
             if empty {
                 self.end_instance(i, DieReason::NoListeners);
@@ -319,7 +321,7 @@ impl<E: Event> Context<E> {
                             }
                             self.touched.push(instance);
                         }
-                        AfterOps::Free(instance) => self.free_instances.push(instance),
+                        AfterOps::Free(instance) => self.instances.release(instance),
                     }
                 }
             }
@@ -332,7 +334,7 @@ impl<E: Event> Context<E> {
     }
 
     pub(super) fn listen(&mut self, handle: u64, instance: u32, mode: Mode, spec: Spec<E>) {
-        if self.instances[instance as usize].is_none() {
+        if !self.instances.is_live(instance) {
             return;
         }
         let (body, index): (_, SmallVec<[_; 1]>) = match spec {
@@ -350,7 +352,7 @@ impl<E: Event> Context<E> {
                 let (all, now) = (mode == Mode::All, self.fx.now);
                 let l = ExprListener::new(expr, all, timeouts, now, &mut out, &mut self.programs);
                 self.step_timers = out.timers;
-                let monitor = self.instances[instance as usize].as_ref().map(|i| &i.state);
+                let monitor = self.instances.state(instance);
                 self.event_clock.check_bounds(l.defs(), monitor, self.fx.me);
                 if let Some(why) = l.never_matches() {
                     tracing::warn!(context = self.fx.me.id(), instance, handle, "{why}");
@@ -386,7 +388,7 @@ impl<E: Event> Context<E> {
         let slot = self.table.insert(handle, instance, mode, body, &index);
         // An expression's first timers (`within`, `wait`, `at`), once its slot is known.
         self.schedule(handle, slot);
-        if let Some(inst) = self.instances[instance as usize].as_mut() {
+        if let Some(inst) = self.instances.record_mut(instance) {
             inst.live_listeners += 1;
             if inst.listeners.len() >= 2 * inst.live_listeners as usize + 8 {
                 let table = &self.table;
@@ -398,7 +400,7 @@ impl<E: Event> Context<E> {
     }
 
     pub(super) fn subscribe(&mut self, instance: u32, ch: Channel) {
-        let Some(inst) = self.instances[instance as usize].as_mut() else {
+        let Some(inst) = self.instances.record_mut(instance) else {
             return;
         };
         *inst
@@ -418,7 +420,7 @@ impl<E: Event> Context<E> {
     }
 
     pub(super) fn unsubscribe(&mut self, instance: u32, ch: Channel, n: u32) {
-        let Some(inst) = self.instances[instance as usize].as_mut() else {
+        let Some(inst) = self.instances.record_mut(instance) else {
             return;
         };
         let Some(held) = inst.subscriptions.as_mut().and_then(|m| m.get_mut(&ch)) else {
@@ -457,7 +459,7 @@ impl<E: Event> Context<E> {
         let (id, result, deliver) = self.start_instance(new);
         self.after_handler(id, result);
         if let Some(e) = deliver {
-            if self.instances[id as usize].is_some() {
+            if self.instances.is_live(id) {
                 self.deliver_to_instance(id, e);
             }
         }
@@ -479,7 +481,6 @@ impl<E: Event> Context<E> {
         } = new;
         let (owner, key) = owner.unwrap_or((NO_INSTANCE, 0));
         let instance = Instance {
-            state,
             on_die,
             live_listeners: 0,
             listeners: SmallVec::new(),
@@ -487,25 +488,14 @@ impl<E: Event> Context<E> {
             key,
             subscriptions: None,
         };
-        let id = match self.free_instances.pop() {
-            Some(id) => {
-                self.instances[id as usize] = Some(instance);
-                id
-            }
-            None => {
-                self.instances.push(Some(instance));
-                (self.instances.len() - 1) as u32
-            }
-        };
-        self.live_instances += 1;
+        let id = self.instances.insert(instance, state);
         if owner != NO_INSTANCE {
             self.owned_started(id, owner, key);
         }
-        let Some(inst) = self.instances[id as usize].as_mut() else {
+        let Some(state) = self.instances.state_mut(id) else {
             return (id, Ok(()), deliver);
         };
         self.fx.current = id;
-        let state = &mut inst.state;
         let fx = &mut self.fx;
         let result = panic::catch_unwind(AssertUnwindSafe(|| init(state, fx)));
         (id, result, deliver)
@@ -535,8 +525,8 @@ impl<E: Event> Context<E> {
         };
         bump(&h.live[h.member], -1);
         let forget = h.forget;
-        if let Some(Some(d)) = self.instances.get_mut(h.instance as usize) {
-            forget(&mut d.state, key);
+        if let Some(d) = self.instances.state_mut(h.instance) {
+            forget(d, key);
         }
         #[cfg(feature = "checkpoint")]
         if let Some(keyed) = self.fx.keyed.as_mut() {
@@ -550,7 +540,7 @@ impl<E: Event> Context<E> {
             // Apply what `on_die` asked for before the id can be reused, so that nothing it
             // registered attaches to a later instance.
             self.apply_ops();
-            self.free_instances.push(id);
+            self.instances.release(id);
         }
     }
 
@@ -558,10 +548,9 @@ impl<E: Event> Context<E> {
     /// `fx.ops`: the caller applies them, then frees the id. Returns false if the instance had
     /// already ended.
     pub(super) fn detach_instance(&mut self, id: u32, reason: DieReason) -> bool {
-        let Some(mut inst) = self.instances[id as usize].take() else {
+        let Some((mut inst, mut state)) = self.instances.take(id) else {
             return false;
         };
-        self.live_instances -= 1;
         if inst.owner != NO_INSTANCE {
             self.owned_ended(id, inst.owner, inst.key);
         }
@@ -583,10 +572,10 @@ impl<E: Event> Context<E> {
         // routes and sends is delivered.
         self.fx.current = id;
         let on_die = &mut inst.on_die;
-        let state = &mut inst.state;
+        let state_ref = &mut state;
         let fx = &mut self.fx;
         let r = &reason;
-        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state, r, fx))) {
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| on_die(state_ref, r, fx))) {
             self.fx.stats.handler_panics += 1;
             tracing::error!(
                 context = self.fx.me.id(),
@@ -597,7 +586,7 @@ impl<E: Event> Context<E> {
         }
         // The state's `Drop` is user code too.
         self.contain(
-            move || drop(inst),
+            move || drop((state, inst)),
             Panicked::Monitor,
             "dropping a monitor instance's state",
         );
@@ -618,19 +607,20 @@ impl<E: Event> Context<E> {
         let mut from = 0;
         // Each instance gets its hook exactly once; none is created meanwhile.
         loop {
-            let found = self.instances[from..].iter().position(Option::is_some);
+            let found = self.instances.next_live(from);
             #[cfg(test)]
             {
-                self.work += found.map_or(self.instances.len() - from, |at| at + 1) as u64;
+                self.work += found.map_or(self.instances.ids().saturating_sub(from), |at| {
+                    at - from + 1
+                }) as u64;
             }
-            let Some(offset) = found else {
+            let Some(id) = found else {
                 if from == 0 {
                     break;
                 }
                 from = 0;
                 continue;
             };
-            let id = from + offset;
             from = id + 1;
             let reason = reason.clone();
             // Outside the guarded event loop: contain what escapes here too.

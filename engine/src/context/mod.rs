@@ -51,7 +51,7 @@
 //! deferred operations), `timers` (the logical clock), `ahead` (cache hints for the entries
 //! waiting behind the one it takes), `snapshot` (its state in a checkpoint) and `cut` (its part
 //! in a checkpoint across contexts) are the other jobs of the same [`Context`]; `timer_queue` is
-//! the queue of pending timers, a leaf. May import the leaves, `channel`, `deliver`, `entry`,
+//! the queue of pending timers, a leaf; `store` keeps the instances by id, their states apart. May import the leaves, `channel`, `deliver`, `entry`,
 //! `event_time`, `expr`, `inbox`, `listener`, `record`, `route`, `shared` and `status`: every
 //! module below the facade except `monitor` and `input`, which sit on top of it.
 
@@ -86,11 +86,13 @@ mod instances;
 pub mod skeleton;
 #[cfg(feature = "checkpoint")]
 mod snapshot;
+mod store;
 mod timer_queue;
 mod timers;
 
-use instances::{Instance, OpFrame};
+use instances::OpFrame;
 use skeleton::{run_loop, Flow, LoopBody};
+use store::Instances;
 use timer_queue::TimerQueue;
 use timers::TIMER_PURGE_MIN;
 
@@ -100,9 +102,7 @@ pub(crate) struct Context<E: Event> {
     table: ListenerTable<E>,
     /// What the look-ahead learnt of the entries after the one being processed ([`ahead`]).
     ahead: ahead::Ahead,
-    instances: Vec<Option<Instance<E>>>,
-    free_instances: Vec<u32>,
-    live_instances: usize,
+    instances: Instances<E>,
     /// Context-level subscription counts (R4.4); the channel bit is set while a count is non-zero.
     subscriptions: HashMap<Channel, u32>,
     /// Instances whose listener count may have reached zero during the current handler.
@@ -267,9 +267,7 @@ impl<E: Event> Context<E> {
             shared,
             table: ListenerTable::default(),
             ahead: ahead::Ahead::default(),
-            instances: Vec::new(),
-            free_instances: Vec::new(),
-            live_instances: 0,
+            instances: Instances::default(),
             subscriptions: HashMap::new(),
             touched: Vec::new(),
             nesting: 0,
@@ -415,7 +413,7 @@ impl<E: Event> Context<E> {
         let windows = self.table.windows();
         c.window_partitions = windows.partitions;
         c.window_values = windows.values;
-        c.instances = self.live_instances as u64;
+        c.instances = self.instances.live() as u64;
         self.shared.stats.counters.store(c);
     }
 

@@ -171,23 +171,21 @@ impl<E: Event> Context<E> {
         let mut encode = |e: &E, out: &mut Vec<u8>| persist.codec.encode(e, out);
         let channels = &self.fx.links.shared().channels;
         let table = &self.table;
-        let mut instances = Vec::with_capacity(self.live_instances);
+        let mut instances = Vec::with_capacity(self.instances.live());
         let hooks = &self.fx.keyed_hooks;
         let keyed = self.fx.keyed.as_ref();
-        for (id, inst) in self.instances.iter_mut().enumerate() {
-            let Some(inst) = inst else { continue };
-            let id = id as u32;
+        for (id, inst, inst_state) in self.instances.iter_mut() {
             // A pool's dispatcher is configuration: the recovering program loads it again.
             if hooks.iter().any(|h| h.dispatcher == id) {
                 continue;
             }
-            let Some(ty) = persist.types.get(&inst.state.type_id()) else {
+            let Some(ty) = persist.types.get(&inst_state.type_id()) else {
                 return Err(CheckpointError::NotPersistent {
                     context: context.to_owned(),
-                    monitor: inst.state.monitor_name(),
+                    monitor: inst_state.monitor_name(),
                 });
             };
-            let state = (ty.save)(&mut inst.state).map_err(|reason| CheckpointError::Encode {
+            let state = (ty.save)(inst_state).map_err(|reason| CheckpointError::Encode {
                 what: format!("the state of an instance of `{}`", ty.name),
                 reason,
             })?;
@@ -291,7 +289,7 @@ impl<E: Event> Context<E> {
     ) -> Result<Vec<(Origin, E)>, CheckpointError> {
         let context = self.shared.name.clone();
         // A pool's dispatchers are loaded again before `recover`; nothing else may be.
-        if self.live_instances > self.fx.keyed_hooks.len() {
+        if self.instances.live() > self.fx.keyed_hooks.len() {
             return Err(CheckpointError::NotNow {
                 why: "a context to restore already holds instances: call `recover` before \
                       loading monitors (other than a pool's `load_per_key`) or feeding events",
@@ -359,9 +357,9 @@ impl<E: Event> Context<E> {
                         .to_owned(),
                 ));
             };
-            let (adopt, d) = (hook.adopt, hook.dispatcher as usize);
-            if let Some(dispatcher) = self.instances.get_mut(d).and_then(Option::as_mut) {
-                new = adopt(&mut dispatcher.state, key, new);
+            let (adopt, d) = (hook.adopt, hook.dispatcher);
+            if let Some(dispatcher) = self.instances.state_mut(d) {
+                new = adopt(dispatcher, key, new);
             }
         }
         self.fx.restore_handles = ip.listeners.iter().rev().map(|l| l.handle).collect();
