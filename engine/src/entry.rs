@@ -145,12 +145,6 @@ pub(crate) struct DispatcherHook {
     pub(crate) hint: fn(&State, u64) -> *const u8,
     /// Takes a key whose instance ended out of the dispatcher's set of live keys (R6.8).
     pub(crate) forget: fn(&mut State, u64),
-    /// Whether the dispatcher holds a key live (its set of live keys has it).
-    pub(crate) holds: fn(&State, u64) -> bool,
-    /// The buckets of the listener index where keyed lists carry this dispatcher's bit, saying
-    /// that it holds their key live (`ListenerTable::mark_held`): a key's bit is cleared there
-    /// when its instance ends.
-    pub(crate) marked: smallvec::SmallVec<[u32; 2]>,
     /// The pool's live key counts, one per member (`Pool::status`), and this member's index.
     pub(crate) live: std::sync::Arc<[std::sync::atomic::AtomicU64]>,
     pub(crate) member: usize,

@@ -117,10 +117,6 @@ pub(crate) struct Registry<E: Event, I> {
     /// (`context::ahead`), added by each context when it exits: the tests' proof that it ran.
     #[cfg(test)]
     pub(crate) looked: std::sync::atomic::AtomicU64,
-    /// Pool dispatcher listeners that dispatches skipped for keys their dispatcher holds
-    /// (`Context::fire_cursor`), added by each context when it exits.
-    #[cfg(test)]
-    pub(crate) skipped: std::sync::atomic::AtomicU64,
 }
 
 impl<E: Event, I> Registry<E, I> {

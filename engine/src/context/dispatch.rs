@@ -219,74 +219,30 @@ impl<E: Event> Context<E> {
 
     /// Offers `e` to the listeners `cursor` walks (the listener table's order: R6.4, R6.5);
     /// returns whether any matched.
-    ///
-    /// # A pool dispatcher that holds the key
-    /// A pool's dispatcher listens to every event of its kinds, and for a key whose instance is
-    /// live it does nothing: that instance's own listeners take the event. Once the dispatcher
-    /// has been seen to hold the event's key ([`note_held`](Self::note_held), at the key's
-    /// second event), the key's list carries the dispatcher's bit and a walk skips its
-    /// listener, counting it matched as its firing would have: no call, no probe of its key
-    /// set (a cold line at a large key set). The bit goes when the key's instance ends
-    /// (`owned_ended`), before any later event of the key. While the context is ending no
-    /// listener is skipped (an ended key's bit is not cleared then, to keep shutdown from
-    /// looking up every key's list).
     #[inline(always)]
     pub(super) fn fire_cursor(&mut self, mut cursor: Cursor, e: &E) -> bool {
         let mut matched = false;
-        let held_by = cursor.held_by();
         while let Some(slot) = cursor.next(&self.table) {
-            matched |= match self.table.slot(slot) {
-                Some(l) if l.simple => match l.dispatcher_bit {
-                    0 => self.fire_template(slot, e),
-                    bit if bit & held_by != 0 && !self.ending => {
-                        #[cfg(test)]
-                        {
-                            self.skipped += 1;
-                        }
-                        true
-                    }
-                    bit => {
-                        self.fire_template(slot, e);
-                        if let Some((b, key)) = cursor.keyed_list() {
-                            self.note_held(bit, b, key);
-                        }
-                        true
-                    }
-                },
-                _ => self.try_fire_other(slot, e),
-            };
+            matched |= self.try_fire(slot, e);
         }
         self.table.walked(&cursor);
         matched
     }
 
-    /// After the listener of the dispatcher of `bit` ran for an event of `key` with a list in
-    /// bucket `b`: if the dispatcher holds `key` live (now: it may just have made its instance),
-    /// marks the list so that the next dispatches skip it (see [`fire_cursor`](Self::fire_cursor)).
-    #[cold]
-    #[inline(never)]
-    fn note_held(&mut self, bit: u16, b: u32, key: u64) {
-        let h = bit.trailing_zeros() as usize;
-        let Some(hook) = self.fx.dispatchers.get(h) else {
-            return;
-        };
-        let holds = hook.holds;
-        let held = self
-            .instances
-            .state(hook.instance)
-            .is_some_and(|state| holds(state, key));
-        if held && !self.ending && self.table.mark_held(b, key, bit) {
-            let marked = &mut self.fx.dispatchers[h].marked;
-            if !marked.contains(&b) {
-                marked.push(b);
-            }
+    /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
+    ///
+    /// Inlined for a [`simple`](crate::listener::ListenerSlot::simple) listener (alive, `on_all`,
+    /// no filter: it fires); everything else is [`try_fire_other`](Self::try_fire_other).
+    #[inline(always)]
+    pub(super) fn try_fire(&mut self, slot: u32, e: &E) -> bool {
+        match self.table.slot(slot) {
+            Some(l) if l.simple => self.fire_template(slot, e),
+            _ => self.try_fire_other(slot, e),
         }
     }
 
-    /// Fires the listener in `slot` if it is alive and matches; returns whether it matched. For a
-    /// listener that is dead, fires once, has filters or is an expression: a
-    /// [`simple`](crate::listener::ListenerSlot::simple) one (alive, `on_all`, no filter: it
-    /// fires) is fired inline by [`fire_cursor`](Self::fire_cursor).
+    /// [`try_fire`](Self::try_fire) for a listener that is dead, fires once, has filters or is an
+    /// expression.
     #[inline(never)]
     pub(super) fn try_fire_other(&mut self, slot: u32, e: &E) -> bool {
         let Some(l) = self.table.slot_mut(slot) else {
@@ -438,7 +394,7 @@ impl<E: Event> Context<E> {
         panic::catch_unwind(AssertUnwindSafe(|| handler(state, fx, e)))
     }
 
-    /// [`try_fire_other`](Self::try_fire_other) for a matching `on` listener (fires once, then ends).
+    /// [`try_fire`](Self::try_fire) for a matching `on` listener (fires once, then ends).
     #[inline(never)]
     pub(super) fn fire_once(&mut self, slot: u32, instance: u32, e: &E) -> bool {
         // It ends before it runs, so its instance's count is right when the handler returns.

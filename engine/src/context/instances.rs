@@ -386,17 +386,6 @@ impl<E: Event> Context<E> {
             }
         };
         let slot = self.table.insert(handle, instance, mode, body, &index);
-        // A pool dispatcher's listener carries its dispatcher's bit (`List::held_by`).
-        if let Some(h) = self
-            .fx
-            .dispatchers
-            .iter()
-            .position(|h| h.instance == instance)
-        {
-            if h < 16 && mode == Mode::All {
-                self.table.mark_dispatcher(slot, 1 << h);
-            }
-        }
         // An expression's first timers (`within`, `wait`, `at`), once its slot is known.
         self.schedule(handle, slot);
         if let Some(inst) = self.instances.record_mut(instance) {
@@ -538,13 +527,6 @@ impl<E: Event> Context<E> {
         let forget = h.forget;
         if let Some(d) = self.instances.state_mut(h.instance) {
             forget(d, key);
-        }
-        // The key's lists no longer say the dispatcher holds it (`Context::fire_cursor`).
-        // While ending, nothing is skipped, and the lists are not looked up.
-        if !self.ending {
-            for &b in &h.marked {
-                self.table.clear_held(b, key, 1 << owner);
-            }
         }
         #[cfg(feature = "checkpoint")]
         if let Some(keyed) = self.fx.keyed.as_mut() {

@@ -51,11 +51,9 @@
 //! deferred operations), `timers` (the logical clock), `ahead` (cache hints for the entries
 //! waiting behind the one it takes), `snapshot` (its state in a checkpoint) and `cut` (its part
 //! in a checkpoint across contexts) are the other jobs of the same [`Context`]; `timer_queue` is
-//! the queue of pending timers, a leaf; `store` keeps the instances by id, their states apart;
-//! `tests_held` tests the dispatch's skipping of pool dispatchers. May import the leaves,
-//! `channel`, `deliver`, `entry`, `event_time`, `expr`, `inbox`, `listener`, `record`, `route`,
-//! `shared` and `status`: every module below the facade except `monitor` and `input`, which sit
-//! on top of it.
+//! the queue of pending timers, a leaf; `store` keeps the instances by id, their states apart. May import the leaves, `channel`, `deliver`, `entry`,
+//! `event_time`, `expr`, `inbox`, `listener`, `record`, `route`, `shared` and `status`: every
+//! module below the facade except `monitor` and `input`, which sit on top of it.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -89,8 +87,6 @@ pub mod skeleton;
 #[cfg(feature = "checkpoint")]
 mod snapshot;
 mod store;
-#[cfg(test)]
-mod tests_held;
 mod timer_queue;
 mod timers;
 
@@ -189,10 +185,6 @@ pub(crate) struct Context<E: Event> {
     /// Slots the look-ahead's far stage found ([`Registry::looked`](crate::registry::Registry)).
     #[cfg(test)]
     looked: u64,
-    /// Dispatcher listeners skipped for a key their dispatcher holds
-    /// ([`Registry::skipped`](crate::registry::Registry)).
-    #[cfg(test)]
-    skipped: u64,
 }
 
 /// Whose code a contained panic was, that is which status counter it counts in.
@@ -329,8 +321,6 @@ impl<E: Event> Context<E> {
             work: 0,
             #[cfg(test)]
             looked: 0,
-            #[cfg(test)]
-            skipped: 0,
         }
     }
 
@@ -354,10 +344,6 @@ impl<E: Event> Context<E> {
         shared
             .looked
             .fetch_add(self.looked, std::sync::atomic::Ordering::Relaxed);
-        #[cfg(test)]
-        shared
-            .skipped
-            .fetch_add(self.skipped, std::sync::atomic::Ordering::Relaxed);
         #[cfg(test)]
         shared.work.fetch_add(
             self.work + self.table.work(),

@@ -581,8 +581,6 @@ impl<E: Event> CorrelatorBuilder<E> {
             work: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             looked: std::sync::atomic::AtomicU64::new(0),
-            #[cfg(test)]
-            skipped: std::sync::atomic::AtomicU64::new(0),
             tag: sync::next_correlator_tag(),
             settings,
         });

@@ -111,16 +111,6 @@ impl<E: Event> Correlator<E> {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Dispatcher listeners skipped ([`Registry::skipped`]), once the contexts exited.
-    ///
-    /// [`Registry::skipped`]: crate::registry::Registry
-    #[cfg(test)]
-    pub(crate) fn skipped(&self) -> u64 {
-        self.shared
-            .skipped
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// A builder with the default settings.
     pub fn builder() -> CorrelatorBuilder<E> {
         CorrelatorBuilder::default()

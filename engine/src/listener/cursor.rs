@@ -50,23 +50,9 @@ pub(crate) struct Cursor {
     /// listener in while the table is [`ending`](ListenerTable::ending), which does not count
     /// them there.
     met_dead: u8,
-    /// The keyed list's [`List::held_by`]: the dispatchers whose listeners the walk's caller
-    /// skips.
-    held_by: u16,
 }
 
 impl Cursor {
-    /// The pool dispatchers known to hold the event's key live ([`List::held_by`]).
-    #[inline(always)]
-    pub(crate) fn held_by(&self) -> u16 {
-        self.held_by
-    }
-
-    /// The bucket walked and the event's key, if the walk has a list keyed on it.
-    pub(crate) fn keyed_list(&self) -> Option<(u32, u64)> {
-        (self.keyed_len > 0).then_some((self.bucket, self.key))
-    }
-
     /// The next listener slot, in registration order, or `None` at the end.
     #[inline(always)]
     pub(crate) fn next<E: Event>(&mut self, table: &ListenerTable<E>) -> Option<u32> {
@@ -295,13 +281,11 @@ impl<E: Event> ListenerTable<E> {
         };
         let mut keyed = [0; KEYED_COPY];
         let mut copied = false;
-        let mut held_by = 0;
         let (key, keyed_len) = match lists.keyed.is_empty() {
             true => (0, 0),
             false => match event.key() {
                 Some(k) => match lists.keyed.get(k) {
                     Some(list) => {
-                        held_by = list.held_by;
                         let len = cut(list);
                         if len <= KEYED_COPY {
                             // A fixed-size loop, not `copy_from_slice`: a copy of a length
@@ -331,7 +315,6 @@ impl<E: Event> ListenerTable<E> {
             nf: 0,
             fields: [(0, 0, 0, 0); FIELD_LISTS],
             met_dead: 0,
-            held_by,
         };
         if !lists.field_ids.is_empty() {
             c.add_fields(lists, event, &cut);

@@ -25,10 +25,6 @@ pub(crate) struct List {
     pub(super) dead: u32,
     /// Whether the list waits in the table's `dirty` queue.
     pub(super) queued: bool,
-    /// The pool dispatchers (bit `n` for the context's dispatcher hook `n`, the first 16) known
-    /// to hold this list's key live: a dispatch skips their listeners, which would find the key
-    /// and do nothing (`ListenerTable::mark_held`). Only in a keyed list of ordinary listeners.
-    pub(crate) held_by: u16,
 }
 
 impl List {

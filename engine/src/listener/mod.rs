@@ -106,8 +106,6 @@ pub(crate) struct ListenerSlot<E: Event> {
     /// Alive, `on_all`, and a template without filters: every event offered to it fires its
     /// handler, so the dispatch loop tests this one flag instead of four facts.
     pub(crate) simple: bool,
-    /// For a listener of a pool's dispatcher, the dispatcher's bit ([`List::held_by`]); else 0.
-    pub(crate) dispatcher_bit: u16,
 }
 
 impl<E: Event> ListenerSlot<E> {
@@ -336,7 +334,6 @@ impl<E: Event> ListenerTable<E> {
             regs,
             alive: true,
             simple,
-            dispatcher_bit: 0,
         };
         let index = match self.free.pop() {
             Some(i) => {
@@ -484,41 +481,6 @@ impl<E: Event> ListenerTable<E> {
     }
 
     /// Marks a listener dead; returns its instance if it was alive.
-    /// Marks the listener in `slot` as one of the pool dispatcher with bit `bit`
-    /// ([`List::held_by`]).
-    pub(crate) fn mark_dispatcher(&mut self, slot: u32, bit: u16) {
-        if let Some(l) = self.slot_mut(slot) {
-            l.dispatcher_bit = bit;
-        }
-    }
-
-    /// Notes in bucket `b`'s list of ordinary listeners keyed on `key` that the dispatcher of
-    /// `bit` holds `key` live, so that dispatches skip that dispatcher's listeners
-    /// ([`List::held_by`]); false if there is no such list.
-    pub(crate) fn mark_held(&mut self, b: u32, key: u64, bit: u16) -> bool {
-        let Some(bucket) = self.buckets.get_mut(b as usize) else {
-            return false;
-        };
-        match bucket.ordinary.keyed.get_mut(key) {
-            Some(list) => {
-                list.held_by |= bit;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Undoes [`mark_held`](Self::mark_held): the dispatcher of `bit` no longer holds `key`.
-    pub(crate) fn clear_held(&mut self, b: u32, key: u64, bit: u16) {
-        if let Some(list) = self
-            .buckets
-            .get_mut(b as usize)
-            .and_then(|bucket| bucket.ordinary.keyed.get_mut(key))
-        {
-            list.held_by &= !bit;
-        }
-    }
-
     pub(crate) fn kill(&mut self, slot: u32) -> Option<u32> {
         let l = self.slots.get_mut(slot as usize)?.as_mut()?;
         if !l.alive {

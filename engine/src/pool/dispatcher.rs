@@ -62,8 +62,6 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
             instance: fx.current,
             hint: hint::<E, M>,
             forget: forget::<E, M>,
-            holds: holds::<E, M>,
-            marked: smallvec::SmallVec::new(),
             live: self.live.clone(),
             member: self.member,
         });
@@ -100,13 +98,6 @@ fn forget<E: Event, M: Monitor<E>>(state: &mut State, key: u64) {
     if let Some(d) = state.downcast_mut::<Dispatcher<E, M>>() {
         d.keys.remove(key);
     }
-}
-
-/// Whether the dispatcher `state` holds `key` live.
-fn holds<E: Event, M: Monitor<E>>(state: &State, key: u64) -> bool {
-    state
-        .downcast_ref::<Dispatcher<E, M>>()
-        .is_some_and(|d| d.keys.contains_key(key))
 }
 
 /// A restored instance of `key`, made the dispatcher `state`'s as if it had created it.
