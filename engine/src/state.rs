@@ -12,8 +12,8 @@
 //! A state of at most [`INLINE`] bytes and at most 8-byte alignment (a key, a count, an
 //! `Option` of the first event, an output handle: what most per-key monitors hold) lives in the
 //! `State` itself; a larger or more strictly aligned one is boxed, and the `State` holds the
-//! box's pointer. A `State` is one 64-byte line, aligned to it: a context keeps its instances'
-//! states in a vector of their own (`context::store`), so that an event's handler reads its
+//! box's pointer. A `State` is 64 bytes, one line where a context keeps its instances' states:
+//! in a vector of their own, aligned (`context::store`), so that an event's handler reads its
 //! state, its type's table aside, from one line, where the boxed state had been one more cold
 //! line after the instance record (and one more allocation for every instance created). Which
 //! case applies is known from the type alone ([`fits`]), so `downcast_mut` compiles to one of
@@ -77,8 +77,10 @@ unsafe fn drop_value<M>(storage: *mut Storage) {
     }
 }
 
-/// A monitor state and the table of the type it was created with.
-#[repr(C, align(64))]
+/// A monitor state and the table of the type it was created with: 64 bytes, aligned to 8 (a
+/// state on its way, in a `NewInstance` or an operation, is moved and copied without the padding
+/// a line's alignment would add; the instance store aligns the states it keeps).
+#[repr(C)]
 pub(crate) struct State {
     /// Never replaced after [`State::new`]: it describes `storage` for the state's whole life.
     vt: &'static Vt,
@@ -229,7 +231,7 @@ mod tests {
     fn small_states_in_place_large_or_aligned_ones_boxed_each_dropped_once() {
         assert!(fits::<Counted<6>>() && !fits::<Counted<7>>());
         assert!(fits::<()>() && !fits::<Aligned16>());
-        assert_eq!((size_of::<State>(), align_of::<State>()), (64, 64));
+        assert_eq!((size_of::<State>(), align_of::<State>()), (64, 8));
         assert_eq!(size_of::<Option<State>>(), 64);
         let live = Arc::new(());
         let mut v = Vec::new();

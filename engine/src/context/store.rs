@@ -88,10 +88,14 @@ impl<T> Chunked<T> {
     }
 }
 
+/// A state in the store: one cache line, aligned to it.
+#[repr(C, align(64))]
+struct Line(State);
+
 /// A context's instances by id: records and states (see the module docs).
 pub(super) struct Instances<E: Event> {
     records: Chunked<Instance<E>>,
-    states: Chunked<State>,
+    states: Chunked<Line>,
     /// Ids of ended instances, free for reuse.
     free: Vec<u32>,
     live: usize,
@@ -119,13 +123,13 @@ impl<E: Event> Instances<E> {
                     self.states.get_mut(id as usize),
                 );
                 if let (Some(r), Some(s)) = (r, s) {
-                    (*r, *s) = (Some(record), Some(state));
+                    (*r, *s) = (Some(record), Some(Line(state)));
                 }
                 id
             }
             None => {
                 self.records.push(record);
-                self.states.push(state);
+                self.states.push(Line(state));
                 (self.records.len() - 1) as u32
             }
         }
@@ -137,7 +141,7 @@ impl<E: Event> Instances<E> {
         let state = self.states.get_mut(id as usize)?.take();
         debug_assert!(state.is_some(), "a live record without its state");
         self.live -= 1;
-        Some((record, state?))
+        Some((record, state?.0))
     }
 
     /// Makes the id of an ended instance free for reuse.
@@ -171,7 +175,7 @@ impl<E: Event> Instances<E> {
     /// The state of live instance `id`: what a handler needs (one line).
     #[inline(always)]
     pub(super) fn state_mut(&mut self, id: u32) -> Option<&mut State> {
-        self.states.get_mut(id as usize)?.as_mut()
+        Some(&mut self.states.get_mut(id as usize)?.as_mut()?.0)
     }
 
     /// Prefetches the line of instance `id`'s state (any id: nothing is read).
@@ -185,7 +189,7 @@ impl<E: Event> Instances<E> {
     /// The state of live instance `id`, to read.
     #[inline]
     pub(super) fn state(&self, id: u32) -> Option<&State> {
-        self.states.get(id as usize)?.as_ref()
+        Some(&self.states.get(id as usize)?.as_ref()?.0)
     }
 
     /// The record of live instance `id`.
@@ -207,7 +211,7 @@ impl<E: Event> Instances<E> {
             .iter_mut()
             .zip(self.states.iter_mut())
             .enumerate()
-            .filter_map(|(id, (r, s))| Some((id as u32, r.as_mut()?, s.as_mut()?)))
+            .filter_map(|(id, (r, s))| Some((id as u32, r.as_mut()?, &mut s.as_mut()?.0)))
     }
 }
 
