@@ -29,7 +29,9 @@
 //!   the instances' records, a small state in place; `context::store`) and of its handler's
 //!   closure (an expression listener's first matcher);
 //! - **near**, the next entry: for the instance that *mid* found for it, a prefetch of its state's
-//!   box, if the state is too large to be held in place.
+//!   box, if the state is too large to be held in place (the store keeps a bit per instance for
+//!   that: reading the state's line to learn it stalled here, on a line *mid* had asked for one
+//!   take before, in a sixth of the look-ahead's samples at `workload/keys/1m`).
 //!
 //! Before the index could be hinted (`std`'s map names neither the group nor the bucket a lookup
 //! reads), *far* probed it cold: at `workload/keys/1m` three quarters of the look-ahead's own
@@ -125,7 +127,7 @@ impl<E: Event> Context<E> {
         // near: the instance mid found GAP takes ago belongs to the next entry; a boxed state is
         // the one line of it that mid could not name.
         let instance = std::mem::replace(&mut self.ahead.instances[at], NONE);
-        if let Some(p) = self.instances.state(instance).and_then(|s| s.boxed_ptr()) {
+        if let Some(p) = self.instances.boxed_state(instance) {
             prefetch(p);
         }
         // mid: the slot far found GAP takes ago belongs to the entry GAP after the next.
