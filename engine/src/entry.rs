@@ -120,23 +120,13 @@ pub(crate) struct Persist<E: Event> {
     pub(crate) codec: std::sync::Arc<dyn crate::record::EventCodec<E>>,
 }
 
-/// A pool's dispatcher in a context, for checkpoints (SPEC R11.10): the per-key instances of
-/// monitor type `monitor` are its, and `adopt` wraps an instance restored for a key as the
-/// dispatcher wraps one it creates (its end reported, its key recorded).
-#[cfg(feature = "checkpoint")]
-pub(crate) struct KeyedHook<E: Event> {
-    pub(crate) monitor: std::any::TypeId,
-    /// The dispatcher's instance.
-    pub(crate) dispatcher: u32,
-    pub(crate) adopt: fn(&mut State, u64, NewInstance<E>) -> NewInstance<E>,
-}
-
 /// What a context keeps of each pool dispatcher loaded in it (`pool::dispatcher`), so that the
 /// per-key instances it creates need no wrapper of their own: its member's live key count, how
 /// to make it forget a key whose instance ended, and the look-ahead's hint into its key set
-/// (`context::ahead`). Registered from the dispatcher's `on_load`, at the index its instances
-/// name ([`NewInstance::owner`]), and never removed: at shutdown a per-key instance may end after
-/// its dispatcher, and still counts down.
+/// (`context::ahead`); under checkpoints (SPEC R11.10), which monitor type its per-key instances
+/// are of and how it takes back the key of one restored. Registered from the dispatcher's `on_load`,
+/// at the index its instances name ([`NewInstance::owner`]), and never removed: at shutdown a
+/// per-key instance may end after its dispatcher, and still counts down.
 pub(crate) struct DispatcherHook {
     /// The dispatcher's instance, or [`NO_INSTANCE`] once it ended.
     pub(crate) instance: u32,
@@ -148,6 +138,14 @@ pub(crate) struct DispatcherHook {
     /// The pool's live key counts, one per member (`Pool::status`), and this member's index.
     pub(crate) live: std::sync::Arc<[std::sync::atomic::AtomicU64]>,
     pub(crate) member: usize,
+    /// The monitor type of its per-key instances.
+    #[cfg(feature = "checkpoint")]
+    pub(crate) monitor: std::any::TypeId,
+    /// Puts the key of an instance restored for it in the dispatcher's set of live keys, as
+    /// creating one does; false if the state is not a dispatcher's (which no path produces).
+    /// The context then names the dispatcher the instance's owner ([`NewInstance::owner`]).
+    #[cfg(feature = "checkpoint")]
+    pub(crate) remember: fn(&mut State, u64) -> bool,
 }
 
 /// No instance: a [`DispatcherHook`]'s after its dispatcher ended, an instance's `owner` when no
@@ -299,15 +297,8 @@ pub(crate) struct Effects<E: Event> {
     /// restored listener keeps its handle (and its place in registration order, R6.4).
     #[cfg(feature = "checkpoint")]
     pub(crate) restore_handles: Vec<u64>,
-    /// The pools' dispatchers in this context (R11.10).
-    #[cfg(feature = "checkpoint")]
-    pub(crate) keyed_hooks: Vec<KeyedHook<E>>,
-    /// The pool dispatchers loaded in this context, in load order.
+    /// The pool dispatchers loaded in this context, in load order (R11.10 for checkpoints).
     pub(crate) dispatchers: Vec<DispatcherHook>,
-    /// The key of each live per-key instance, by instance, when the correlator takes
-    /// checkpoints (`None` otherwise: nothing to keep).
-    #[cfg(feature = "checkpoint")]
-    pub(crate) keyed: Option<std::collections::HashMap<u32, u64>>,
     /// The context's logical time: the last tick taken (R7.1).
     pub(crate) now: Time,
     /// Recording or replaying this context, or neither (see `record`).

@@ -285,6 +285,10 @@ impl<E: Event> Context<E> {
             return true;
         };
         let instance = l.instance;
+        debug_assert!(
+            self.instances.listening(instance),
+            "a live listener's instance counts none"
+        );
         if let Some(state) = self.instances.state_mut(instance) {
             let result = Self::run_handler(&mut self.fx, handler, state, instance, e);
             self.after_handler_with(instance, result, true);
@@ -299,6 +303,10 @@ impl<E: Event> Context<E> {
     #[inline(always)]
     pub(super) fn fire_solo(&mut self, solo: Solo, e: &E) -> bool {
         let handler = self.table.solo_handler(solo);
+        debug_assert!(
+            self.instances.listening(solo.instance),
+            "a live listener's instance counts none"
+        );
         let Some(state) = self.instances.state_mut(solo.instance) else {
             return false;
         };
@@ -334,6 +342,10 @@ impl<E: Event> Context<E> {
             ..
         } = self;
         let handler = table.solo_handler(solo);
+        debug_assert!(
+            instances.listening(solo.instance),
+            "a live listener's instance counts none"
+        );
         let Some(state) = instances.state_mut(solo.instance) else {
             return;
         };

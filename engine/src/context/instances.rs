@@ -490,7 +490,7 @@ impl<E: Event> Context<E> {
         };
         let id = self.instances.insert(instance, state);
         if owner != NO_INSTANCE {
-            self.owned_started(id, owner, key);
+            self.owned_started(owner);
         }
         let Some(state) = self.instances.state_mut(id) else {
             return (id, Ok(()), deliver);
@@ -501,25 +501,20 @@ impl<E: Event> Context<E> {
         (id, result, deliver)
     }
 
-    /// A pool's per-key instance `id` of `key` exists: its member counts it live (and a
-    /// checkpoint saves it as `key`'s).
-    #[cfg_attr(not(feature = "checkpoint"), allow(unused_variables))]
-    fn owned_started(&mut self, id: u32, owner: u32, key: u64) {
+    /// A pool's per-key instance of dispatcher `owner` exists: its member counts it live. (A
+    /// checkpoint saves it as its key's from its record's `owner` and `key`.)
+    fn owned_started(&mut self, owner: u32) {
         if let Some(h) = self.fx.dispatchers.get(owner as usize) {
             bump(&h.live[h.member], 1);
         }
-        #[cfg(feature = "checkpoint")]
-        if let Some(keyed) = self.fx.keyed.as_mut() {
-            keyed.insert(id, key);
-        }
     }
 
-    /// A pool's per-key instance `id` of `key` ended: its dispatcher forgets the key, before the
-    /// instance's `on_die` runs (however that ends, no stale key is left, and its next event
-    /// creates a fresh instance: R6.8), and its member counts it no more. Its dispatcher may
-    /// have ended first (shutdown ends instances in id order); the count goes down all the same.
-    #[cfg_attr(not(feature = "checkpoint"), allow(unused_variables))]
-    fn owned_ended(&mut self, id: u32, owner: u32, key: u64) {
+    /// A pool's per-key instance of dispatcher `owner` and `key` ended: the dispatcher forgets
+    /// the key, before the instance's `on_die` runs (however that ends, no stale key is left, and
+    /// its next event creates a fresh instance: R6.8), and its member counts it no more. Its
+    /// dispatcher may have ended first (shutdown ends instances in id order); the count goes down
+    /// all the same.
+    fn owned_ended(&mut self, owner: u32, key: u64) {
         let Some(h) = self.fx.dispatchers.get(owner as usize) else {
             return;
         };
@@ -527,10 +522,6 @@ impl<E: Event> Context<E> {
         let forget = h.forget;
         if let Some(d) = self.instances.state_mut(h.instance) {
             forget(d, key);
-        }
-        #[cfg(feature = "checkpoint")]
-        if let Some(keyed) = self.fx.keyed.as_mut() {
-            keyed.remove(&id);
         }
     }
 
@@ -552,7 +543,7 @@ impl<E: Event> Context<E> {
             return false;
         };
         if inst.owner != NO_INSTANCE {
-            self.owned_ended(id, inst.owner, inst.key);
+            self.owned_ended(inst.owner, inst.key);
         }
         for h in &mut self.fx.dispatchers {
             if h.instance == id {

@@ -51,9 +51,10 @@
 //! deferred operations), `timers` (the logical clock), `ahead` (cache hints for the entries
 //! waiting behind the one it takes), `snapshot` (its state in a checkpoint) and `cut` (its part
 //! in a checkpoint across contexts) are the other jobs of the same [`Context`]; `timer_queue` is
-//! the queue of pending timers, a leaf; `store` keeps the instances by id, their states apart. May import the leaves, `channel`, `deliver`, `entry`,
-//! `event_time`, `expr`, `inbox`, `listener`, `record`, `route`, `shared` and `status`: every
-//! module below the facade except `monitor` and `input`, which sit on top of it.
+//! the queue of pending timers, a leaf; `store` keeps the instances by id, their states apart.
+//! May import the leaves, `channel`, `deliver`, `entry`, `event_time`, `expr`, `inbox`,
+//! `listener`, `record`, `route`, `shared` and `status`: every module below the facade except
+//! `monitor` and `input`, which sit on top of it.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -298,11 +299,7 @@ impl<E: Event> Context<E> {
                 next_handle: 0,
                 #[cfg(feature = "checkpoint")]
                 restore_handles: Vec::new(),
-                #[cfg(feature = "checkpoint")]
-                keyed_hooks: Vec::new(),
                 dispatchers: Vec::new(),
-                #[cfg(feature = "checkpoint")]
-                keyed: counting.then(Default::default),
                 now: Time::ZERO,
                 journal,
                 emit_ids: 0,

@@ -10,9 +10,9 @@
 //! listeners in registration order: each one's handle, mode, and for an expression its matches
 //! in progress with their events, through the correlator's `EventCodec`) and every pending
 //! timer of a live listener with its due time, sequence and handle; a persistent stream query's
-//! windows and a join's (`query::saved`). A pool's dispatcher is not
-//! saved (its factory is a closure; the recovering program loads it again before `recover`), a
-//! per-key instance is, with its key (`Effects::keyed`). Beside the part it hands
+//! windows and a join's (`query::saved`). A pool's dispatcher is not saved (its factory is a
+//! closure; the recovering program loads it again before `recover`), a per-key instance is,
+//! with its key (the instance's record names its dispatcher and key). Beside the part it hands
 //! back how many events it took from each input handle, which the coordinator names. An
 //! instance of a monitor that is not persistent, or a stream query not built `persistent`, fail
 //! the save with a typed error: nothing is dropped quietly.
@@ -20,8 +20,8 @@
 //! # Restoring
 //! Before the context takes anything else (`Correlator::recover` puts `Control::Restore` first
 //! in every inbox and then starts), it sets its clock and counters back, then creates each saved
-//! instance from its state (a per-key one wrapped by its member's dispatcher, `KeyedHook`) and
-//! runs its `on_restore`, whose registrations are handed the saved
+//! instance from its state (a per-key one taken back by its member's dispatcher, through its
+//! `DispatcherHook`) and runs its `on_restore`, whose registrations are handed the saved
 //! handles in order (`Effects::restore_handles`). What `on_restore` asked for is checked against
 //! the saved instance, listener by listener (only registrations; the same count, mode and kind;
 //! for an expression the same shape), and nothing is applied until every instance passed. The
@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::timer_queue::TimerQueue;
 use super::{panic_message, Context};
 use crate::checkpoint::CheckpointError;
-use crate::entry::{InputsTaken, Mode, Op, Persist, Spec};
+use crate::entry::{InputsTaken, Mode, Op, Persist, Spec, NO_INSTANCE};
 use crate::event::Event;
 use crate::expr::{ExprPart, Held};
 use crate::listener::Body;
@@ -172,11 +172,10 @@ impl<E: Event> Context<E> {
         let channels = &self.fx.links.shared().channels;
         let table = &self.table;
         let mut instances = Vec::with_capacity(self.instances.live());
-        let hooks = &self.fx.keyed_hooks;
-        let keyed = self.fx.keyed.as_ref();
+        let hooks = &self.fx.dispatchers;
         for (id, inst, inst_state) in self.instances.iter_mut() {
             // A pool's dispatcher is configuration: the recovering program loads it again.
-            if hooks.iter().any(|h| h.dispatcher == id) {
+            if hooks.iter().any(|h| h.instance == id) {
                 continue;
             }
             let Some(ty) = persist.types.get(&inst_state.type_id()) else {
@@ -235,7 +234,7 @@ impl<E: Event> Context<E> {
             subscriptions.sort();
             instances.push(InstancePart {
                 monitor: ty.name.to_owned(),
-                key: keyed.and_then(|k| k.get(&id).copied()),
+                key: (inst.owner != NO_INSTANCE).then_some(inst.key),
                 state,
                 subscriptions,
                 listeners,
@@ -289,7 +288,8 @@ impl<E: Event> Context<E> {
     ) -> Result<Vec<(Origin, E)>, CheckpointError> {
         let context = self.shared.name.clone();
         // A pool's dispatchers are loaded again before `recover`; nothing else may be.
-        if self.instances.live() > self.fx.keyed_hooks.len() {
+        let dispatchers = self.fx.dispatchers.iter();
+        if self.instances.live() > dispatchers.filter(|h| h.instance != NO_INSTANCE).count() {
             return Err(CheckpointError::NotNow {
                 why: "a context to restore already holds instances: call `recover` before \
                       loading monitors (other than a pool's `load_per_key`) or feeding events",
@@ -350,16 +350,23 @@ impl<E: Event> Context<E> {
             reason,
         })?;
         if let Some(key) = ip.key {
-            let Some(hook) = self.fx.keyed_hooks.iter().find(|h| h.monitor == tid) else {
+            let Some(h) = self.fx.dispatchers.iter().position(|h| h.monitor == tid) else {
                 return Err(mismatch(
                     "it is a pool's per-key instance, and no `load_per_key` of its monitor was \
                      loaded in this context before `recover`"
                         .to_owned(),
                 ));
             };
-            let (adopt, d) = (hook.adopt, hook.dispatcher);
-            if let Some(dispatcher) = self.instances.state_mut(d) {
-                new = adopt(dispatcher, key, new);
+            let hook = &self.fx.dispatchers[h];
+            let (remember, d) = (hook.remember, hook.instance);
+            // The dispatcher's, as if it had created it: its key live there, the instance
+            // counted and forgotten through the hook as the instances it creates are.
+            if self
+                .instances
+                .state_mut(d)
+                .is_some_and(|s| remember(s, key))
+            {
+                new.owner = Some((h as u32, key));
             }
         }
         self.fx.restore_handles = ip.listeners.iter().rev().map(|l| l.handle).collect();

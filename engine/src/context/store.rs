@@ -139,7 +139,7 @@ impl<E: Event> Instances<E> {
                 (self.records.len() - 1) as u32
             }
         };
-        let (word, bit) = (id as usize / 64, 1 << (id % 64));
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
         if word >= self.boxed.len() {
             self.boxed.resize(word + 1, 0);
         }
@@ -185,7 +185,7 @@ impl<E: Event> Instances<E> {
     /// Ids ever used (live or not): the bound of [`next_live`](Self::next_live).
     #[cfg(test)]
     pub(super) fn ids(&self) -> usize {
-        self.records.len()
+        self.states.len()
     }
 
     /// Whether instance `id` is live.
@@ -196,7 +196,14 @@ impl<E: Event> Instances<E> {
 
     /// The first live id from `from` on, if any.
     pub(super) fn next_live(&self, from: usize) -> Option<usize> {
-        self.records.next_some(from)
+        self.states.next_some(from)
+    }
+
+    /// Whether live instance `id` counts a live listener: what a handler about to run on its
+    /// state may assume (its listener is alive; the handler's operations, applied after it
+    /// returns, are what may change that). Reads the record: for debug assertions.
+    pub(super) fn listening(&self, id: u32) -> bool {
+        self.record(id).is_some_and(|r| r.live_listeners > 0)
     }
 
     /// The state of live instance `id`: what a handler needs (one line).
@@ -270,6 +277,15 @@ mod tests {
     // The look-ahead's hint (R2.2: it changes no order, only where it reads): a boxed state's
     // address for the ids whose state is boxed, none for one held in place or an ended id, also
     // after an id is reused by a state of the other kind.
+    // A kept state is one line, aligned, and its `Option` costs nothing (the niche of the
+    // state's table pointer): what the look-ahead's one prefetch per state relies on.
+    #[test]
+    fn a_kept_state_is_one_aligned_line() {
+        use super::Line;
+        assert_eq!(std::mem::size_of::<Option<Line>>(), 64);
+        assert_eq!(std::mem::align_of::<Option<Line>>(), 64);
+    }
+
     #[test]
     fn r2_2_the_store_names_boxed_states_only() {
         let mut s = Instances::<Ev>::default();

@@ -64,19 +64,13 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
             forget: forget::<E, M>,
             live: self.live.clone(),
             member: self.member,
+            // Checkpoints save this member's per-key instances (not the dispatcher: its factory
+            // is a closure, loaded again by the recovering program) and hand restored ones to it.
+            #[cfg(feature = "checkpoint")]
+            monitor: std::any::TypeId::of::<M>(),
+            #[cfg(feature = "checkpoint")]
+            remember: remember::<E, M>,
         });
-        // Checkpoints save this member's per-key instances (not the dispatcher: its factory is
-        // a closure, loaded again by the recovering program) and hand restored ones to it.
-        #[cfg(feature = "checkpoint")]
-        {
-            let fx = cx.effects();
-            let dispatcher = fx.current;
-            fx.keyed_hooks.push(crate::entry::KeyedHook {
-                monitor: std::any::TypeId::of::<M>(),
-                dispatcher,
-                adopt: adopt::<E, M>,
-            });
-        }
     }
 }
 
@@ -100,17 +94,17 @@ fn forget<E: Event, M: Monitor<E>>(state: &mut State, key: u64) {
     }
 }
 
-/// A restored instance of `key`, made the dispatcher `state`'s as if it had created it.
+/// Puts `key`, whose instance was restored, in the dispatcher `state`'s live keys, as creating
+/// the instance does; false if `state` is not this dispatcher type's (the hook names the
+/// dispatcher's own instance, so it is).
 #[cfg(feature = "checkpoint")]
-fn adopt<E: Event, M: Monitor<E>>(
-    state: &mut State,
-    key: u64,
-    new: NewInstance<E>,
-) -> NewInstance<E> {
+fn remember<E: Event, M: Monitor<E>>(state: &mut State, key: u64) -> bool {
     match state.downcast_mut::<Dispatcher<E, M>>() {
-        Some(d) => d.own(key, new),
-        // The hook names the dispatcher's own instance: its state is of this type.
-        None => new,
+        Some(d) => {
+            d.keys.get_or_insert_default(key);
+            true
+        }
+        None => false,
     }
 }
 
