@@ -337,7 +337,7 @@ impl<E: Event> Context<E> {
         if !self.instances.is_live(instance) {
             return;
         }
-        let (body, index): (_, SmallVec<[_; 1]>) = match spec {
+        let (body, index): (_, SmallVec<[_; 4]>) = match spec {
             Spec::Template(p, handler) => {
                 let index = smallvec![(p.template.kind, p.template.index())];
                 let body = Body::Template {
@@ -369,7 +369,7 @@ impl<E: Event> Context<E> {
             }
             Spec::Query(query) => {
                 let (p, right, run) = *query;
-                let mut index: SmallVec<[_; 1]> = smallvec![(p.template.kind, p.template.index())];
+                let mut index: SmallVec<[_; 4]> = smallvec![(p.template.kind, p.template.index())];
                 let right = right.map(|r| r.template);
                 if let Some(r) = &right {
                     let at = (r.kind, r.index());

@@ -170,9 +170,10 @@ pub(crate) fn leaves<E: Event>(
     defs: &[Def<E>],
     keyed: u64,
     key: u64,
-) -> SmallVec<[(E::Kind, IndexKey); 1]> {
-    // In place for the usual expression: every template of one kind and key.
-    let mut v: SmallVec<[(E::Kind, IndexKey); 1]> = SmallVec::new();
+) -> SmallVec<[(E::Kind, IndexKey); 4]> {
+    // In place for the usual expression: up to four distinct (kind, key) places (a trade and
+    // its confirmation are two).
+    let mut v: SmallVec<[(E::Kind, IndexKey); 4]> = SmallVec::new();
     for (i, d) in defs.iter().enumerate() {
         if let Def::Leaf(t) | Def::Repeat(t, ..) = d {
             // A template keyed by its listener's key (`Prog::keyed`) is listed under it.

@@ -1,9 +1,17 @@
 //! The expression tree and its builders: [`Expr`], the primaries [`wait`], [`at`] and [`not`],
 //! the combinators (`then`, `and`, `or`, `within`, `within_from_first`) on [`Expr`] and on a single
 //! [`Pattern`], the repetitions of a template (`times`, `at_least`, `between`), the after-match
-//! policy ([`AfterMatch`]), and the flattening of a tree into the definitions a matcher steps
-//! through ([`Def`], with the templates' [`Labels`]). The language itself is described in the
-//! [module docs](crate::expr).
+//! policy ([`AfterMatch`]), and the program a matcher steps through ([`Def`], with the templates'
+//! [`Labels`]). The language itself is described in the [module docs](crate::expr).
+//!
+//! # The tree, held flat
+//! An [`Expr`] holds its tree as the definitions it compiles to, in the program's order
+//! (children before parents, left before right, the root last), in one vector: a combinator
+//! appends the right side's definitions to the left side's (its children's numbers moved up)
+//! and pushes its own. Compiling moves them into the program; looking a per-key registration's
+//! program up (`expr::programs`) hashes and compares them in one pass each; dropping one frees
+//! one buffer. A tree of boxed nodes cost a recursive walk for each and an allocation per node:
+//! about 800 instructions per registration of `trade.then(confirm).within_from_first(d)`.
 //!
 //! Owns the tree and the definitions. May import `event`, `hash`, `pattern` and `time`.
 
@@ -37,8 +45,18 @@ pub(crate) enum Def<E: Event> {
     All(usize),
 }
 
-/// A binary node's constructor (`Node::Then`, `Node::And`, `Node::Or`).
-type Binary<E> = fn(Box<Node<E>>, Box<Node<E>>) -> Node<E>;
+impl<E: Event> Def<E> {
+    /// The template of a `Leaf` or `Repeat` definition.
+    fn template(&self) -> Option<&Template<E>> {
+        match self {
+            Def::Leaf(t) | Def::Repeat(t, ..) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A binary definition's constructor (`Def::Then`, `Def::And`, `Def::Or`), from its children.
+type Binary<E> = fn(usize, usize) -> Def<E>;
 
 /// A flattened expression: its definitions and its templates' labels. Once compiled it does not
 /// change, so one program serves every listener registered with the same expression
@@ -102,21 +120,39 @@ impl<E: Event> Prog<E> {
     }
 }
 
-/// A template leaf: the template, its name, what its closures are.
-type Leaf<E> = (Template<E>, Option<&'static str>, Ident);
+/// One definition of an expression being built, in the order [`Expr::compile`] gives the
+/// program's (children before parents, left before right, the root last), with what a template
+/// carries beside its definition until it is compiled.
+struct Part<E: Event> {
+    def: Def<E>,
+    /// A template's name (`None` for the other definitions).
+    name: Option<&'static str>,
+    /// What a template's closures are (the default for the other definitions).
+    ident: Ident,
+}
 
-enum Node<E: Event> {
-    Leaf(Leaf<E>),
-    Repeat(Leaf<E>, u32, u32),
-    Wait(Duration),
-    At(Time),
-    Then(Box<Node<E>>, Box<Node<E>>),
-    And(Box<Node<E>>, Box<Node<E>>),
-    Or(Box<Node<E>>, Box<Node<E>>),
-    Not(Box<Node<E>>),
-    Within(Box<Node<E>>, Duration),
-    WithinFirst(Box<Node<E>>, Duration),
-    All(Box<Node<E>>),
+impl<E: Event> Part<E> {
+    /// An operator's or a timer's definition.
+    fn op(def: Def<E>) -> Self {
+        Part {
+            def,
+            name: None,
+            ident: Ident::default(),
+        }
+    }
+
+    /// Moves its children's numbers up by `by` (its expression appended to one of `by`
+    /// definitions).
+    fn shift(&mut self, by: usize) {
+        match &mut self.def {
+            Def::Then(a, b) | Def::And(a, b) | Def::Or(a, b) => {
+                *a += by;
+                *b += by;
+            }
+            Def::Not(a) | Def::Within(a, _) | Def::WithinFirst(a, _) | Def::All(a) => *a += by,
+            Def::Leaf(_) | Def::Repeat(..) | Def::Wait(_) | Def::At(_) => {}
+        }
+    }
 }
 
 /// An event expression; build one from [`Pattern`]s with the combinators, [`wait`], [`at`] and
@@ -133,13 +169,19 @@ enum Node<E: Event> {
 /// event time, feeds `events` as `(kind, second)` pairs, moves the clock to 1,000 s and returns the
 /// match, if any, as (the second it completed, its events' kinds).
 pub struct Expr<E: Event> {
-    root: Node<E>,
+    /// The tree as the definitions it compiles to (a vector, not boxed nodes: building,
+    /// comparing with a shared program and dropping an expression walk one allocation).
+    parts: Vec<Part<E>>,
     after: AfterMatch,
 }
 
 impl<E: Event> From<Pattern<E>> for Expr<E> {
     fn from(p: Pattern<E>) -> Self {
-        Expr::of(Node::Leaf((p.template, p.name, p.ident)))
+        Expr::of(Part {
+            def: Def::Leaf(p.template),
+            name: p.name,
+            ident: p.ident,
+        })
     }
 }
 
@@ -205,7 +247,7 @@ pub enum AfterMatch {
 /// assert_eq!(first_match(expr, &[(1, 2)]), Some((7, vec![1])));
 /// ```
 pub fn wait<E: Event>(d: Duration) -> Expr<E> {
-    Expr::of(Node::Wait(d))
+    Expr::of(Part::op(Def::Wait(d)))
 }
 
 /// A timer primary: fires when the context's logical clock reaches `t`.
@@ -220,7 +262,7 @@ pub fn wait<E: Event>(d: Duration) -> Expr<E> {
 /// assert_eq!(first_match(expr, &[(1, 10), (2, 20)]), Some((30, vec![1])));
 /// ```
 pub fn at<E: Event>(t: Time) -> Expr<E> {
-    Expr::of(Node::At(t))
+    Expr::of(Part::op(Def::At(t)))
 }
 
 /// Holds until `x` matches, then fails: `a.and(not(b))` matches `a` unless `b` comes first, and
@@ -243,8 +285,7 @@ pub fn at<E: Event>(t: Time) -> Expr<E> {
 /// assert_eq!(first_match(unconfirmed, &[(1, 10), (3, 12)]), Some((15, vec![1])));
 /// ```
 pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
-    x.into()
-        .map(|root, after| (Node::Not(Box::new(root)), after))
+    x.into().wrap(Def::Not)
 }
 
 /// Every match of `x`, inside an expression (SPEC R7.8; Apama's `all` operator): each time `x`
@@ -294,8 +335,7 @@ pub fn not<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
 /// assert_eq!(fire(a().then(all(b()))), ["A1 B1", "A1 B2", "A1 B3"]);
 /// ```
 pub fn all<E: Event>(x: impl Into<Expr<E>>) -> Expr<E> {
-    x.into()
-        .map(|root, after| (Node::All(Box::new(root)), after))
+    x.into().wrap(Def::All)
 }
 
 impl<E: Event> Expr<E> {
@@ -308,7 +348,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (2, 2), (3, 4)]), Some((4, vec![1, 2, 3])));
     /// ```
     pub fn then(self, next: impl Into<Expr<E>>) -> Expr<E> {
-        self.join(next.into(), Node::Then)
+        self.join(next.into(), Def::Then)
     }
 
     /// Both, in any order.
@@ -320,7 +360,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(2, 0), (1, 1), (3, 2)]), Some((2, vec![1, 3, 2])));
     /// ```
     pub fn and(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        self.join(other.into(), Node::And)
+        self.join(other.into(), Def::And)
     }
 
     /// Either.
@@ -333,7 +373,7 @@ impl<E: Event> Expr<E> {
     /// assert_eq!(first_match(expr, &[(1, 0), (2, 1), (3, 2)]), Some((1, vec![1, 2])));
     /// ```
     pub fn or(self, other: impl Into<Expr<E>>) -> Expr<E> {
-        self.join(other.into(), Node::Or)
+        self.join(other.into(), Def::Or)
     }
 
     /// Must match within `d` of the moment it starts being evaluated; fails when the clock reaches
@@ -400,7 +440,7 @@ impl<E: Event> Expr<E> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn within(self, d: Duration) -> Expr<E> {
-        self.map(|root, after| (Node::Within(Box::new(root), d), after))
+        self.wrap(|x| Def::Within(x, d))
     }
 
     /// Must match within `d` of its first event: the clock starts when one of its templates
@@ -431,7 +471,7 @@ impl<E: Event> Expr<E> {
     /// # let _ = cancelled;
     /// ```
     pub fn within_from_first(self, d: Duration) -> Expr<E> {
-        self.map(|root, after| (Node::WithinFirst(Box::new(root), d), after))
+        self.wrap(|x| Def::WithinFirst(x, d))
     }
 
     /// What a repeating listener ([`when_all`](crate::Scope::when_all)) does with its other
@@ -440,14 +480,18 @@ impl<E: Event> Expr<E> {
     /// keeps the policy a part set (the leftmost, if parts set different ones).
     pub fn after_match(self, policy: AfterMatch) -> Expr<E> {
         Expr {
-            root: self.root,
+            parts: self.parts,
             after: policy,
         }
     }
 
-    fn of(root: Node<E>) -> Self {
+    fn of(part: Part<E>) -> Self {
+        // Room for the usual expression (three templates and their operators) in one allocation:
+        // a reallocation costs more than the larger first one.
+        let mut parts = Vec::with_capacity(8);
+        parts.push(part);
         Expr {
-            root,
+            parts,
             after: AfterMatch::NoSkip,
         }
     }
@@ -460,87 +504,72 @@ impl<E: Event> Expr<E> {
         } else {
             self.after
         };
-        Expr {
-            root: node(Box::new(self.root), Box::new(other.root)),
-            after,
+        let (mut parts, mut right) = (self.parts, other.parts);
+        let (left, by) = (parts.len() - 1, parts.len());
+        // Room for the node and one more above it (`a.then(b).within(d)`), in whichever side's
+        // buffer has it: the left side goes in front of the right side's (`a.then(b.then(c))`).
+        let need = by + right.len() + 2;
+        if parts.capacity() < need && right.capacity() >= need {
+            right.splice(0..0, parts.drain(..));
+            std::mem::swap(&mut parts, &mut right);
+        } else {
+            parts.reserve(right.len() + 2);
+            parts.append(&mut right);
         }
+        for p in &mut parts[by..] {
+            p.shift(by);
+        }
+        let right = parts.len() - 1;
+        parts.push(Part::op(node(left, right)));
+        Expr { parts, after }
     }
 
-    /// A new root from the old one, keeping the policy.
-    fn map(self, f: impl FnOnce(Node<E>, AfterMatch) -> (Node<E>, AfterMatch)) -> Expr<E> {
-        let (root, after) = f(self.root, self.after);
-        Expr { root, after }
+    /// The root under a new one made by `node` from it, keeping the policy.
+    fn wrap(mut self, node: impl FnOnce(usize) -> Def<E>) -> Expr<E> {
+        let root = self.parts.len() - 1;
+        self.parts.push(Part::op(node(root)));
+        self
     }
 
-    /// Flattens the tree: children before parents; the root is the last definition. Also returns
-    /// the after-match policy and the listener's key, if the templates' keys were moved out
+    /// The program: the definitions as built (children before parents; the root is the last),
+    /// each with its template number and the first definition of its subtree. Also returns the
+    /// after-match policy and the listener's key, if the templates' keys were moved out
     /// ([`Prog::keyed`]).
     pub(crate) fn compile(self) -> (Prog<E>, AfterMatch, Option<u64>) {
-        /// The number of nodes of the tree under `n`.
-        fn count<E: Event>(n: &Node<E>) -> usize {
-            1 + match n {
-                Node::Leaf(..) | Node::Repeat(..) | Node::Wait(_) | Node::At(_) => 0,
-                Node::Then(a, b) | Node::And(a, b) | Node::Or(a, b) => count(a) + count(b),
-                Node::Not(a) | Node::Within(a, _) | Node::WithinFirst(a, _) | Node::All(a) => {
-                    count(a)
-                }
-            }
-        }
-        struct Out<E: Event> {
-            defs: Vec<Def<E>>,
-            labels: Labels,
-            idents: Vec<Ident>,
-        }
-        fn go<E: Event>(n: Node<E>, out: &mut Out<E>) -> usize {
-            fn template<E: Event>(out: &mut Out<E>, name: Option<&'static str>, id: Ident) -> u32 {
-                let t = out.idents.len() as u32;
-                out.idents.push(id);
-                if name.is_some() {
-                    out.labels.names.resize(t as usize, None);
-                    out.labels.names.push(name);
-                }
-                t
-            }
-            const NONE: u32 = u32::MAX;
-            let lo = out.defs.len() as u32;
-            let (d, ordinal) = match n {
-                Node::Leaf((t, name, id)) => {
-                    let o = template(out, name, id);
-                    (Def::Leaf(t), o)
-                }
-                Node::Repeat((t, name, id), min, max) => {
-                    let o = template(out, name, id);
-                    (Def::Repeat(t, min, max), o)
-                }
-                Node::Wait(d) => (Def::Wait(d), NONE),
-                Node::At(t) => (Def::At(t), NONE),
-                Node::Then(a, b) => (Def::Then(go(*a, out), go(*b, out)), NONE),
-                Node::And(a, b) => (Def::And(go(*a, out), go(*b, out)), NONE),
-                Node::Or(a, b) => (Def::Or(go(*a, out), go(*b, out)), NONE),
-                Node::Not(a) => (Def::Not(go(*a, out)), NONE),
-                Node::Within(a, d) => (Def::Within(go(*a, out), d), NONE),
-                Node::WithinFirst(a, d) => (Def::WithinFirst(go(*a, out), d), NONE),
-                Node::All(a) => (Def::All(go(*a, out)), NONE),
-            };
-            out.defs.push(d);
-            out.labels.meta.push((ordinal, lo, 0));
-            out.defs.len() - 1
-        }
-        let n = count(&self.root);
-        let mut out = Out {
-            defs: Vec::with_capacity(n),
-            labels: Labels {
-                meta: Vec::with_capacity(n),
-                ..Labels::default()
-            },
-            idents: Vec::new(),
+        const NONE: u32 = u32::MAX;
+        let n = self.parts.len();
+        let mut defs = Vec::with_capacity(n);
+        let mut labels = Labels {
+            meta: Vec::with_capacity(n),
+            ..Labels::default()
         };
-        go(self.root, &mut out);
-        let Out {
-            mut defs,
-            mut labels,
-            idents,
-        } = out;
+        let mut idents = Vec::new();
+        for Part { def, name, ident } in self.parts {
+            let d = defs.len();
+            let lo = match &def {
+                Def::Leaf(_) | Def::Repeat(..) | Def::Wait(_) | Def::At(_) => d as u32,
+                Def::Then(a, _)
+                | Def::And(a, _)
+                | Def::Or(a, _)
+                | Def::Not(a)
+                | Def::Within(a, _)
+                | Def::WithinFirst(a, _)
+                | Def::All(a) => labels.meta[*a].1,
+            };
+            let ordinal = if let Def::Leaf(_) | Def::Repeat(..) = def {
+                let t = idents.len();
+                idents.push(ident);
+                if name.is_some() {
+                    labels.names.resize(t, None);
+                    labels.names.push(name);
+                }
+                t as u32
+            } else {
+                NONE
+            };
+            labels.meta.push((ordinal, lo, 0));
+            defs.push(def);
+        }
         if labels.names.iter().any(Option::is_some) {
             labels.shared = Some(labels.names.clone().into());
         }
@@ -568,117 +597,81 @@ impl<E: Event> Expr<E> {
     /// where that program could not be shared: a closure not named by its
     /// type, two keys, more definitions than the per-event test's bits.
     pub(crate) fn shape(&self) -> Option<(u64, Option<u64>)> {
-        struct Walk {
-            h: KindHasher,
-            key: Option<u64>,
-            defs: usize,
+        if self.parts.len() > super::matcher::ADMIT_BITS {
+            return None;
         }
-        fn leaf<E: Event>(w: &mut Walk, (t, name, id): &Leaf<E>) -> Option<()> {
-            if id.opaque() {
-                return None;
+        let mut h = KindHasher::default();
+        let mut key = None;
+        // The definitions in order, each with its operator: with each operator's arity, the
+        // sequence is the tree.
+        for Part { def, name, ident } in &self.parts {
+            if let Some(t) = def.template() {
+                if ident.opaque() || !one_key(&mut key, t.key) {
+                    return None;
+                }
+                t.hash_data(&mut h);
+                (t.key.is_some(), name, ident).hash(&mut h);
             }
-            if !one_key(&mut w.key, t.key) {
-                return None;
+            match def {
+                Def::Repeat(_, min, max) => (min, max).hash(&mut h),
+                Def::Wait(d) | Def::Within(_, d) | Def::WithinFirst(_, d) => d.hash(&mut h),
+                Def::At(t) => t.as_nanos().hash(&mut h),
+                _ => {}
             }
-            t.hash_data(&mut w.h);
-            (t.key.is_some(), name, id).hash(&mut w.h);
-            Some(())
+            std::mem::discriminant(def).hash(&mut h);
         }
-        fn go<E: Event>(n: &Node<E>, w: &mut Walk) -> Option<()> {
-            // Post-order, as `compile` flattens: with each node's arity, the sequence is the tree.
-            match n {
-                Node::Leaf(l) => leaf(w, l)?,
-                Node::Repeat(l, min, max) => {
-                    leaf(w, l)?;
-                    (min, max).hash(&mut w.h);
-                }
-                Node::Wait(d) => d.hash(&mut w.h),
-                Node::At(t) => t.as_nanos().hash(&mut w.h),
-                Node::Then(a, b) | Node::And(a, b) | Node::Or(a, b) => {
-                    go(a, w)?;
-                    go(b, w)?;
-                }
-                Node::Not(a) | Node::All(a) => go(a, w)?,
-                Node::Within(a, d) | Node::WithinFirst(a, d) => {
-                    go(a, w)?;
-                    d.hash(&mut w.h);
-                }
-            }
-            std::mem::discriminant(n).hash(&mut w.h);
-            w.defs += 1;
-            (w.defs <= super::matcher::ADMIT_BITS).then_some(())
-        }
-        let mut w = Walk {
-            h: KindHasher::default(),
-            key: None,
-            defs: 0,
-        };
-        go(&self.root, &mut w)?;
-        Some((w.h.finish(), w.key))
+        Some((h.finish(), key))
     }
 
     /// Whether `prog` is the program this expression compiles to, the key moved out: the
     /// confirmation of a [`shape`](Self::shape) found in the map (for an expression whose shape
     /// is `Some`).
     pub(crate) fn is_compiled_as(&self, prog: &Prog<E>) -> bool {
-        /// Definition and template numbers, counting up as `compile` numbers them.
-        struct At<'p, E: Event> {
-            prog: &'p Prog<E>,
-            def: usize,
-            template: usize,
+        if self.parts.len() != prog.defs.len() {
+            return false;
         }
-        fn leaf<E: Event>(at: &mut At<'_, E>, (t, name, id): &Leaf<E>, p: &Template<E>) -> bool {
-            let (d, o) = (at.def, at.template);
-            at.template += 1;
-            let keyed = at.prog.keyed >> d & 1 != 0;
-            p.same_data(t)
-                && p.key.is_none()
-                && keyed == t.key.is_some()
-                && at.prog.idents.get(o) == Some(id)
-                && at.prog.labels.names.get(o).copied().flatten() == *name
-        }
-        /// The definition number of `n`, if `n` is what the program holds there.
-        fn go<E: Event>(n: &Node<E>, at: &mut At<'_, E>) -> Option<usize> {
-            let sub = match n {
-                Node::Then(a, b) | Node::And(a, b) | Node::Or(a, b) => {
-                    Some((go(a, at)?, go(b, at)?))
+        let mut o = 0;
+        for (d, (part, def)) in self.parts.iter().zip(&prog.defs).enumerate() {
+            let same = match (&part.def, def) {
+                (Def::Leaf(t), Def::Leaf(p)) => template_is(prog, d, o, part, t, p),
+                (Def::Repeat(t, a0, a1), Def::Repeat(p, b0, b1)) => {
+                    (a0, a1) == (b0, b1) && template_is(prog, d, o, part, t, p)
                 }
-                Node::Not(a) | Node::All(a) | Node::Within(a, _) | Node::WithinFirst(a, _) => {
-                    Some((go(a, at)?, 0))
-                }
-                _ => None,
-            };
-            let d = at.def;
-            let def = at.prog.defs.get(d)?;
-            let same = match (n, def, sub) {
-                (Node::Leaf(l), Def::Leaf(p), _) => leaf(at, l, p),
-                (Node::Repeat(l, a0, a1), Def::Repeat(p, b0, b1), _) => {
-                    (a0, a1) == (b0, b1) && leaf(at, l, p)
-                }
-                (Node::Wait(x), Def::Wait(y), _) => x == y,
-                (Node::At(x), Def::At(y), _) => x == y,
-                (Node::Then(..), Def::Then(x, y), Some(s))
-                | (Node::And(..), Def::And(x, y), Some(s))
-                | (Node::Or(..), Def::Or(x, y), Some(s)) => (*x, *y) == s,
-                (Node::Not(_), Def::Not(x), Some(s)) | (Node::All(_), Def::All(x), Some(s)) => {
-                    *x == s.0
-                }
-                (Node::Within(_, a), Def::Within(x, b), Some(s))
-                | (Node::WithinFirst(_, a), Def::WithinFirst(x, b), Some(s)) => a == b && *x == s.0,
+                (Def::Wait(x), Def::Wait(y)) => x == y,
+                (Def::At(x), Def::At(y)) => x == y,
+                (Def::Then(a, b), Def::Then(x, y))
+                | (Def::And(a, b), Def::And(x, y))
+                | (Def::Or(a, b), Def::Or(x, y)) => (a, b) == (x, y),
+                (Def::Not(a), Def::Not(x)) | (Def::All(a), Def::All(x)) => a == x,
+                (Def::Within(a, p), Def::Within(x, q))
+                | (Def::WithinFirst(a, p), Def::WithinFirst(x, q)) => a == x && p == q,
                 _ => false,
             };
-            at.def += 1;
-            same.then_some(d)
+            if !same {
+                return false;
+            }
+            o += usize::from(part.def.template().is_some());
         }
-        let mut at = At {
-            prog,
-            def: 0,
-            template: 0,
-        };
-        go(&self.root, &mut at).is_some()
-            && at.def == prog.defs.len()
-            && at.template == prog.idents.len()
+        o == prog.idents.len()
     }
+}
+
+/// Whether template `p`, definition `d` and template number `o` of `prog`, is `part`'s template
+/// `t` with its key moved out (see [`Expr::is_compiled_as`]).
+fn template_is<E: Event>(
+    prog: &Prog<E>,
+    d: usize,
+    o: usize,
+    part: &Part<E>,
+    t: &Template<E>,
+    p: &Template<E>,
+) -> bool {
+    let keyed = prog.keyed >> d & 1 != 0;
+    p.same_data(t)
+        && p.key.is_none()
+        && keyed == t.key.is_some()
+        && prog.idents.get(o) == Some(&part.ident)
+        && prog.labels.names.get(o).copied().flatten() == part.name
 }
 
 /// Moves the templates' key out of `defs` if there is one key and the templates fit the
@@ -829,10 +822,10 @@ impl<E: Event> Pattern<E> {
     /// assert_eq!(first_match(run, &[(1, 0), (1, 1), (1, 2), (1, 3), (2, 4)]), Some((4, vec![1, 1, 1, 2])));
     /// ```
     pub fn between(self, min: u32, max: u32) -> Expr<E> {
-        Expr::of(Node::Repeat(
-            (self.template, self.name, self.ident),
-            min,
-            max,
-        ))
+        Expr::of(Part {
+            def: Def::Repeat(self.template, min, max),
+            name: self.name,
+            ident: self.ident,
+        })
     }
 }

@@ -326,7 +326,7 @@ impl<E: Event> ExprListener<E> {
         first
     }
 
-    pub(crate) fn leaves(&self) -> SmallVec<[(E::Kind, crate::pattern::IndexKey); 1]> {
+    pub(crate) fn leaves(&self) -> SmallVec<[(E::Kind, crate::pattern::IndexKey); 4]> {
         leaves(&self.prog.defs, self.prog.keyed, self.key)
     }
 
