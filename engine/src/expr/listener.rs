@@ -164,7 +164,7 @@ impl<E: Event> ExprListener<E> {
         out: &mut StepOut,
         programs: &mut Programs<E>,
     ) -> Self {
-        let (prog, after, key) = programs.program(expr);
+        let (prog, after, key) = programs.program(expr, all);
         let unmade = all && prog.start.is_some();
         let (matchers, due) = if unmade {
             (Vec::new(), NO_DUE)

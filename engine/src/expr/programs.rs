@@ -59,11 +59,16 @@ impl<E: Event> Default for Programs<E> {
 impl<E: Event> Programs<E> {
     /// The program to run `expr` with, its after-match policy and the listener's key (see
     /// [`Prog::keyed`]): one of the same shape already here, found without compiling `expr`;
-    /// else `expr` compiled, and kept for the next listener if it can be shared.
-    pub(crate) fn program(&mut self, expr: Expr<E>) -> (Rc<Prog<E>>, AfterMatch, Option<u64>) {
+    /// else `expr` compiled, and kept for the next listener if it can be shared. `all`: the
+    /// listener repeats (`when_all`).
+    pub(crate) fn program(
+        &mut self,
+        expr: Expr<E>,
+        all: bool,
+    ) -> (Rc<Prog<E>>, AfterMatch, Option<u64>) {
         let Some((shape, key)) = expr.shape() else {
             let (prog, after, key) = expr.compile();
-            return (finish(prog), after, key);
+            return (finish(prog, all), after, key);
         };
         if let Some(known) = self.by_shape.get(&shape) {
             if expr.is_compiled_as(known) {
@@ -71,14 +76,14 @@ impl<E: Event> Programs<E> {
             }
             // Another shape under the same hash: this one runs a program of its own.
             let (prog, after, key) = expr.compile();
-            return (finish(prog), after, key);
+            return (finish(prog, all), after, key);
         }
         if self.by_shape.len() >= self.sweep_at {
             self.by_shape.retain(|_, p| Rc::strong_count(p) > 1);
             self.sweep_at = (self.by_shape.len() * 2).max(FIRST_SWEEP);
         }
         let (prog, after, key) = expr.compile();
-        let prog = finish(prog);
+        let prog = finish(prog, true);
         self.by_shape.insert(shape, Rc::clone(&prog));
         (prog, after, key)
     }
@@ -90,12 +95,17 @@ impl<E: Event> Programs<E> {
     }
 }
 
-/// A compiled program made ready to run: its start table filled, its warning found, its start
-/// image made if it has one.
-fn finish<E: Event>(mut prog: Prog<E>) -> Rc<Prog<E>> {
+/// A compiled program made ready to run: its start table filled, its warning found, and, if
+/// `image`, its start image made if it has one. The image pays for itself over many starts: a
+/// shared program's, or a repeating listener's (whose fresh match it keeps unmade); for the
+/// one program of a `when` (a template with a capturing filter, registered from a handler:
+/// `workload/fraud`'s rule 2) making it would cost a second start of a matcher.
+fn finish<E: Event>(mut prog: Prog<E>, image: bool) -> Rc<Prog<E>> {
     fill_start(&prog.defs, &mut prog.labels);
     prog.never = never_matches(&prog.defs, &prog.labels);
-    prog.start = StartImage::of(&prog.defs, &prog.labels);
+    if image {
+        prog.start = StartImage::of(&prog.defs, &prog.labels);
+    }
     Rc::new(prog)
 }
 
@@ -207,6 +217,40 @@ mod tests {
         );
         assert!(!Rc::ptr_eq(five.program(), six.program()));
         assert_eq!(programs.len(), 2);
+    }
+
+    // R7.3: a program of its own (a closure that captures something) gets a start image only
+    // where its listener repeats (`when_all`, whose fresh match the image keeps unmade); a
+    // `when` starts its one matcher directly. Both match as before.
+    #[test]
+    fn r7_3_a_one_off_program_makes_a_start_image_only_for_a_repeating_listener() {
+        let mut programs = Programs::default();
+        let expr = |k: u64| -> Expr<Kv> {
+            Pattern::kind(1)
+                .key(k)
+                .filter(move |e: &Kv| e.1 == k)
+                .then(Pattern::kind(2).key(k))
+        };
+        let mut out = StepOut::new(Vec::new());
+        let mut once =
+            ExprListener::new(expr(3), false, false, Time::ZERO, &mut out, &mut programs);
+        let mut every =
+            ExprListener::new(expr(3), true, false, Time::ZERO, &mut out, &mut programs);
+        assert!(once.program().start.is_none(), "a `when`'s own program");
+        assert!(
+            every.program().start.is_some(),
+            "a `when_all`'s own program"
+        );
+        let events = [Kv(1, 3), Kv(2, 3), Kv(1, 3), Kv(2, 3)];
+        assert_eq!(feed(&mut once, &events), [vec![3, 3]]);
+        assert_eq!(feed(&mut every, &events), [vec![3, 3], vec![3, 3]]);
+        // (No `within`: a start that sets a timer has no image, shared or not.)
+        let pair = Pattern::kind(1).key(4).then(Pattern::kind(2).key(4));
+        let shared = listener(pair, &mut programs);
+        assert!(
+            shared.program().start.is_some(),
+            "a shared program, even for a `when`"
+        );
     }
 
     /// Expressions that differ from each other in one thing each (the tree, a duration, a count,
