@@ -21,9 +21,11 @@
 //!   a published event with a key: a prefetch of the lines where the index's lookup of its key
 //!   starts ([`KeyMap::slot_hint`]), and of the line where each dispatcher's probe of its key set
 //!   will start ([`DispatcherHook`]); both are computed from the key, nothing is read;
-//! - **far**, the entry `2 * GAP` places after the next: its key's first ordinary listener in the
+//! - **far**, the entry `2 * GAP` places after the next: its key's ordinary listeners in the
 //!   index (the one probe of the look-ahead, of the line *farthest* asked for), and a prefetch of
-//!   that listener's slot;
+//!   each one's slot, up to [`KEYED_HINTS`] (an instance with a rule, an `on_all` and the watches
+//!   it registered has a few, and its dispatch reads every one: with the first alone prefetched,
+//!   `workload/fraud`'s three or four listeners per card ran 10-18 % slower, harness/BENCHMARKS.md);
 //! - **mid**, the entry `GAP` places after the next: the slot that *far* found for it, now in
 //!   cache: a prefetch of its instance's state (one line: the store keeps the states apart from
 //!   the instances' records, a small state in place; `context::store`) and of its handler's
@@ -47,8 +49,8 @@
 //! another listener since is as good a guess as any.
 //!
 //! # What it costs and when it runs
-//! One peek, one `kind()`/`key()` call and one index probe per entry, and five prefetches and
-//! one more per dispatcher. In
+//! One peek, one `kind()`/`key()` call and one index probe per entry, and five prefetches, one
+//! more per listener of the key after its first, and one more per dispatcher. In
 //! cache (a small key set) that is pure cost, so the look-ahead runs only while the context has
 //! at least [`LOOK_AHEAD_FROM`] live listeners. A kind with one unkeyed listener ([`Solo`])
 //! needs no hints: its listener is in cache. The `kind()` and `key()` of an event ahead run under
@@ -78,6 +80,9 @@ pub(super) const LOOK_AHEAD_FROM: usize = 16_384;
 
 /// No finding.
 const NONE: u32 = u32::MAX;
+
+/// The most listener slots of one key that *far* prefetches.
+const KEYED_HINTS: usize = 4;
 
 /// Takes between one stage and the next: a prefetch asked for at one take has this many entries'
 /// processing to arrive before the next stage reads its line (see the module docs).
@@ -145,8 +150,13 @@ impl<E: Event> Context<E> {
         // far: the key farthest found GAP takes ago belongs to the entry 2 * GAP after the next;
         // the line its lookup reads was asked for then.
         let (bucket, key) = std::mem::replace(&mut self.ahead.keys[at], (NONE, 0));
-        if let Some(slot) = self.table.first_keyed(bucket, key) {
-            self.table.prefetch_slot(slot);
+        let slots = self.table.keyed_slots(bucket, key);
+        if let Some(&slot) = slots.first() {
+            // Every slot the key's dispatch will read (an instance's few listeners: a rule's
+            // `when_all`, an `on_all`, the watches it registered), the first one's handler next.
+            for &s in slots.iter().take(KEYED_HINTS) {
+                self.table.prefetch_slot(s);
+            }
             self.ahead.slots[at] = slot;
             #[cfg(test)]
             {

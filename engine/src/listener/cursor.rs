@@ -233,11 +233,13 @@ impl<E: Event> ListenerTable<E> {
         }
     }
 
-    /// The first ordinary listener listed under `key` in bucket `b`, if any.
+    /// The ordinary listeners listed under `key` in bucket `b` (empty if none).
     #[inline]
-    pub(crate) fn first_keyed(&self, b: u32, key: u64) -> Option<u32> {
-        let lists = &self.buckets.get(b as usize)?.ordinary;
-        lists.keyed.get(key)?.slots.first().copied()
+    pub(crate) fn keyed_slots(&self, b: u32, key: u64) -> &[u32] {
+        match self.buckets.get(b as usize) {
+            Some(bucket) => bucket.ordinary.keyed.get(key).map_or(&[], |l| &l.slots[..]),
+            None => &[],
+        }
     }
 
     /// Prefetches the lines of the listener in `slot`.
