@@ -1,5 +1,6 @@
 //! Cache hints: [`prefetch`] asks for a line that a later step will read, [`prefetch_both`] for
-//! the two lines an object may straddle, [`prefetch_write`] for a line a later step will write.
+//! the two lines an object may straddle, [`prefetch_range`] for the lines of a few bytes,
+//! [`prefetch_write`] for a line a later step will write.
 //!
 //! Owns the hints only. Imports nothing of the crate.
 
@@ -47,6 +48,20 @@ pub(crate) fn prefetch_both<T>(p: *const T) {
     let p = p.cast::<u8>();
     prefetch(p);
     prefetch(p.wrapping_add(std::mem::size_of::<T>().saturating_sub(1)));
+}
+
+/// Asks for every line of the `len` bytes at `p` (a few lines at most), for reading. A hint, as
+/// [`prefetch`] is.
+#[inline(always)]
+pub(crate) fn prefetch_range(p: *const u8, len: usize) {
+    const LINE: usize = 64;
+    let first = p as usize & !(LINE - 1);
+    let last = (p as usize).wrapping_add(len.max(1) - 1);
+    let mut at = first;
+    while at <= last {
+        prefetch(p.wrapping_add(at.wrapping_sub(p as usize)));
+        at += LINE;
+    }
 }
 
 /// Asks for the cache line at `p` in a writable state (a sender's next inbox slot). A hint, as

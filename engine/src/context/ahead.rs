@@ -26,14 +26,22 @@
 //!   each one's slot, up to [`KEYED_HINTS`] (an instance with a rule, an `on_all` and the watches
 //!   it registered has a few, and its dispatch reads every one: with the first alone prefetched,
 //!   `workload/fraud`'s three or four listeners per card ran 10-18 % slower, harness/BENCHMARKS.md);
-//! - **mid**, the entry `GAP` places after the next: the slot that *far* found for it, now in
-//!   cache: a prefetch of its instance's state (one line: the store keeps the states apart from
-//!   the instances' records, a small state in place; `context::store`) and of its handler's
-//!   closure (an expression listener's first matcher);
+//! - **mid**, the entry `GAP` places after the next: the slots that *far* found for it, now in
+//!   cache: for the first, a prefetch of its instance's state (one line: the store keeps the
+//!   states apart from the instances' records, a small state in place; `context::store`) and of
+//!   its handler's closure (an expression listener's first matcher); for each expression
+//!   listener whose program is its own (a watch whose filter captures a value, registered from
+//!   a handler: no other listener shares it, so it is cold), a prefetch of the program's head,
+//!   the bytes an event's test reads first ([`Prog::ADMIT_HEAD`]);
 //! - **near**, the next entry: for the instance that *mid* found for it, a prefetch of its state's
 //!   box, if the state is too large to be held in place (the store keeps a bit per instance for
 //!   that: reading the state's line to learn it stalled here, on a line *mid* had asked for one
-//!   take before, in a sixth of the look-ahead's samples at `workload/keys/1m`).
+//!   take before, in a sixth of the look-ahead's samples at `workload/keys/1m`); and for each
+//!   program of its own that *mid* found, a prefetch of the template its test reads first
+//!   (named in the program's head, which has arrived). Before these two hints the test of a
+//!   watch waited on the program's head and then on its definitions, one after the other: 60 %
+//!   of `fire_expr`'s samples in `workload/fraud` (`perf annotate`), whose cards each hold a
+//!   watch or two (rule 2); with them it ran 1.22-1.52x as fast (harness/BENCHMARKS.md).
 //!
 //! Before the index could be hinted (`std`'s map names neither the group nor the bucket a lookup
 //! reads), *far* probed it cold: at `workload/keys/1m` three quarters of the look-ahead's own
@@ -50,7 +58,8 @@
 //!
 //! # What it costs and when it runs
 //! One peek, one `kind()`/`key()` call and one index probe per entry, and five prefetches, one
-//! more per listener of the key after its first, and one more per dispatcher. In
+//! more per listener of the key after its first, two or three more per program of its own and
+//! one more per dispatcher. In
 //! cache (a small key set) that is pure cost, so the look-ahead runs only while the context has
 //! at least [`LOOK_AHEAD_FROM`] live listeners. A kind with one unkeyed listener ([`Solo`])
 //! needs no hints: its listener is in cache. The `kind()` and `key()` of an event ahead run under
@@ -65,6 +74,7 @@
 //! [`DispatcherHook`]: crate::entry::DispatcherHook
 //! [`LoopBody::look_ahead`]: super::skeleton::LoopBody::look_ahead
 //! [`Consumer::peek_with`]: crate::inbox::Consumer::peek_with
+//! [`Prog::ADMIT_HEAD`]: crate::expr::Prog::ADMIT_HEAD
 
 use std::panic::{self, AssertUnwindSafe};
 
@@ -81,8 +91,16 @@ pub(super) const LOOK_AHEAD_FROM: usize = 16_384;
 /// No finding.
 const NONE: u32 = u32::MAX;
 
-/// The most listener slots of one key that *far* prefetches.
+/// The most listener slots of one key that the stages hint.
 const KEYED_HINTS: usize = 4;
+
+/// A key's listener slots found by one stage for the next: [`NONE`] after the last.
+type Slots = [u32; KEYED_HINTS];
+
+/// The slots of `found` (up to the first [`NONE`]).
+fn listed(found: &Slots) -> impl Iterator<Item = u32> + '_ {
+    found.iter().copied().take_while(|&s| s != NONE)
+}
 
 /// Takes between one stage and the next: a prefetch asked for at one take has this many entries'
 /// processing to arrive before the next stage reads its line (see the module docs).
@@ -94,11 +112,15 @@ pub(super) struct Ahead {
     /// The bucket and key *farthest* found, each for the entry now `2 * GAP` places after the
     /// next when it is read back (bucket [`NONE`]: none).
     keys: [(u32, u64); GAP],
-    /// The listener slots *far* found, each for the entry now `GAP` places further than the
-    /// next one when it is read back.
-    slots: [u32; GAP],
+    /// The listener slots *far* found (up to [`KEYED_HINTS`], the first one first, [`NONE`]
+    /// after the last), each for the entry now `GAP` places further than the next one when it
+    /// is read back.
+    slots: [Slots; GAP],
     /// The instances *mid* found, each for the entry that is the next one when it is read back.
     instances: [u32; GAP],
+    /// The slots of expression listeners with programs of their own that *mid* found, passed
+    /// on to *near* (for the templates their programs name).
+    near: [Slots; GAP],
     /// Takes so far, modulo [`GAP`].
     take: usize,
 }
@@ -107,8 +129,9 @@ impl Default for Ahead {
     fn default() -> Self {
         Self {
             keys: [(NONE, 0); GAP],
-            slots: [NONE; GAP],
+            slots: [[NONE; KEYED_HINTS]; GAP],
             instances: [NONE; GAP],
+            near: [[NONE; KEYED_HINTS]; GAP],
             take: 0,
         }
     }
@@ -135,13 +158,33 @@ impl<E: Event> Context<E> {
         if let Some(p) = self.instances.boxed_state(instance) {
             prefetch(p);
         }
-        // mid: the slot far found GAP takes ago belongs to the entry GAP after the next.
-        let slot = std::mem::replace(&mut self.ahead.slots[at], NONE);
-        if let Some((instance, handler)) = self.table.slot_hint(slot) {
+        // ... and for each program of its own mid found, the template its test reads first (the
+        // program's head, which mid asked for, has arrived).
+        if self.ahead.near[at][0] != NONE {
+            let own = self.ahead.near[at];
+            self.ahead.near[at][0] = NONE;
+            for s in listed(&own) {
+                self.table.prefetch_template(s);
+                #[cfg(test)]
+                {
+                    self.looked += 1;
+                }
+            }
+        }
+        // mid: the slots far found GAP takes ago belong to the entry GAP after the next.
+        // The head of each program of its own (a watch with a capturing filter) is cold, and
+        // the test of the event reads it, then a template it names (near's hint).
+        // (A list ends at its first NONE: clearing the first entry clears it.)
+        let slots = self.ahead.slots[at];
+        self.ahead.slots[at][0] = NONE;
+        if let Some((instance, handler, own)) = self.table.slot_hint(slots[0]) {
             prefetch(handler);
             // The state's line: all a handler reads of its instance.
             self.instances.prefetch_state(instance);
             self.ahead.instances[at] = instance;
+            if own || slots[1] != NONE {
+                self.hint_programs(at, &slots, own);
+            }
         }
         // The listener of the next timer to fall due.
         if let Some(&(.., slot)) = self.timers.peek() {
@@ -151,13 +194,15 @@ impl<E: Event> Context<E> {
         // the line its lookup reads was asked for then.
         let (bucket, key) = std::mem::replace(&mut self.ahead.keys[at], (NONE, 0));
         let slots = self.table.keyed_slots(bucket, key);
-        if let Some(&slot) = slots.first() {
+        if !slots.is_empty() {
             // Every slot the key's dispatch will read (an instance's few listeners: a rule's
             // `when_all`, an `on_all`, the watches it registered), the first one's handler next.
-            for &s in slots.iter().take(KEYED_HINTS) {
+            let mut found = [NONE; KEYED_HINTS];
+            for (f, &s) in found.iter_mut().zip(slots) {
                 self.table.prefetch_slot(s);
+                *f = s;
             }
-            self.ahead.slots[at] = slot;
+            self.ahead.slots[at] = found;
             #[cfg(test)]
             {
                 self.looked += 1;
@@ -191,6 +236,28 @@ impl<E: Event> Context<E> {
                 }
             }
         }
+    }
+}
+
+impl<E: Event> Context<E> {
+    /// *mid*'s hints for a key's listeners after its first (see [`Context::hint_ahead`]): the
+    /// head of each program of its own, each such slot noted for *near*, after the first if
+    /// `first_own` (its head was asked for with its other hints).
+    #[inline(never)]
+    fn hint_programs(&mut self, at: usize, slots: &Slots, first_own: bool) {
+        let mut own = [NONE; KEYED_HINTS];
+        let mut n = 0;
+        if first_own {
+            own[0] = slots[0];
+            n = 1;
+        }
+        for s in listed(slots).skip(1) {
+            if self.table.prefetch_program(s) {
+                own[n] = s;
+                n += 1;
+            }
+        }
+        self.ahead.near[at] = own;
     }
 }
 
@@ -303,6 +370,112 @@ mod tests {
             c.looked() > 15_000,
             "the look-ahead found {} listeners for 19,999 waiting events",
             c.looked()
+        );
+    }
+
+    /// The loader (`n` > 0) spawns one per key in `0..n`; each has a watch whose filter captures
+    /// its key (a program of its own, which the look-ahead hints: its head, then its template),
+    /// registered before or after an `on_all` of the key (even keys: before).
+    #[derive(Clone)]
+    struct Watched {
+        n: u64,
+        me: u64,
+        seen: Arc<Mutex<Vec<u64>>>,
+        fired: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Watched {
+        fn listen(&mut self, cx: &mut Scope<'_, Key, Self>) {
+            let me = self.me;
+            let watch = |cx: &mut Scope<'_, Key, Self>| {
+                cx.when(
+                    Pattern::kind(0)
+                        .key(me)
+                        .filter(move |e: &Key| e.1 == me + 1),
+                    |m: &mut Watched, _: &mut Scope<'_, Key, Watched>, hit: &crate::Match<Key>| {
+                        assert_eq!(hit.events[0].0, m.me, "a watch fired by another key");
+                        m.fired.lock().unwrap().push(m.me);
+                    },
+                );
+            };
+            if me % 2 == 0 {
+                watch(cx);
+            }
+            cx.on_all(
+                Pattern::kind(0).key(me),
+                |m: &mut Watched, _: &mut Scope<'_, Key, Watched>, e: &Key| {
+                    assert_eq!(e.0, m.me, "an event of another key");
+                    m.seen.lock().unwrap().push(e.0);
+                },
+            );
+            if me % 2 == 1 {
+                watch(cx);
+            }
+        }
+    }
+
+    impl Monitor<Key> for Watched {
+        fn on_load(&mut self, cx: &mut Scope<'_, Key, Self>) {
+            for me in 0..self.n {
+                let state = Watched {
+                    n: 0,
+                    me,
+                    ..self.clone()
+                };
+                cx.spawn(&state, Watched::listen);
+            }
+        }
+    }
+
+    #[test]
+    fn r2_2_r7_3_look_ahead_over_watches_with_programs_of_their_own_changes_nothing() {
+        let n = LOOK_AHEAD_FROM as u64 / 2 + 1_000;
+        let c = Correlator::<Key>::builder()
+            .external_time()
+            .inbox_capacity(1 << 16)
+            .build()
+            .unwrap();
+        let (seen, fired) = (Arc::default(), Arc::default());
+        c.load(Watched {
+            n,
+            me: 0,
+            seen: Arc::clone(&seen),
+            fired: Arc::clone(&fired),
+        })
+        .unwrap();
+        // Waiting in the inbox when the context starts: every key in a scrambled order, most
+        // more than once; only the last 1,000 events carry the value their key's watch waits
+        // for (no key twice among them: n > 1,000).
+        let (events, last) = (2 * n, 2 * n - 1_000);
+        let input = c.input();
+        let (mut sent, mut want) = (Vec::new(), Vec::new());
+        for i in 0..events {
+            let key = i * 7_919 % n;
+            let value = if i >= last { key + 1 } else { 0 };
+            input.send_to(c.main(), Key(key, value)).unwrap();
+            sent.push(key);
+            if i >= last {
+                want.push(key);
+            }
+        }
+        c.start();
+        c.shutdown().unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            sent,
+            "R2.2: each event once, in order"
+        );
+        let mut fired = std::mem::take(&mut *fired.lock().unwrap());
+        fired.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(fired, want, "R7.3: each watch fired once, at its value");
+        // The index's hints give at most one per event; a watch alive at its key's event adds
+        // one (the template its program names), and every watch is alive until its last event.
+        assert!(
+            c.looked() > events + events / 2,
+            "the look-ahead gave {} hints for {} waiting events",
+            c.looked(),
+            events
         );
     }
 

@@ -62,14 +62,23 @@ type Binary<E> = fn(usize, usize) -> Def<E>;
 /// change, so one program serves every listener registered with the same expression
 /// (`programs`); what differs between them, the key of their keyed templates, each listener
 /// keeps itself.
+///
+/// `repr(C)`, the fields an event's test reads first ([`Prog::ADMIT_HEAD`] bytes: the definitions'
+/// buffer, the plan, the keyed bits): a program of its own (a capturing filter) is cold when
+/// its listener's key comes, and the look-ahead prefetches those lines, then the template the
+/// plan names (`context::ahead`).
+#[repr(C)]
 pub(crate) struct Prog<E: Event> {
     pub(crate) defs: Vec<Def<E>>,
-    pub(crate) labels: Labels,
+    /// The templates an event offered to a listener is tested against, each distinct one once
+    /// (see [`admit_plan`](super::matcher::admit_plan)).
+    pub(crate) admits: SmallVec<[(u32, u64); 4]>,
     /// Bit `d`: definition `d` is a template keyed by its listener's key, moved out of the
     /// template when it was compiled (every keyed template of an expression with one key and at
     /// most [`ADMIT_BITS`](super::matcher::ADMIT_BITS) definitions; otherwise 0, and each
     /// template keeps its own key).
     pub(crate) keyed: u64,
+    pub(crate) labels: Labels,
     /// What each template's closures are, by template number.
     pub(crate) idents: Vec<Ident>,
     /// Why the expression can never match, if it cannot (the registration warning, see
@@ -78,12 +87,13 @@ pub(crate) struct Prog<E: Event> {
     /// The states every match starts in, if its start sets no time (see
     /// [`StartImage`](super::matcher::StartImage)): found once per program.
     pub(crate) start: Option<super::matcher::StartImage>,
-    /// The templates an event offered to a listener is tested against, each distinct one once
-    /// (see [`admit_plan`](super::matcher::admit_plan)).
-    pub(crate) admits: SmallVec<[(u32, u64); 4]>,
 }
 
 impl<E: Event> Prog<E> {
+    /// The bytes at the start of a program that testing an event reads: `defs`, `admits`,
+    /// `keyed`.
+    pub(crate) const ADMIT_HEAD: usize = std::mem::offset_of!(Self, keyed) + 8;
+
     /// A hash of the program's tree: each definition's operator and the numbers that place it (its
     /// children, a repetition's bounds), not its durations, times or templates.
     #[cfg(feature = "checkpoint")]

@@ -146,6 +146,9 @@ const SKIPPABLE: u8 = 4;
 /// template of the image admits, and kept only if that event changed it. An idle listener holds
 /// no matcher, and a match that starts costs a copy, not a walk of the definitions.
 const UNMADE_FRESH: u8 = 8;
+/// The listener's program is its own (not shared: a capturing filter), so it is cold when an
+/// event of its key comes, and the look-ahead hints it ([`program_hint`](ExprListener::program_hint)).
+const OWN_PROGRAM: u8 = 16;
 
 impl<E: Event> ExprListener<E> {
     /// Where its first matcher lives (for cache hints; without one, a dangling address, which a
@@ -153,6 +156,28 @@ impl<E: Event> ExprListener<E> {
     #[inline]
     pub(crate) fn hint(&self) -> *const u8 {
         self.matchers.as_ptr().cast::<u8>()
+    }
+
+    /// Where its program's head is, and how long it is: what testing an event reads first
+    /// ([`Prog::ADMIT_HEAD`]), for a hint; `None` for a shared program (whatever the number of
+    /// listeners, it stays in cache).
+    #[inline]
+    pub(crate) fn program_hint(&self) -> Option<(*const u8, usize)> {
+        (self.traits & OWN_PROGRAM != 0)
+            .then(|| (Rc::as_ptr(&self.prog).cast::<u8>(), Prog::<E>::ADMIT_HEAD))
+    }
+
+    /// Where the template that testing an event reads first is, and how long its definition is,
+    /// for a hint (reads the program's head: call once [`program_hint`](Self::program_hint)'s
+    /// lines have had time to arrive).
+    #[inline]
+    pub(crate) fn template_hint(&self) -> Option<(*const u8, usize)> {
+        let &(d, _) = self.prog.admits.first()?;
+        let def = self.prog.defs.get(d as usize)?;
+        Some((
+            (def as *const Def<E>).cast::<u8>(),
+            std::mem::size_of::<Def<E>>(),
+        ))
     }
 
     /// A listener of `expr`, its program taken from `programs` if one of the same shape is there.
@@ -178,10 +203,13 @@ impl<E: Event> ExprListener<E> {
         };
         let skippable = prog.defs.len() <= ADMIT_BITS && !prog.labels.odd_start;
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        // The map of shared programs holds one more reference to a shared one.
+        let own = Rc::strong_count(&prog) == 1;
         let traits = flag(after == AfterMatch::SkipPastLastEvent, SKIP_PAST_LAST)
             | flag(timeouts, TIMEOUTS)
             | flag(skippable, SKIPPABLE)
-            | flag(unmade, UNMADE_FRESH);
+            | flag(unmade, UNMADE_FRESH)
+            | flag(own, OWN_PROGRAM);
         Self {
             prog,
             key: key.unwrap_or(0),

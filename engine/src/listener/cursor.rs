@@ -10,7 +10,7 @@ use crate::entry::Mode;
 use crate::event::Event;
 use crate::pattern::IndexKey;
 
-use super::{Body, List, ListenerTable, Lists, Solo};
+use super::{Body, List, ListenerSlot, ListenerTable, Lists, Solo};
 
 /// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
 /// a template constraining another field by equality is listed unkeyed and checked as data.
@@ -250,16 +250,57 @@ impl<E: Event> ListenerTable<E> {
         }
     }
 
-    /// The instance of the listener in `slot` and where its handler's state is, for hints.
+    /// Prefetches the head of the program of the expression listener in `slot` if the program
+    /// is its own (what testing an event reads first: cold, unlike a shared one). Whether it did.
     #[inline]
-    pub(crate) fn slot_hint(&self, slot: u32) -> Option<(u32, *const u8)> {
+    pub(crate) fn prefetch_program(&self, slot: u32) -> bool {
+        if let Some(Some(ListenerSlot {
+            body: Body::Expr { expr, .. },
+            ..
+        })) = self.slots.get(slot as usize)
+        {
+            if let Some((p, len)) = expr.program_hint() {
+                crate::hint::prefetch_range(p, len);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Prefetches the template that testing an event reads first, of the expression listener
+    /// in `slot` (reads its program's head: call where [`prefetch_program`](Self::prefetch_program)
+    /// asked for it).
+    #[inline]
+    pub(crate) fn prefetch_template(&self, slot: u32) {
+        if let Some(Some(ListenerSlot {
+            body: Body::Expr { expr, .. },
+            ..
+        })) = self.slots.get(slot as usize)
+        {
+            if let Some((p, len)) = expr.template_hint() {
+                crate::hint::prefetch_range(p, len);
+            }
+        }
+    }
+
+    /// The instance of the listener in `slot`, where its handler's state is, and whether it
+    /// prefetched the head of the listener's program ([`prefetch_program`](Self::prefetch_program)),
+    /// for hints.
+    #[inline]
+    pub(crate) fn slot_hint(&self, slot: u32) -> Option<(u32, *const u8, bool)> {
         let l = self.slots.get(slot as usize)?.as_ref()?;
-        let at = match &l.body {
-            Body::Template { handler, .. } => &**handler as *const _ as *const u8,
-            Body::Expr { expr, .. } => expr.hint(),
-            Body::Query(_) => std::ptr::null(),
+        let (at, own) = match &l.body {
+            Body::Template { handler, .. } => (&**handler as *const _ as *const u8, false),
+            Body::Expr { expr, .. } => {
+                let own = expr.program_hint();
+                if let Some((p, len)) = own {
+                    crate::hint::prefetch_range(p, len);
+                }
+                (expr.hint(), own.is_some())
+            }
+            Body::Query(_) => (std::ptr::null(), false),
         };
-        Some((l.instance, at))
+        Some((l.instance, at, own))
     }
 
     /// A cursor over the listeners of bucket `b` in `mode`'s lists that `event` is offered to:
