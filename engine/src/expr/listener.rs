@@ -158,6 +158,16 @@ impl<E: Event> ExprListener<E> {
         self.matchers.as_ptr().cast::<u8>()
     }
 
+    /// Where its matches in progress are, and how long the first two of them are, for a hint.
+    #[inline]
+    pub(crate) fn matches_hint(&self) -> (*const u8, usize) {
+        let n = (self.live as usize).min(2);
+        (
+            self.matchers.as_ptr().cast::<u8>(),
+            n * std::mem::size_of::<Matcher<E>>(),
+        )
+    }
+
     /// Where its program's head is, and how long it is: what testing an event reads first
     /// ([`Prog::ADMIT_HEAD`]), for a hint; `None` for a shared program (whatever the number of
     /// listeners, it stays in cache).

@@ -267,6 +267,23 @@ impl<E: Event> ListenerTable<E> {
         false
     }
 
+    /// Prefetches the matches in progress of the expression listener in `slot` (its first two),
+    /// and the head of its program if the program is its own (what a clock stimulus reads).
+    #[inline]
+    pub(crate) fn prefetch_matches(&self, slot: u32) {
+        if let Some(Some(ListenerSlot {
+            body: Body::Expr { expr, .. },
+            ..
+        })) = self.slots.get(slot as usize)
+        {
+            let (p, len) = expr.matches_hint();
+            crate::hint::prefetch_range(p, len);
+            if let Some((p, len)) = expr.program_hint() {
+                crate::hint::prefetch_range(p, len);
+            }
+        }
+    }
+
     /// Prefetches the template that testing an event reads first, of the expression listener
     /// in `slot` (reads its program's head: call where [`prefetch_program`](Self::prefetch_program)
     /// asked for it).
