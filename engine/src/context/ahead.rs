@@ -183,8 +183,14 @@ impl<E: Event> Context<E> {
         // The head of each program of its own (a watch with a capturing filter) is cold, and
         // the test of the event reads it, then a template it names (near's hint).
         // (A list ends at its first NONE: clearing the first entry clears it.)
-        let slots = self.ahead.slots[at];
-        self.ahead.slots[at][0] = NONE;
+        let mut slots = [NONE; KEYED_HINTS];
+        slots[0] = std::mem::replace(&mut self.ahead.slots[at][0], NONE);
+        if slots[0] != NONE {
+            slots[1] = std::mem::replace(&mut self.ahead.slots[at][1], NONE);
+            if slots[1] != NONE {
+                slots[2..].copy_from_slice(&self.ahead.slots[at][2..]);
+            }
+        }
         if let Some((instance, handler, own)) = self.table.slot_hint(slots[0]) {
             prefetch(handler);
             // The state's line: all a handler reads of its instance.
@@ -213,15 +219,21 @@ impl<E: Event> Context<E> {
         // the line its lookup reads was asked for then.
         let (bucket, key) = std::mem::replace(&mut self.ahead.keys[at], (NONE, 0));
         let slots = self.table.keyed_slots(bucket, key);
-        if !slots.is_empty() {
+        if let Some(&first) = slots.first() {
             // Every slot the key's dispatch will read (an instance's few listeners: a rule's
             // `when_all`, an `on_all`, the watches it registered), the first one's handler next.
-            let mut found = [NONE; KEYED_HINTS];
-            for (f, &s) in found.iter_mut().zip(slots) {
-                self.table.prefetch_slot(s);
-                *f = s;
+            self.table.prefetch_slot(first);
+            self.ahead.slots[at][0] = first;
+            if slots.len() > 1 {
+                let found = &mut self.ahead.slots[at];
+                for (f, &s) in found.iter_mut().zip(slots).skip(1) {
+                    self.table.prefetch_slot(s);
+                    *f = s;
+                }
+                if let Some(end) = found.get_mut(slots.len()) {
+                    *end = NONE;
+                }
             }
-            self.ahead.slots[at] = found;
             #[cfg(test)]
             {
                 self.looked += 1;
