@@ -54,14 +54,20 @@ pub(crate) fn prefetch_both<T>(p: *const T) {
 /// [`prefetch`] is.
 #[inline(always)]
 pub(crate) fn prefetch_range(p: *const u8, len: usize) {
-    const LINE: usize = 64;
-    let first = p as usize & !(LINE - 1);
-    let last = (p as usize).wrapping_add(len.max(1) - 1);
-    let mut at = first;
-    while at <= last {
-        prefetch(p.wrapping_add(at.wrapping_sub(p as usize)));
-        at += LINE;
+    let line = p.wrapping_sub(p as usize % LINE);
+    for offset in line_offsets(p as usize, len) {
+        prefetch(line.wrapping_add(offset));
     }
+}
+
+/// The cache line size the hints assume.
+const LINE: usize = 64;
+
+/// The offsets, from the start of `addr`'s line, of every line the `len` bytes at `addr` touch
+/// (one at least).
+#[inline(always)]
+fn line_offsets(addr: usize, len: usize) -> std::iter::StepBy<std::ops::Range<usize>> {
+    (0..addr % LINE + len.max(1)).step_by(LINE)
 }
 
 /// Asks for the cache line at `p` in a writable state (a sender's next inbox slot). A hint, as
@@ -71,4 +77,23 @@ pub(crate) fn prefetch_range(p: *const u8, len: usize) {
 #[inline(always)]
 pub(crate) fn prefetch_write<T: ?Sized>(p: *const T) {
     prefetch_asm!(p.cast::<u8>(), "prefetchw", "pstl1keep");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_offsets;
+
+    /// `prefetch_range` asks for each line its bytes touch, once: at a line's start, across a
+    /// boundary, at a line's last byte, and for no bytes (the line of `addr`).
+    #[test]
+    fn a_range_names_each_line_it_touches_once() {
+        let lines = |addr, len| line_offsets(addr, len).collect::<Vec<_>>();
+        assert_eq!(lines(0, 64), [0]);
+        assert_eq!(lines(0, 65), [0, 64]);
+        assert_eq!(lines(48, 24), [0, 64]);
+        assert_eq!(lines(63, 1), [0]);
+        assert_eq!(lines(127, 0), [0]);
+        assert_eq!(lines(8, 104), [0, 64]);
+        assert_eq!(lines(40, 104), [0, 64, 128]);
+    }
 }

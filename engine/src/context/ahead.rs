@@ -268,9 +268,7 @@ impl<E: Event> Context<E> {
             }
         }
     }
-}
 
-impl<E: Event> Context<E> {
     /// *mid*'s hints for a key's listeners after its first (see [`Context::hint_ahead`]): the
     /// head of each program of its own, each such slot noted for *near*, after the first if
     /// `first_own` (its head was asked for with its other hints).

@@ -566,7 +566,7 @@ impl<E: Event> Expr<E> {
                 | Def::WithinFirst(a, _)
                 | Def::All(a) => labels.meta[*a].1,
             };
-            let ordinal = if let Def::Leaf(_) | Def::Repeat(..) = def {
+            let ordinal = if def.template().is_some() {
                 let t = idents.len();
                 idents.push(ident);
                 if name.is_some() {
@@ -643,9 +643,9 @@ impl<E: Event> Expr<E> {
         let mut o = 0;
         for (d, (part, def)) in self.parts.iter().zip(&prog.defs).enumerate() {
             let same = match (&part.def, def) {
-                (Def::Leaf(t), Def::Leaf(p)) => template_is(prog, d, o, part, t, p),
-                (Def::Repeat(t, a0, a1), Def::Repeat(p, b0, b1)) => {
-                    (a0, a1) == (b0, b1) && template_is(prog, d, o, part, t, p)
+                (Def::Leaf(_), Def::Leaf(p)) => template_is(prog, d, o, part, p),
+                (Def::Repeat(_, a0, a1), Def::Repeat(p, b0, b1)) => {
+                    (a0, a1) == (b0, b1) && template_is(prog, d, o, part, p)
                 }
                 (Def::Wait(x), Def::Wait(y)) => x == y,
                 (Def::At(x), Def::At(y)) => x == y,
@@ -667,15 +667,17 @@ impl<E: Event> Expr<E> {
 }
 
 /// Whether template `p`, definition `d` and template number `o` of `prog`, is `part`'s template
-/// `t` with its key moved out (see [`Expr::is_compiled_as`]).
+/// with its key moved out (see [`Expr::is_compiled_as`]).
 fn template_is<E: Event>(
     prog: &Prog<E>,
     d: usize,
     o: usize,
     part: &Part<E>,
-    t: &Template<E>,
     p: &Template<E>,
 ) -> bool {
+    let Some(t) = part.def.template() else {
+        return false;
+    };
     let keyed = prog.keyed >> d & 1 != 0;
     p.same_data(t)
         && p.key.is_none()

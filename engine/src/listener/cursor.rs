@@ -3,11 +3,12 @@
 //! keyed on the event's key and those of its indexed fields in registration order (R6.4, R6.10)
 //! and stopping at the listeners present when the dispatch started (R6.5).
 //!
-//! Owns the cursor (its fields are its own) and the look-ahead's reads of the table. May import
-//! `event`, `entry`, `pattern` and `hint`.
+//! Owns the cursor (its fields are its own) and the look-ahead's reads of the table (an expression
+//! listener's hints among them). May import `event`, `entry`, `expr`, `pattern` and `hint`.
 
 use crate::entry::Mode;
 use crate::event::Event;
+use crate::expr::ExprListener;
 use crate::pattern::IndexKey;
 
 use super::{Body, List, ListenerSlot, ListenerTable, Lists, Solo};
@@ -15,6 +16,17 @@ use super::{Body, List, ListenerSlot, ListenerTable, Lists, Solo};
 /// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
 /// a template constraining another field by equality is listed unkeyed and checked as data.
 pub(crate) const FIELD_LISTS: usize = 3;
+
+/// Prefetches the head of `expr`'s program if the program is its own (see
+/// [`ExprListener::program_hint`]); whether it did.
+#[inline]
+fn hint_own_program<E: Event>(expr: &ExprListener<E>) -> bool {
+    let Some((p, len)) = expr.program_hint() else {
+        return false;
+    };
+    crate::hint::prefetch_range(p, len);
+    true
+}
 
 /// The longest keyed list a cursor copies when it starts (see [`Cursor::keyed`]): a key's list
 /// usually names a few listeners (one instance's per-key listeners).
@@ -250,37 +262,33 @@ impl<E: Event> ListenerTable<E> {
         }
     }
 
+    /// The expression listener in `slot`, if it holds one.
+    #[inline]
+    fn expr_at(&self, slot: u32) -> Option<&ExprListener<E>> {
+        match self.slots.get(slot as usize)? {
+            Some(ListenerSlot {
+                body: Body::Expr { expr, .. },
+                ..
+            }) => Some(expr),
+            _ => None,
+        }
+    }
+
     /// Prefetches the head of the program of the expression listener in `slot` if the program
     /// is its own (what testing an event reads first: cold, unlike a shared one). Whether it did.
     #[inline]
     pub(crate) fn prefetch_program(&self, slot: u32) -> bool {
-        if let Some(Some(ListenerSlot {
-            body: Body::Expr { expr, .. },
-            ..
-        })) = self.slots.get(slot as usize)
-        {
-            if let Some((p, len)) = expr.program_hint() {
-                crate::hint::prefetch_range(p, len);
-                return true;
-            }
-        }
-        false
+        self.expr_at(slot).is_some_and(hint_own_program)
     }
 
     /// Prefetches the matches in progress of the expression listener in `slot` (its first two),
     /// and the head of its program if the program is its own (what a clock stimulus reads).
     #[inline]
     pub(crate) fn prefetch_matches(&self, slot: u32) {
-        if let Some(Some(ListenerSlot {
-            body: Body::Expr { expr, .. },
-            ..
-        })) = self.slots.get(slot as usize)
-        {
+        if let Some(expr) = self.expr_at(slot) {
             let (p, len) = expr.matches_hint();
             crate::hint::prefetch_range(p, len);
-            if let Some((p, len)) = expr.program_hint() {
-                crate::hint::prefetch_range(p, len);
-            }
+            hint_own_program(expr);
         }
     }
 
@@ -289,14 +297,8 @@ impl<E: Event> ListenerTable<E> {
     /// asked for it).
     #[inline]
     pub(crate) fn prefetch_template(&self, slot: u32) {
-        if let Some(Some(ListenerSlot {
-            body: Body::Expr { expr, .. },
-            ..
-        })) = self.slots.get(slot as usize)
-        {
-            if let Some((p, len)) = expr.template_hint() {
-                crate::hint::prefetch_range(p, len);
-            }
+        if let Some((p, len)) = self.expr_at(slot).and_then(ExprListener::template_hint) {
+            crate::hint::prefetch_range(p, len);
         }
     }
 
@@ -308,13 +310,7 @@ impl<E: Event> ListenerTable<E> {
         let l = self.slots.get(slot as usize)?.as_ref()?;
         let (at, own) = match &l.body {
             Body::Template { handler, .. } => (&**handler as *const _ as *const u8, false),
-            Body::Expr { expr, .. } => {
-                let own = expr.program_hint();
-                if let Some((p, len)) = own {
-                    crate::hint::prefetch_range(p, len);
-                }
-                (expr.hint(), own.is_some())
-            }
+            Body::Expr { expr, .. } => (expr.hint(), hint_own_program(expr)),
             Body::Query(_) => (std::ptr::null(), false),
         };
         Some((l.instance, at, own))
