@@ -19,6 +19,7 @@
 use crate::channel::Channel;
 use crate::event::Event;
 use crate::expr::{Expr, Match};
+use crate::hash::KeyMap;
 use crate::id::ContextRef;
 use crate::pattern::Pattern;
 use crate::query::windows::{QueryStep, WindowsHeld};
@@ -121,36 +122,37 @@ pub(crate) struct Persist<E: Event> {
 }
 
 /// What a context keeps of each pool dispatcher loaded in it (`pool::dispatcher`), so that the
-/// per-key instances it creates need no wrapper of their own: its member's live key count, how
-/// to make it forget a key whose instance ended, and the look-ahead's hint into its key set
-/// (`context::ahead`); under checkpoints (SPEC R11.10), which monitor type its per-key instances
-/// are of and how it takes back the key of one restored. Registered from the dispatcher's `on_load`,
-/// at the index its instances name ([`NewInstance::owner`]), and never removed: at shutdown a
-/// per-key instance may end after its dispatcher, and still counts down.
+/// per-key instances it creates need no wrapper of their own: its set of keys with a live
+/// instance, its member's live key count and, under checkpoints (SPEC R11.10), which monitor type
+/// its per-key instances are of. Registered from the dispatcher's `on_load`, at the index its
+/// instances name ([`NewInstance::owner`]) and its listeners' gates name (`listener`), and never
+/// removed: at shutdown a per-key instance may end after its dispatcher, and still counts down.
+///
+/// The key set is the context's, not the dispatcher's state: the dispatch of an event whose key
+/// has a live instance reads it here and runs no handler (the dispatcher's listeners are
+/// gates: `ListenerSlot::gate`), the look-ahead hints its lines, and an ending instance's key
+/// leaves it, each without a downcast of the dispatcher's state.
 pub(crate) struct DispatcherHook {
     /// The dispatcher's instance, or [`NO_INSTANCE`] once it ended.
     pub(crate) instance: u32,
-    /// The address its handler reads first for an event of the key (null: none), to prefetch;
-    /// reads the state only.
-    pub(crate) hint: fn(&State, u64) -> *const u8,
-    /// Takes a key whose instance ended out of the dispatcher's set of live keys (R6.8).
-    pub(crate) forget: fn(&mut State, u64),
+    /// The keys with a live instance of this dispatcher: a key enters when its instance is
+    /// created (or restored), and leaves when it ends, before its `on_die` (R6.8). Emptied when
+    /// the dispatcher ends.
+    pub(crate) keys: KeyMap<()>,
     /// The pool's live key counts, one per member (`Pool::status`), and this member's index.
     pub(crate) live: std::sync::Arc<[std::sync::atomic::AtomicU64]>,
     pub(crate) member: usize,
     /// The monitor type of its per-key instances.
     #[cfg(feature = "checkpoint")]
     pub(crate) monitor: std::any::TypeId,
-    /// Puts the key of an instance restored for it in the dispatcher's set of live keys, as
-    /// creating one does; false if the state is not a dispatcher's (which no path produces).
-    /// The context then names the dispatcher the instance's owner ([`NewInstance::owner`]).
-    #[cfg(feature = "checkpoint")]
-    pub(crate) remember: fn(&mut State, u64) -> bool,
 }
 
 /// No instance: a [`DispatcherHook`]'s after its dispatcher ended, an instance's `owner` when no
 /// dispatcher made it.
 pub(crate) const NO_INSTANCE: u32 = u32::MAX;
+
+/// A template listener that is no pool dispatcher's gate (see [`Spec::Template`]).
+pub(crate) const NO_GATE: u32 = u32::MAX;
 
 /// A checkpoint in progress, as every context taking part sees it (SPEC R11.9): its number,
 /// the contexts that take part (ids below `contexts`), what saving needs, and where each
@@ -214,7 +216,9 @@ pub(crate) enum Control<E: Event> {
 
 /// What a new listener waits for.
 pub(crate) enum Spec<E: Event> {
-    Template(Pattern<E>, Handler<E>),
+    /// A template and its handler; the third field is [`NO_GATE`], or for a pool dispatcher's
+    /// listener the index of its [`DispatcherHook`] (the listener is that dispatcher's gate).
+    Template(Pattern<E>, Handler<E>, u32),
     /// An expression, its handler, and the handler of its timed-out matches (R7.7), if any.
     Expr(Expr<E>, MatchHandler<E>, Option<MatchHandler<E>>),
     /// A stream query (R7.9), or a join (R7.12) with its right side's template: its template(s),

@@ -110,8 +110,8 @@ fn r6_8_a_key_panic_in_the_dispatcher_drops_the_event_and_the_dispatcher_carries
         .unwrap();
         let input = pool.input();
         c.start();
-        // Call 1 is `PoolInput`'s; call 2 is the dispatcher's (the dispatcher is the kind's only
-        // listener, so the engine itself does not ask for the key).
+        // Call 1 is `PoolInput`'s; call 2 is the dispatcher's gate's (the dispatcher is the
+        // kind's only listener, so no keyed list asks for the key first).
         let mut poisoned = card(1, 10);
         poisoned.flaky = Some((Arc::new(AtomicU32::new(0)), 2));
         input.send(poisoned).unwrap();

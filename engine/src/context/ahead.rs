@@ -83,7 +83,7 @@
 use std::panic::{self, AssertUnwindSafe};
 
 use super::Context;
-use crate::entry::Entry;
+use crate::entry::{Entry, NO_INSTANCE};
 use crate::event::Event;
 use crate::hint::prefetch;
 use crate::inbox::Consumer;
@@ -258,12 +258,11 @@ impl<E: Event> Context<E> {
             self.ahead.keys[at] = (b, key);
         }
         for h in &self.fx.dispatchers {
-            if let Some(state) = self.instances.state(h.instance) {
-                let p = (h.hint)(state, key);
-                prefetch(p);
+            if h.instance != NO_INSTANCE {
+                prefetch(h.keys.slot_hint(key));
                 #[cfg(test)]
                 {
-                    self.looked += u64::from(!p.is_null());
+                    self.looked += 1;
                 }
             }
         }

@@ -5,9 +5,9 @@
 //! table's cursor, running handlers under `catch_unwind`. May import the leaves and `entry`,
 //! `listener`, `route`, `expr`; instance bookkeeping after a handler is `instances`'s.
 
-use super::Context;
 use super::Panicked;
-use crate::entry::{Effects, Handler, Mode};
+use super::{event_code, Context};
+use crate::entry::{Effects, Handler, Mode, NO_GATE};
 use crate::event::Event;
 use crate::expr::{Fired, StepOut, Stimulus};
 use crate::listener::{Body, Cursor, Solo};
@@ -245,11 +245,16 @@ impl<E: Event> Context<E> {
     /// expression.
     #[inline(never)]
     pub(super) fn try_fire_other(&mut self, slot: u32, e: &E) -> bool {
-        let Some(l) = self.table.slot_mut(slot) else {
+        let Some(l) = self.table.slot(slot) else {
             return false;
         };
         if !l.alive {
             return false;
+        }
+        if l.gate != NO_GATE && self.passes_gate(l.gate, e) {
+            // A pool dispatcher's listener, and the key's instance is alive: the dispatcher has
+            // nothing to do (its handler would return at once). It matched, as it would have.
+            return true;
         }
         match &l.body {
             Body::Template { template, .. } => {
@@ -272,6 +277,18 @@ impl<E: Event> Context<E> {
             return self.fire_once(slot, instance, e);
         }
         self.fire_template(slot, e)
+    }
+
+    /// Whether `e`'s key is in the key set of dispatcher hook `gate` (see
+    /// [`DispatcherHook`](crate::entry::DispatcherHook)): then the dispatcher's handler would
+    /// find the key's instance alive and return. A `key()` that panics here unwinds as it
+    /// would have from the handler's own call ([`event_code`]): the event is dropped (R6.8).
+    #[inline(always)]
+    fn passes_gate(&self, gate: u32, e: &E) -> bool {
+        let Some(hook) = self.fx.dispatchers.get(gate as usize) else {
+            return false;
+        };
+        event_code(|| e.key()).is_some_and(|key| hook.keys.contains_key(key))
     }
 
     /// Runs the handler of the template listener in `slot`, an `on_all` listener that matched.

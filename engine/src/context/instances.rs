@@ -6,7 +6,7 @@
 
 use super::{panic_message, Context, EventCodePanicked, Panicked};
 use crate::channel::Channel;
-use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec, NO_INSTANCE};
+use crate::entry::{DieReason, Mode, NewInstance, OnDie, Op, Spec, NO_GATE, NO_INSTANCE};
 use crate::event::Event;
 use crate::expr::{ExprListener, StepOut};
 use crate::listener::{Body, ExprHandlers, QueryBody};
@@ -337,8 +337,10 @@ impl<E: Event> Context<E> {
         if !self.instances.is_live(instance) {
             return;
         }
+        let mut gate = NO_GATE;
         let (body, index): (_, SmallVec<[_; 4]>) = match spec {
-            Spec::Template(p, handler) => {
+            Spec::Template(p, handler, hook) => {
+                gate = hook;
                 let index = smallvec![(p.template.kind, p.template.index())];
                 let body = Body::Template {
                     template: p.template,
@@ -385,7 +387,9 @@ impl<E: Event> Context<E> {
                 (body, index)
             }
         };
-        let slot = self.table.insert(handle, instance, mode, body, &index);
+        let slot = self
+            .table
+            .insert(handle, instance, mode, body, gate, &index);
         // An expression's first timers (`within`, `wait`, `at`), once its slot is known.
         self.schedule(handle, slot);
         if let Some(inst) = self.instances.record_mut(instance) {
@@ -515,14 +519,11 @@ impl<E: Event> Context<E> {
     /// dispatcher may have ended first (shutdown ends instances in id order); the count goes down
     /// all the same.
     fn owned_ended(&mut self, owner: u32, key: u64) {
-        let Some(h) = self.fx.dispatchers.get(owner as usize) else {
+        let Some(h) = self.fx.dispatchers.get_mut(owner as usize) else {
             return;
         };
         bump(&h.live[h.member], -1);
-        let forget = h.forget;
-        if let Some(d) = self.instances.state_mut(h.instance) {
-            forget(d, key);
-        }
+        h.keys.remove(key);
     }
 
     /// Ends an instance: removes its listeners and subscriptions, then runs `on_die` once.
@@ -547,7 +548,9 @@ impl<E: Event> Context<E> {
         }
         for h in &mut self.fx.dispatchers {
             if h.instance == id {
+                // Its instances end after it at shutdown; their keys are forgotten with it.
                 h.instance = NO_INSTANCE;
+                h.keys = Default::default();
             }
         }
         for (handle, slot) in inst.listeners.drain(..) {

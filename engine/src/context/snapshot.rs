@@ -357,15 +357,11 @@ impl<E: Event> Context<E> {
                         .to_owned(),
                 ));
             };
-            let hook = &self.fx.dispatchers[h];
-            let (remember, d) = (hook.remember, hook.instance);
+            let hook = &mut self.fx.dispatchers[h];
             // The dispatcher's, as if it had created it: its key live there, the instance
             // counted and forgotten through the hook as the instances it creates are.
-            if self
-                .instances
-                .state_mut(d)
-                .is_some_and(|s| remember(s, key))
-            {
+            if hook.instance != NO_INSTANCE {
+                hook.keys.get_or_insert_default(key);
                 new.owner = Some((h as u32, key));
             }
         }

@@ -31,7 +31,7 @@ mod lists;
 
 use smallvec::SmallVec;
 
-use crate::entry::{Handler, MatchHandler, Mode, QueryRun};
+use crate::entry::{Handler, MatchHandler, Mode, QueryRun, NO_GATE};
 use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::IndexKey;
@@ -103,9 +103,13 @@ pub(crate) struct ListenerSlot<E: Event> {
     /// How many lists still hold the slot: it is freed when a dead listener's count reaches 0.
     pub(super) listed: u32,
     pub(crate) alive: bool,
-    /// Alive, `on_all`, and a template without filters: every event offered to it fires its
-    /// handler, so the dispatch loop tests this one flag instead of four facts.
+    /// Alive, `on_all`, and a template without filters that is no gate: every event offered to
+    /// it fires its handler, so the dispatch loop tests this one flag instead of five facts.
     pub(crate) simple: bool,
+    /// [`NO_GATE`], or for a pool dispatcher's listener the index of its hook
+    /// ([`DispatcherHook`](crate::entry::DispatcherHook)): an event whose key is in that hook's
+    /// key set passes the gate (the key's instance takes it) and runs no handler.
+    pub(crate) gate: u32,
 }
 
 impl<E: Event> ListenerSlot<E> {
@@ -307,13 +311,15 @@ impl<E: Event> ListenerTable<E> {
         b
     }
 
-    /// Adds a listener listed under every `(kind, key)` of `index`; returns its slot.
+    /// Adds a listener listed under every `(kind, key)` of `index`, a pool dispatcher's gate if
+    /// `gate` is not [`NO_GATE`]; returns its slot.
     pub(crate) fn insert(
         &mut self,
         handle: u64,
         instance: u32,
         mode: Mode,
         body: Body<E>,
+        gate: u32,
         index: &[(E::Kind, IndexKey)],
     ) -> u32 {
         let regs: SmallVec<[Reg; 1]> = index
@@ -324,6 +330,7 @@ impl<E: Event> ListenerTable<E> {
             })
             .collect();
         let simple = mode == Mode::All
+            && gate == NO_GATE
             && matches!(&body, Body::Template { template, .. } if !template.has_filter());
         let slot = ListenerSlot {
             handle,
@@ -334,6 +341,7 @@ impl<E: Event> ListenerTable<E> {
             regs,
             alive: true,
             simple,
+            gate,
         };
         let index = match self.free.pop() {
             Some(i) => {

@@ -26,7 +26,7 @@ fn template(pattern: Pattern<Ev>) -> Body<Ev> {
 /// Registers a listener of `instance` on `pattern`; returns its slot.
 fn add(t: &mut ListenerTable<Ev>, handle: u64, instance: u32, mode: Mode, p: Pattern<Ev>) -> u32 {
     let index = [(p.template.kind, p.template.index())];
-    t.insert(handle, instance, mode, template(p), &index)
+    t.insert(handle, instance, mode, template(p), NO_GATE, &index)
 }
 
 /// The solo of kind `k` as dispatch sees it, checked against the bucket itself, and reached
@@ -173,7 +173,7 @@ fn add_fx(t: &mut ListenerTable<Fx>, handle: u64, p: Pattern<Fx>) -> u32 {
         template: p.template,
         handler: Box::new(|_, _, _| {}),
     };
-    t.insert(handle, 0, Mode::All, body, &index)
+    t.insert(handle, 0, Mode::All, body, NO_GATE, &index)
 }
 
 /// The slots a dispatch of `e` walks, in order, and the table's walk count after it.

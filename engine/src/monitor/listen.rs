@@ -4,7 +4,7 @@
 //!
 //! Owns no state. May import the leaves, `entry`, `expr` and `pattern`.
 
-use crate::entry::{MatchHandler, Mode, Op, Spec};
+use crate::entry::{MatchHandler, Mode, Op, Spec, NO_GATE};
 use crate::event::Event;
 use crate::expr::{Expr, Match};
 use crate::pattern::Pattern;
@@ -51,7 +51,25 @@ impl<'a, E: Event, M: 'static> Scope<'a, E, M> {
         pattern: Pattern<E>,
         handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
     ) -> ListenerHandle {
-        self.register(mode, Spec::Template(pattern, erase_handler(handler)))
+        self.register(
+            mode,
+            Spec::Template(pattern, erase_handler(handler), NO_GATE),
+        )
+    }
+
+    /// `on_all` for a pool dispatcher (`pool::dispatcher`): the listener is the gate of the
+    /// context's [`DispatcherHook`](crate::entry::DispatcherHook) number `hook`, and its handler
+    /// runs only for an event whose key has no live instance in that hook's key set.
+    pub(crate) fn on_all_gate(
+        &mut self,
+        pattern: Pattern<E>,
+        hook: u32,
+        handler: impl FnMut(&mut M, &mut Scope<'_, E, M>, &E) + Send + 'static,
+    ) -> ListenerHandle {
+        self.register(
+            Mode::All,
+            Spec::Template(pattern, erase_handler(handler), hook),
+        )
     }
 
     /// The context's logical time: the time of the last clock tick it took (R7.1), or under

@@ -5,13 +5,21 @@
 //!
 //! A per-key instance is the factory's monitor as it is, with no wrapper: it names its
 //! dispatcher and key ([`NewInstance::owner`]), and the context counts it in the member's live
-//! keys while it exists and calls the dispatcher's `forget` when it ends, through the
+//! keys while it exists and takes its key out of the key set when it ends, through the
 //! [`DispatcherHook`] the dispatcher registers in `on_load`. (Each instance used to carry two
 //! boxed closures that did this, each with its own clones of the shared counters, and ended
 //! keys went through a locked queue the dispatcher emptied before its next lookup: about 750
 //! instructions and 48 bytes per instance, callgrind of `workload/unconfirmed`.)
 //!
-//! Owns the key set. May import the leaves, `entry`, `monitor`, `pattern` and `context` (the
+//! # The gate
+//! The key set is the hook's, so the context's, and the dispatcher's listeners are *gates*
+//! (`on_all_gate`): the dispatch of an event whose key has a live instance looks the key up in
+//! the hook and runs no handler (`context::dispatch`); only a key without one (a first event,
+//! or one for another member) comes to [`Dispatcher::dispatch`]. Before, every event ran this
+//! handler to learn that its key was live: about a sixth of `workload/spike`'s instructions per
+//! event, which the gate's one lookup replaces.
+//!
+//! Owns the factory's use. May import the leaves, `entry`, `monitor`, `pattern` and `context` (the
 //! panic helpers).
 
 use std::panic::{self, AssertUnwindSafe};
@@ -20,7 +28,6 @@ use crate::entry::{DispatcherHook, NewInstance};
 use crate::event::Event;
 use crate::monitor::{load_instance, Monitor, Scope};
 use crate::pattern::Pattern;
-use crate::state::State;
 // Plain std atomics: the pool is built on the public facade, not part of a loom-modelled protocol.
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -38,10 +45,6 @@ pub(super) struct Dispatcher<E: Event, M> {
     pub(super) member: usize,
     pub(super) partitions: usize,
     pub(super) factory: Arc<Factory<E, M>>,
-    /// The keys with a live instance. A key leaves when its instance ends (the context calls
-    /// [`forget`] before the instance's `on_die`), so the set holds live keys only and an event
-    /// costs one lookup in it.
-    pub(super) keys: KeySet,
     pub(super) live: Arc<[AtomicU64]>,
     /// This dispatcher's index among its context's [`DispatcherHook`]s, which its instances
     /// name; set in `on_load`.
@@ -53,58 +56,22 @@ pub(super) struct Dispatcher<E: Event, M> {
 
 impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
     fn on_load(&mut self, cx: &mut Scope<'_, E, Self>) {
+        // The hook's index, which its listeners' gates name: the one it is pushed at below.
+        self.hook = cx.effects().dispatchers.len() as u32;
         for &kind in &self.kinds {
-            cx.on_all(Pattern::kind(kind), Self::dispatch);
+            cx.on_all_gate(Pattern::kind(kind), self.hook, Self::dispatch);
         }
         let fx = cx.effects();
-        self.hook = fx.dispatchers.len() as u32;
         fx.dispatchers.push(DispatcherHook {
             instance: fx.current,
-            hint: hint::<E, M>,
-            forget: forget::<E, M>,
+            keys: KeySet::default(),
             live: self.live.clone(),
             member: self.member,
             // Checkpoints save this member's per-key instances (not the dispatcher: its factory
             // is a closure, loaded again by the recovering program) and hand restored ones to it.
             #[cfg(feature = "checkpoint")]
             monitor: std::any::TypeId::of::<M>(),
-            #[cfg(feature = "checkpoint")]
-            remember: remember::<E, M>,
         });
-    }
-}
-
-/// Where the dispatcher `state` will read first for an event of `key`: the slot of its key set
-/// that the probe starts at. Not checked against the member's partition (a division per event
-/// for a hint): a member's inbox holds its own keys, and a hint for another's is only a wasted
-/// prefetch.
-fn hint<E: Event, M: Monitor<E>>(state: &State, key: u64) -> *const u8 {
-    match state.downcast_ref::<Dispatcher<E, M>>() {
-        Some(d) => d.keys.slot_hint(key),
-        // The hook names the dispatcher's own instance, whose state is of this type.
-        None => std::ptr::null(),
-    }
-}
-
-/// Takes `key`, whose instance ended, out of the dispatcher `state`'s live keys: its next event
-/// creates a fresh instance.
-fn forget<E: Event, M: Monitor<E>>(state: &mut State, key: u64) {
-    if let Some(d) = state.downcast_mut::<Dispatcher<E, M>>() {
-        d.keys.remove(key);
-    }
-}
-
-/// Puts `key`, whose instance was restored, in the dispatcher `state`'s live keys, as creating
-/// the instance does; false if `state` is not this dispatcher type's (the hook names the
-/// dispatcher's own instance, so it is).
-#[cfg(feature = "checkpoint")]
-fn remember<E: Event, M: Monitor<E>>(state: &mut State, key: u64) -> bool {
-    match state.downcast_mut::<Dispatcher<E, M>>() {
-        Some(d) => {
-            d.keys.get_or_insert_default(key);
-            true
-        }
-        None => false,
     }
 }
 
@@ -119,8 +86,10 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         if partition_of(key, self.partitions) != self.member {
             return;
         }
-        if self.keys.contains_key(key) {
-            return; // The key's instance is alive: its own listeners take the event.
+        if self.keys(cx).contains_key(key) {
+            // The key's instance is alive: its own listeners take the event. (The gate lets
+            // such an event by before this handler runs, unless `key()` panicked there.)
+            return;
         }
         self.create(cx, key, event);
     }
@@ -148,14 +117,24 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         };
         let mut new = load_instance(monitor);
         new.deliver = deliver;
-        let new = self.own(key, new);
+        let new = self.own(cx, key, new);
         cx.spawn_new(new);
+    }
+
+    /// The keys with a live instance: the context's hook holds them (see [`DispatcherHook`]).
+    fn keys<'s>(&self, cx: &'s mut Scope<'_, E, Self>) -> &'s mut KeySet {
+        &mut cx.effects().dispatchers[self.hook as usize].keys
     }
 
     /// Records `key` and makes `new` its instance: counted live while it exists, its key
     /// forgotten when it ends (and, under checkpoints, known to the context as `key`'s).
-    fn own(&mut self, key: u64, mut new: NewInstance<E>) -> NewInstance<E> {
-        self.keys.get_or_insert_default(key);
+    fn own(
+        &mut self,
+        cx: &mut Scope<'_, E, Self>,
+        key: u64,
+        mut new: NewInstance<E>,
+    ) -> NewInstance<E> {
+        self.keys(cx).get_or_insert_default(key);
         new.owner = Some((self.hook, key));
         new
     }

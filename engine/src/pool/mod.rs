@@ -54,8 +54,8 @@ use dispatcher::{Dispatcher, Factory};
 pub use input::PoolInput;
 #[cfg(feature = "checkpoint")]
 pub use input::Resume;
+use keys::member_in;
 pub use keys::partition_of;
-use keys::{member_in, KeySet};
 
 /// A pool of contexts (its *members*, or partitions) that share work by key, with one monitor
 /// instance per key: the correlator's partitioned queries without hand-written routing.
@@ -406,7 +406,6 @@ impl<E: Event> Pool<E> {
                 member,
                 partitions: self.members.len(),
                 factory: factory.clone(),
-                keys: KeySet::default(),
                 live: self.live.clone(),
                 hook: 0,
                 deliver,
