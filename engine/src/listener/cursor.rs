@@ -54,6 +54,11 @@ pub(crate) struct Cursor {
     keyed: [u32; KEYED_COPY],
     /// Whether `keyed` holds the copy.
     copied: bool,
+    /// Whether every unkeyed listener of the walk was registered before the first keyed one (a
+    /// pool dispatcher's gate, then the key's instance's listeners: the usual case for a keyed
+    /// kind in a pool member): then the walk is the unkeyed list, then the keyed one, with no
+    /// comparison of handles per step.
+    plain_first: bool,
     /// How many of `fields` the walk merges (0 for a kind without field lists: the usual case).
     nf: u8,
     /// The lists of the event's indexed fields: `(field, value, next position, length taken)`.
@@ -71,8 +76,9 @@ impl Cursor {
         #[cfg(test)]
         table.walked.set(table.walked.get() + 1);
         if self.nf == 0 {
-            if self.j >= self.keyed_len {
-                // The usual case for an unkeyed kind: no keyed or field listener to merge with.
+            if self.j >= self.keyed_len || (self.plain_first && self.i < self.plain_len) {
+                // The usual case for an unkeyed kind: no keyed or field listener to merge with;
+                // or every unkeyed listener comes before the keyed ones.
                 if self.i >= self.plain_len {
                     return None;
                 }
@@ -358,16 +364,24 @@ impl<E: Event> ListenerTable<E> {
                 None => (0, 0),
             },
         };
+        let plain_len = cut(&lists.plain);
+        // Handles grow with registration, and each list is in registration order: if the last
+        // unkeyed listener of the walk came before the first keyed one, so did all the others.
+        let plain_first = copied
+            && plain_len > 0
+            && keyed_len > 0
+            && self.handle_at(lists.plain.slots[plain_len - 1]) < self.handle_at(keyed[0]);
         let mut c = Cursor {
             bucket: b as u32,
             mode,
             key,
             i: 0,
-            plain_len: cut(&lists.plain),
+            plain_len,
             j: 0,
             keyed_len,
             keyed,
             copied,
+            plain_first,
             nf: 0,
             fields: [(0, 0, 0, 0); FIELD_LISTS],
             met_dead: 0,

@@ -269,3 +269,32 @@ fn a_listener_slot_stays_within_its_lines() {
     );
     assert!(size <= 128, "{size}: two cache lines at most");
 }
+
+// R6.4: a walk offers an event to its unkeyed and keyed listeners in registration order. Where
+// every unkeyed listener came first (a pool dispatcher's gate, then its instances' listeners),
+// the walk takes the unkeyed list, then the keyed one, without comparing handles at each step;
+// an unkeyed listener registered after a keyed one is merged in its place.
+#[test]
+fn r6_4_unkeyed_listeners_registered_first_are_walked_first_and_later_ones_merged() {
+    let mut t = ListenerTable::<Fx>::default();
+    let p = Pattern::<Fx>::any;
+    let ev = |key| Fx { key, f: [0; 4] };
+    let gate = add_fx(&mut t, 1, p());
+    let k1 = add_fx(&mut t, 2, p().key(7));
+    let k2 = add_fx(&mut t, 3, p().key(7));
+    assert_eq!(walk(&mut t, &ev(7)), [gate, k1, k2]);
+    let late = add_fx(&mut t, 4, p());
+    assert_eq!(walk(&mut t, &ev(7)), [gate, k1, k2, late]);
+    let k3 = add_fx(&mut t, 5, p().key(8));
+    assert_eq!(walk(&mut t, &ev(8)), [gate, late, k3]);
+    // More keyed listeners than a cursor copies: the merge reads the list itself.
+    let many: Vec<u32> = (6..12).map(|h| add_fx(&mut t, h, p().key(9))).collect();
+    let mut want = vec![gate, late];
+    want.extend(&many);
+    assert_eq!(walk(&mut t, &ev(9)), want);
+    // Once the late listener is gone, the key's walk is in two parts again.
+    t.kill(late);
+    t.compact();
+    assert_eq!(walk(&mut t, &ev(7)), [gate, k1, k2]);
+    assert_eq!(walk(&mut t, &ev(1)), [gate]);
+}
