@@ -232,17 +232,21 @@ impl<E: Event> Context<E> {
     /// Fires the listener in `slot` if it is alive and matches; returns whether it matched.
     ///
     /// Inlined for a [`simple`](crate::listener::ListenerSlot::simple) listener (alive, `on_all`,
-    /// no filter: it fires); everything else is [`try_fire_other`](Self::try_fire_other).
+    /// no filter: it fires) and for a pool dispatcher's gate whose key has a live instance (the
+    /// dispatcher would have nothing to do: its handler does not run, and the listener matched
+    /// as it would have); everything else is [`try_fire_other`](Self::try_fire_other).
     #[inline(always)]
     pub(super) fn try_fire(&mut self, slot: u32, e: &E) -> bool {
         match self.table.slot(slot) {
             Some(l) if l.simple => self.fire_template(slot, e),
+            // A pool dispatcher's gate, and the key's instance is alive (see `passes_gate`).
+            Some(l) if l.gate != NO_GATE && l.alive && self.passes_gate(l.gate, e) => true,
             _ => self.try_fire_other(slot, e),
         }
     }
 
-    /// [`try_fire`](Self::try_fire) for a listener that is dead, fires once, has filters or is an
-    /// expression.
+    /// [`try_fire`](Self::try_fire) for a listener that is dead, fires once, has filters, is an
+    /// expression, or is a gate whose key has no live instance.
     #[inline(never)]
     pub(super) fn try_fire_other(&mut self, slot: u32, e: &E) -> bool {
         let Some(l) = self.table.slot(slot) else {
@@ -250,11 +254,6 @@ impl<E: Event> Context<E> {
         };
         if !l.alive {
             return false;
-        }
-        if l.gate != NO_GATE && self.passes_gate(l.gate, e) {
-            // A pool dispatcher's listener, and the key's instance is alive: the dispatcher has
-            // nothing to do (its handler would return at once). It matched, as it would have.
-            return true;
         }
         match &l.body {
             Body::Template { template, .. } => {
