@@ -303,3 +303,84 @@ fn r6_5_plain_load_per_key_keeps_the_first_event_from_the_instance() {
     });
     assert_eq!(log, ["card 1 sees 2", "card 1 sees 3"]);
 }
+
+/// A per-key instance that also watches another key (`watch`), before its own.
+struct Watcher {
+    card: u64,
+    watch: u64,
+    log: Log,
+}
+
+impl Monitor<Card> for Watcher {
+    fn on_load(&mut self, cx: &mut Scope<'_, Card, Self>) {
+        let watched = Pattern::kind(Kind::Card).key(self.watch);
+        cx.on_all(
+            watched,
+            |m: &mut Watcher, _cx: &mut Scope<'_, Card, Watcher>, e: &Card| {
+                push(
+                    &m.log,
+                    format!("card {} watches {} = {}", m.card, m.watch, e.val),
+                );
+            },
+        );
+        let mine = Pattern::kind(Kind::Card).key(self.card);
+        cx.on_all(
+            mine,
+            |m: &mut Watcher, _cx: &mut Scope<'_, Card, Watcher>, e: &Card| {
+                push(&m.log, format!("card {} sees {}", m.card, e.val));
+            },
+        );
+    }
+}
+
+// Decisions, "Partitioned contexts" (R6.8): a key has an instance only once its own first event
+// made one. A listener that another key's instance registered under this key (watching it) does
+// not count: the key's first event still creates its instance, which takes the key's later
+// events beside the watcher. (The dispatcher's gate looks the key up in its own key set, not in
+// the key's listeners.)
+#[test]
+fn r6_8_another_instance_watching_a_key_does_not_make_the_key_live() {
+    let log = common::bounded(|| {
+        let c = Correlator::<Card>::builder()
+            .external_time()
+            .build()
+            .unwrap();
+        let pool = c.create_pool(ContextOptions::new("cards"), 1).unwrap();
+        let log: Log = Arc::default();
+        let l = log.clone();
+        pool.load_per_key([Kind::Card], move |card, first: &Card| {
+            push(&l, format!("create {card} from {}", first.val));
+            Watcher {
+                card,
+                watch: card + 1,
+                log: l.clone(),
+            }
+        })
+        .unwrap();
+        let input = pool.input();
+        c.start();
+        for (k, v) in [(1, 10), (2, 20), (2, 21), (1, 11)] {
+            input.send(card(k, v)).unwrap();
+        }
+        wait_until("four events processed", || {
+            let s = pool.status();
+            s.members[0].context.received >= 4 && s.members[0].context.inbox_len == 0
+        });
+        assert_eq!(pool.status().live_keys, 2);
+        c.shutdown().unwrap();
+        let log = log.lock().unwrap().clone();
+        log
+    });
+    assert_eq!(
+        log,
+        [
+            "create 1 from 10",
+            // The dispatcher decides first (its listeners are registered before any instance's).
+            "create 2 from 20",
+            "card 1 watches 2 = 20",
+            "card 1 watches 2 = 21",
+            "card 2 sees 21",
+            "card 1 sees 11",
+        ]
+    );
+}
