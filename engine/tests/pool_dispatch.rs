@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Scope};
+use correlator::{ContextOptions, Correlator, Event, Monitor, Pattern, Pool, Scope};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -67,14 +67,28 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// A per-key instance that logs every card event of its key its listener sees.
+/// A per-key instance that logs every card event of its key its listener sees; with `watch`,
+/// first also those of another key (`card {card} watches {watch} = {val}`).
 struct PerCard {
     card: u64,
+    watch: Option<u64>,
     log: Log,
 }
 
 impl Monitor<Card> for PerCard {
     fn on_load(&mut self, cx: &mut Scope<'_, Card, Self>) {
+        if let Some(watch) = self.watch {
+            let watched = Pattern::kind(Kind::Card).key(watch);
+            cx.on_all(
+                watched,
+                move |m: &mut PerCard, _cx: &mut Scope<'_, Card, PerCard>, e: &Card| {
+                    push(
+                        &m.log,
+                        format!("card {} watches {watch} = {}", m.card, e.val),
+                    );
+                },
+            );
+        }
         let mine = Pattern::kind(Kind::Card).key(self.card);
         cx.on_all(
             mine,
@@ -85,6 +99,28 @@ impl Monitor<Card> for PerCard {
     }
 }
 
+/// A correlator (external time) with a one-member pool, not started, whose dispatcher logs each
+/// instance it creates (`create {card} from {val}`): a [`PerCard`] watching `watch(card)`.
+fn logging_pool(watch: fn(u64) -> Option<u64>) -> (Correlator<Card>, Pool<Card>, Log) {
+    let c = Correlator::<Card>::builder()
+        .external_time()
+        .build()
+        .unwrap();
+    let pool = c.create_pool(ContextOptions::new("cards"), 1).unwrap();
+    let log: Log = Arc::default();
+    let l = log.clone();
+    pool.load_per_key([Kind::Card], move |card, first: &Card| {
+        push(&l, format!("create {card} from {}", first.val));
+        PerCard {
+            card,
+            watch: watch(card),
+            log: l.clone(),
+        }
+    })
+    .unwrap();
+    (c, pool, log)
+}
+
 // Decisions, "No user code ends a context" (R6.8): an event whose `key()` works when `PoolInput`
 // calls it and panics when the member's dispatcher calls it is dropped and counted in
 // `events_dropped_by_panic`, not in `handler_panics`; the dispatcher carries on, so later keys of
@@ -92,22 +128,8 @@ impl Monitor<Card> for PerCard {
 #[test]
 fn r6_8_a_key_panic_in_the_dispatcher_drops_the_event_and_the_dispatcher_carries_on() {
     let (log, status, live) = common::bounded(|| {
-        let c = Correlator::<Card>::builder()
-            .external_time()
-            .build()
-            .unwrap();
         // One member: every key goes to the member whose dispatcher meets the panic.
-        let pool = c.create_pool(ContextOptions::new("cards"), 1).unwrap();
-        let log: Log = Arc::default();
-        let l = log.clone();
-        pool.load_per_key([Kind::Card], move |card, first: &Card| {
-            push(&l, format!("create {card} from {}", first.val));
-            PerCard {
-                card,
-                log: l.clone(),
-            }
-        })
-        .unwrap();
+        let (c, pool, log) = logging_pool(|_| None);
         let input = pool.input();
         c.start();
         // Call 1 is `PoolInput`'s; call 2 is the dispatcher's gate's (the dispatcher is the
@@ -289,6 +311,7 @@ fn r6_5_plain_load_per_key_keeps_the_first_event_from_the_instance() {
         let l = log.clone();
         pool.load_per_key([Kind::Card], move |card, _first: &Card| PerCard {
             card,
+            watch: None,
             log: l.clone(),
         })
         .unwrap();
@@ -304,35 +327,6 @@ fn r6_5_plain_load_per_key_keeps_the_first_event_from_the_instance() {
     assert_eq!(log, ["card 1 sees 2", "card 1 sees 3"]);
 }
 
-/// A per-key instance that also watches another key (`watch`), before its own.
-struct Watcher {
-    card: u64,
-    watch: u64,
-    log: Log,
-}
-
-impl Monitor<Card> for Watcher {
-    fn on_load(&mut self, cx: &mut Scope<'_, Card, Self>) {
-        let watched = Pattern::kind(Kind::Card).key(self.watch);
-        cx.on_all(
-            watched,
-            |m: &mut Watcher, _cx: &mut Scope<'_, Card, Watcher>, e: &Card| {
-                push(
-                    &m.log,
-                    format!("card {} watches {} = {}", m.card, m.watch, e.val),
-                );
-            },
-        );
-        let mine = Pattern::kind(Kind::Card).key(self.card);
-        cx.on_all(
-            mine,
-            |m: &mut Watcher, _cx: &mut Scope<'_, Card, Watcher>, e: &Card| {
-                push(&m.log, format!("card {} sees {}", m.card, e.val));
-            },
-        );
-    }
-}
-
 // Decisions, "Partitioned contexts" (R6.8): a key has an instance only once its own first event
 // made one. A listener that another key's instance registered under this key (watching it) does
 // not count: the key's first event still creates its instance, which takes the key's later
@@ -341,22 +335,7 @@ impl Monitor<Card> for Watcher {
 #[test]
 fn r6_8_another_instance_watching_a_key_does_not_make_the_key_live() {
     let log = common::bounded(|| {
-        let c = Correlator::<Card>::builder()
-            .external_time()
-            .build()
-            .unwrap();
-        let pool = c.create_pool(ContextOptions::new("cards"), 1).unwrap();
-        let log: Log = Arc::default();
-        let l = log.clone();
-        pool.load_per_key([Kind::Card], move |card, first: &Card| {
-            push(&l, format!("create {card} from {}", first.val));
-            Watcher {
-                card,
-                watch: card + 1,
-                log: l.clone(),
-            }
-        })
-        .unwrap();
+        let (c, pool, log) = logging_pool(|card| Some(card + 1));
         let input = pool.input();
         c.start();
         for (k, v) in [(1, 10), (2, 20), (2, 21), (1, 11)] {
