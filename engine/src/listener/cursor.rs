@@ -56,8 +56,8 @@ pub(crate) struct Cursor {
     copied: bool,
     /// Whether every unkeyed listener of the walk was registered before the first keyed one (a
     /// pool dispatcher's gate, then the key's instance's listeners: the usual case for a keyed
-    /// kind in a pool member): then the walk is the unkeyed list, then the keyed one, with no
-    /// comparison of handles per step.
+    /// kind in a pool member; [`Lists::plain_first`]): then the walk is the unkeyed list, then
+    /// the keyed one, with no comparison of handles per step.
     plain_first: bool,
     /// How many of `fields` the walk merges (0 for a kind without field lists: the usual case).
     nf: u8,
@@ -366,12 +366,9 @@ impl<E: Event> ListenerTable<E> {
             },
         };
         let plain_len = cut(&lists.plain);
-        // Handles grow with registration, and each list is in registration order: if the last
-        // unkeyed listener of the walk came before the first keyed one, so did all the others.
-        let plain_first = copied
-            && plain_len > 0
-            && keyed_len > 0
-            && self.handle_at(lists.plain.slots[plain_len - 1]) < self.handle_at(keyed[0]);
+        // Known from the lists, not from the slots: reading the key's first slot here to compare
+        // handles waited on its line (the cold one of a large key set) before any listener ran.
+        let plain_first = plain_len > 0 && keyed_len > 0 && lists.plain_first();
         let mut c = Cursor {
             bucket: b as u32,
             mode,

@@ -41,7 +41,6 @@ impl List {
 
 /// The listeners of one event kind in one mode: unkeyed ones, keyed ones by key, and those
 /// indexed on a field by `(field, value)`; each list in registration order.
-#[derive(Default)]
 pub(crate) struct Lists {
     pub(crate) plain: List,
     /// By key: a [`KeyMap`], whose line a lookup reads first the look-ahead can prefetch.
@@ -50,9 +49,46 @@ pub(crate) struct Lists {
     /// The fields `fields` has lists for, each with its number of lists: what a dispatch looks
     /// up in an event (R6.10).
     pub(crate) field_ids: SmallVec<[(u32, u32); 2]>,
+    /// The highest handle ever listed unkeyed here and the lowest ever listed under a key (see
+    /// [`plain_first`](Self::plain_first)). Bounds, not the current extremes: a listener that
+    /// leaves a list moves neither, so they hold for the lists as they are now, too.
+    plain_max: u64,
+    keyed_min: u64,
+}
+
+impl Default for Lists {
+    fn default() -> Self {
+        Self {
+            plain: List::default(),
+            keyed: KeyMap::default(),
+            fields: KindMap::default(),
+            field_ids: SmallVec::new(),
+            plain_max: 0,
+            keyed_min: u64::MAX,
+        }
+    }
 }
 
 impl Lists {
+    /// Notes that the listener of `handle` is listed under `key` (see [`plain_first`](Self::plain_first)).
+    pub(super) fn note_listed(&mut self, key: IndexKey, handle: u64) {
+        match key {
+            IndexKey::Plain => self.plain_max = self.plain_max.max(handle),
+            IndexKey::Key(_) => self.keyed_min = self.keyed_min.min(handle),
+            IndexKey::Field(..) => {}
+        }
+    }
+
+    /// Whether every unkeyed listener here was registered before every keyed one (handles grow
+    /// with registration): then a walk takes the unkeyed list, then the key's, without comparing
+    /// handles, so without reading the key's listener slots to learn the order (a pool member:
+    /// the dispatcher's gate, then its instances' listeners, registered later). False at worst
+    /// too often, never wrongly: the bounds only move outwards.
+    #[inline(always)]
+    pub(crate) fn plain_first(&self) -> bool {
+        self.plain_max < self.keyed_min
+    }
+
     pub(super) fn list_mut(&mut self, key: IndexKey) -> &mut List {
         match key {
             IndexKey::Plain => &mut self.plain,

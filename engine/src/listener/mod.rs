@@ -356,7 +356,9 @@ impl<E: Event> ListenerTable<E> {
         if let Some(slot) = &self.slots[index as usize] {
             for (b, key) in slot.regs.iter().map(|r| (r.bucket, r.key())) {
                 let bucket = &mut self.buckets[b as usize];
-                bucket.lists_mut(mode).list_mut(key).slots.push(index);
+                let lists = bucket.lists_mut(mode);
+                lists.note_listed(key, handle);
+                lists.list_mut(key).slots.push(index);
                 bucket.has_completed |= mode == Mode::Completed;
                 bucket.has_unmatched |= mode == Mode::Unmatched;
                 Self::refresh_solo(&self.slots, bucket);

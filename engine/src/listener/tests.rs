@@ -292,7 +292,8 @@ fn r6_4_unkeyed_listeners_registered_first_are_walked_first_and_later_ones_merge
     let mut want = vec![gate, late];
     want.extend(&many);
     assert_eq!(walk(&mut t, &ev(9)), want);
-    // Once the late listener is gone, the key's walk is in two parts again.
+    // Once the late listener is gone the walk still merges (the lists' bounds only move
+    // outwards), in the same order.
     t.kill(late);
     t.compact();
     assert_eq!(walk(&mut t, &ev(7)), [gate, k1, k2]);
