@@ -369,6 +369,11 @@ impl<E: Event> ListenerTable<E> {
         // Known from the lists, not from the slots: reading the key's first slot here to compare
         // handles waited on its line (the cold one of a large key set) before any listener ran.
         let plain_first = plain_len > 0 && keyed_len > 0 && lists.plain_first();
+        if plain_first && copied {
+            // The unkeyed listeners (a pool's gate) run first: the key's first slot, cold at a
+            // large key set, arrives meanwhile.
+            self.prefetch_slot(keyed[0]);
+        }
         let mut c = Cursor {
             bucket: b as u32,
             mode,
