@@ -298,4 +298,11 @@ fn r6_4_unkeyed_listeners_registered_first_are_walked_first_and_later_ones_merge
     t.compact();
     assert_eq!(walk(&mut t, &ev(7)), [gate, k1, k2]);
     assert_eq!(walk(&mut t, &ev(1)), [gate]);
+    // In two parts, with more keyed listeners than a cursor copies.
+    let mut t = ListenerTable::<Fx>::default();
+    let gate = add_fx(&mut t, 1, p());
+    let many: Vec<u32> = (2..8).map(|h| add_fx(&mut t, h, p().key(9))).collect();
+    let mut want = vec![gate];
+    want.extend(&many);
+    assert_eq!(walk(&mut t, &ev(9)), want);
 }

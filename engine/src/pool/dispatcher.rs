@@ -16,8 +16,8 @@
 //! (`on_all_gate`): the dispatch of an event whose key has a live instance looks the key up in
 //! the hook and runs no handler (`context::dispatch`); only a key without one (a first event,
 //! or one for another member) comes to [`Dispatcher::dispatch`]. Before, every event ran this
-//! handler to learn that its key was live: about a sixth of `workload/spike`'s instructions per
-//! event, which the gate's one lookup replaces.
+//! handler to learn that its key was live; the gate's one lookup in its place took 48 of
+//! `workload/spike`'s 669 instructions per event (callgrind, context thread).
 //!
 //! Owns the factory's use. May import the leaves, `entry`, `monitor`, `pattern` and `context` (the
 //! panic helpers).
@@ -88,7 +88,8 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         }
         if self.keys(cx).contains_key(key) {
             // The key's instance is alive: its own listeners take the event. (The gate lets
-            // such an event by before this handler runs, unless `key()` panicked there.)
+            // such an event by without running this handler; the check keeps the handler right
+            // on its own.)
             return;
         }
         self.create(cx, key, event);
