@@ -337,16 +337,14 @@ impl<E: Event> Context<E> {
         if !self.instances.is_live(instance) {
             return;
         }
-        let mut gate = NO_GATE;
-        let (body, index): (_, SmallVec<[_; 4]>) = match spec {
-            Spec::Template(p, handler, hook) => {
-                gate = hook;
+        let (body, index, gate): (_, SmallVec<[_; 4]>, _) = match spec {
+            Spec::Template(p, handler, gate) => {
                 let index = smallvec![(p.template.kind, p.template.index())];
                 let body = Body::Template {
                     template: p.template,
                     handler,
                 };
-                (body, index)
+                (body, index, gate)
             }
             Spec::Expr(expr, handler, on_timeout) => {
                 let mut out = StepOut::new(std::mem::take(&mut self.step_timers));
@@ -367,7 +365,7 @@ impl<E: Event> Context<E> {
                         on_timeout,
                     }),
                 };
-                (body, index)
+                (body, index, NO_GATE)
             }
             Spec::Query(query) => {
                 let (p, right, run) = *query;
@@ -384,7 +382,7 @@ impl<E: Event> Context<E> {
                     right,
                     run,
                 }));
-                (body, index)
+                (body, index, NO_GATE)
             }
         };
         let slot = self

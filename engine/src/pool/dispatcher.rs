@@ -32,7 +32,8 @@ use crate::pattern::Pattern;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use super::keys::{partition_of, KeySet};
+use super::keys::partition_of;
+use crate::hash::KeyMap;
 
 /// A per-key factory, shared by the dispatchers of every member.
 pub(super) type Factory<E, M> = dyn Fn(u64, &E) -> M + Send + Sync;
@@ -64,7 +65,7 @@ impl<E: Event, M: Monitor<E>> Monitor<E> for Dispatcher<E, M> {
         let fx = cx.effects();
         fx.dispatchers.push(DispatcherHook {
             instance: fx.current,
-            keys: KeySet::default(),
+            keys: KeyMap::default(),
             live: self.live.clone(),
             member: self.member,
             // Checkpoints save this member's per-key instances (not the dispatcher: its factory
@@ -86,12 +87,12 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
         if partition_of(key, self.partitions) != self.member {
             return;
         }
-        if self.keys(cx).contains_key(key) {
-            // The key's instance is alive: its own listeners take the event. (The gate lets
-            // such an event by without running this handler; the check keeps the handler right
-            // on its own.)
-            return;
-        }
+        // A key with a live instance never gets here: its event passed the gate, which looked
+        // the key up already (a second lookup per new key was `workload/unconfirmed`'s cost).
+        debug_assert!(
+            !self.keys(cx).contains_key(key),
+            "an event of a live key passed the gate to the dispatcher's handler"
+        );
         self.create(cx, key, event);
     }
 
@@ -123,7 +124,7 @@ impl<E: Event, M: Monitor<E>> Dispatcher<E, M> {
     }
 
     /// The keys with a live instance: the context's hook holds them (see [`DispatcherHook`]).
-    fn keys<'s>(&self, cx: &'s mut Scope<'_, E, Self>) -> &'s mut KeySet {
+    fn keys<'s>(&self, cx: &'s mut Scope<'_, E, Self>) -> &'s mut KeyMap<()> {
         &mut cx.effects().dispatchers[self.hook as usize].keys
     }
 

@@ -1,9 +1,10 @@
 //! Which member owns a key: [`partition_of`] (a fixed mapping, part of the contract, on
-//! MurmurHash3's 64-bit finaliser), and the type of a dispatcher's key set.
+//! MurmurHash3's 64-bit finaliser). (A dispatcher's key set is the context's hook's:
+//! `entry::DispatcherHook`.)
 //!
 //! Owns the mapping. May import `id` and `hash`.
 
-use crate::hash::{fmix64, KeyMap};
+use crate::hash::fmix64;
 use crate::id::ContextRef;
 
 /// The partition (member index, `0..partitions`) that owns `key` in a pool of `partitions`
@@ -34,8 +35,3 @@ pub fn partition_of(key: u64, partitions: usize) -> usize {
 pub(super) fn member_in(members: &[ContextRef], key: u64) -> ContextRef {
     members[partition_of(key, members.len())]
 }
-
-/// The set of keys with a live instance in one dispatcher: a [`KeyMap`] (not `std`'s set), so
-/// that the look-ahead can ask for the line a dispatch's probe will read (see
-/// [`KeyMap::slot_hint`]).
-pub(super) type KeySet = KeyMap<()>;
