@@ -210,7 +210,7 @@ impl EventClock {
     /// [`LateEvents::Process`]) diverts it. Counts a late event, and a panic of `Event::time`, in
     /// `stats`. In tick mode it probes the first events for a stamp instead (and `warned`, the
     /// correlator's flag, makes the warning once per correlator).
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn advance_for<E: Event>(
         &mut self,
         e: &E,
@@ -223,31 +223,40 @@ impl EventClock {
             self.probe(e, ctx, warned);
             return Stamp::Keep;
         }
-        let stamp = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.time())) {
-            Ok(Some(stamp)) => stamp,
-            Ok(None) => return Stamp::Keep,
-            Err(_) => {
-                stats.events_dropped_by_panic += 1;
-                tracing::warn!(
-                    context = ctx.id(),
-                    "an event's time() panicked; the event is processed at the context's clock"
-                );
-                return Stamp::Keep;
-            }
-        };
-        if stamp > now {
-            Stamp::Forward(stamp)
-        } else if stamp == now {
+        // Inline: the clock moves forward or keeps still for almost every event, and a call per
+        // event cost as much as the test itself (callgrind of `workload/spike`).
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.time())) {
+            Ok(Some(stamp)) if stamp > now => Stamp::Forward(stamp),
+            Ok(Some(stamp)) if stamp == now => Stamp::Keep,
+            Ok(None) => Stamp::Keep,
+            Ok(Some(stamp)) => self.late(now - stamp, stats, ctx),
+            Err(_) => Self::time_panicked(stats, ctx),
+        }
+    }
+
+    /// [`advance_for`](Self::advance_for) of an event stamped `lag` before the clock.
+    #[cold]
+    #[inline(never)]
+    fn late(&mut self, lag: Duration, stats: &mut Counters, ctx: ContextRef) -> Stamp {
+        stats.late_events += 1;
+        self.note_late(lag, ctx);
+        if self.process_late {
             Stamp::Keep
         } else {
-            stats.late_events += 1;
-            self.note_late(now - stamp, ctx);
-            if self.process_late {
-                Stamp::Keep
-            } else {
-                Stamp::Divert
-            }
+            Stamp::Divert
         }
+    }
+
+    /// [`advance_for`](Self::advance_for) of an event whose `time()` panicked.
+    #[cold]
+    #[inline(never)]
+    fn time_panicked(stats: &mut Counters, ctx: ContextRef) -> Stamp {
+        stats.events_dropped_by_panic += 1;
+        tracing::warn!(
+            context = ctx.id(),
+            "an event's time() panicked; the event is processed at the context's clock"
+        );
+        Stamp::Keep
     }
 
     /// Tick mode: asks one of the first [`TIME_PROBE_EVENTS`] inbox events for its time, and
