@@ -309,13 +309,6 @@ impl<E: Event> Template<E> {
         }
     }
 
-    /// Whether the template's conditions hold for `event` after what `prior` holds: the fields
-    /// (data) first, then the filters, then the `given` conditions.
-    #[inline]
-    fn passes(&self, prior: &Prior<'_, E>, event: &E) -> bool {
-        self.passes_alone(event) && self.given_holds(prior, event)
-    }
-
     /// The conditions that need no match in progress: the fields, then the filters.
     #[inline]
     fn passes_alone(&self, event: &E) -> bool {
@@ -364,7 +357,9 @@ impl<E: Event> Template<E> {
     #[inline]
     pub(crate) fn matches_listed(&self, event: &E) -> bool {
         debug_assert!(self.key.is_none_or(|k| event.key() == Some(k)));
-        self.passes(&Prior::none(), event)
+        // The empty prior is made only for a `given` condition: made first, it cost four
+        // instructions per offered event (callgrind of `workload/spike`).
+        self.passes_alone(event) && self.given.as_ref().is_none_or(|g| g(&Prior::none(), event))
     }
 
     /// Whether `event` matches (kind, key and conditions), after what `prior` holds.
