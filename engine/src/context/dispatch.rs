@@ -154,6 +154,13 @@ impl<E: Event> Context<E> {
             return done;
         }
         let b = view.bucket as usize;
+        if let Some(slot) = view.alone {
+            // One unkeyed listener that is not simple: nothing to merge, no cursor to set up.
+            if !self.try_fire(slot, e) && view.has_unmatched {
+                self.dispatch_unmatched(b, e);
+            }
+            return done;
+        }
         // The key matters only where some listener of the kind is keyed.
         let all = self.table.cursor(b, Mode::All, e, u64::MAX);
         if !self.fire_cursor(all, e) && view.has_unmatched {

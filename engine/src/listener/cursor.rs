@@ -226,6 +226,7 @@ impl Cursor {
 pub(crate) struct KindView {
     pub(crate) bucket: u32,
     pub(crate) solo: Option<Solo>,
+    pub(crate) alone: Option<u32>,
     pub(crate) has_completed: bool,
     pub(crate) has_unmatched: bool,
 }

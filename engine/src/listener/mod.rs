@@ -249,6 +249,7 @@ impl<E: Event> ListenerTable<E> {
         let view = KindView {
             bucket: b,
             solo: bucket.solo,
+            alone: bucket.alone,
             has_completed: bucket.has_completed,
             has_unmatched: bucket.has_unmatched,
         };
@@ -532,10 +533,15 @@ impl<E: Event> ListenerTable<E> {
         Some(instance)
     }
 
-    /// Sets `bucket.solo` from its ordinary lists and the slots they name: the one place that
-    /// decides it (`insert`, `kill` and `compact` call it for every bucket they change).
+    /// Sets `bucket.solo` and `bucket.alone` from its ordinary lists and the slots they name: the
+    /// one place that decides them (`insert`, `kill` and `compact` call it for every bucket they
+    /// change).
     fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
+        bucket.alone = match lists.plain.slots[..] {
+            [only] if lists.keyed.is_empty() && lists.fields.is_empty() => Some(only),
+            _ => None,
+        };
         bucket.solo = match lists.plain.slots[..] {
             [only] if lists.keyed.is_empty() && lists.fields.is_empty() => slots[only as usize]
                 .as_ref()

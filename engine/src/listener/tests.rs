@@ -106,6 +106,57 @@ fn r6_4_solo_names_the_only_plain_listener_while_it_lives() {
     assert_eq!(solo(&mut t, 2).map(|s| s.instance), Some(11));
 }
 
+/// The lone listener of kind `k` as dispatch sees it, checked against the bucket itself.
+fn alone(t: &mut ListenerTable<Ev>, k: u32) -> Option<u32> {
+    let view = t.view_of(&k)?;
+    assert_eq!(
+        view.alone, t.buckets[view.bucket as usize].alone,
+        "stale view"
+    );
+    view.alone
+}
+
+// R6.4, R6.5: dispatch offers an event of a kind whose ordinary lists are one unkeyed listener
+// to that listener alone, with no cursor, so `alone` must name it whatever it is (filtered,
+// once, simple), exactly while the lists are that one entry: dead, it stays listed until
+// compaction (as on a walk, the dispatch skips it); a keyed listener or a second unkeyed one
+// makes the lists matter again.
+#[test]
+fn r6_4_alone_names_the_only_unkeyed_listener_whatever_it_is() {
+    let mut t = ListenerTable::<Ev>::default();
+    let a = add(&mut t, 1, 10, Mode::All, Pattern::kind(1).filter(|_| true));
+    assert_eq!(alone(&mut t, 1), Some(a));
+    assert_eq!(solo(&mut t, 1), None, "a filtered listener is no solo");
+    let once = add(&mut t, 2, 10, Mode::Once, Pattern::kind(2));
+    assert_eq!(alone(&mut t, 2), Some(once));
+    let simple = add(&mut t, 3, 10, Mode::All, Pattern::kind(3));
+    assert_eq!(alone(&mut t, 3), Some(simple));
+    assert_eq!(solo(&mut t, 3).map(|s| s.slot), Some(simple));
+    // Listeners of other modes leave it alone.
+    add(&mut t, 4, 11, Mode::Unmatched, Pattern::kind(1));
+    add(&mut t, 5, 11, Mode::Completed, Pattern::kind(1));
+    assert_eq!(alone(&mut t, 1), Some(a));
+    // A keyed listener of the kind: the walk merges, until it is gone.
+    let keyed = add(&mut t, 6, 11, Mode::All, Pattern::kind(1).key(3));
+    assert_eq!(alone(&mut t, 1), None);
+    t.kill(keyed);
+    t.compact();
+    assert_eq!(alone(&mut t, 1), Some(a));
+    // A second unkeyed one, registered while the first is the lone one (R6.5: a dispatch that
+    // began before it offers the event to the first alone, from the view it read).
+    let b = add(&mut t, 7, 12, Mode::All, Pattern::kind(1).filter(|_| true));
+    assert_eq!(alone(&mut t, 1), None);
+    // The first ends: listed, dead, until compaction; then the second is alone.
+    t.kill(a);
+    assert_eq!(alone(&mut t, 1), None);
+    t.compact();
+    assert_eq!(alone(&mut t, 1), Some(b));
+    t.kill(b);
+    assert_eq!(alone(&mut t, 1), Some(b), "dead, still listed");
+    t.compact();
+    assert_eq!(alone(&mut t, 1), None);
+}
+
 // R6.9: the bucket of a kind left without listeners is freed by compaction and reused for the
 // next new kind; a kind whose bucket was freed gets a fresh one, and dispatch finds each
 // kind's own listeners.
