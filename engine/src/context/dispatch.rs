@@ -10,7 +10,7 @@ use super::{event_code, Context};
 use crate::entry::{Effects, Handler, Mode, NO_GATE};
 use crate::event::Event;
 use crate::expr::{Fired, StepOut, Stimulus};
-use crate::listener::{Body, Cursor, Solo};
+use crate::listener::{Body, Cursor, Lead, Solo};
 use crate::route::{RouteStack, Taken};
 use crate::state::State;
 use crate::time::Time;
@@ -154,19 +154,50 @@ impl<E: Event> Context<E> {
             return done;
         }
         let b = view.bucket as usize;
-        if let Some(slot) = view.alone {
-            // One unkeyed listener that is not simple: nothing to merge, no cursor to set up.
-            if !self.try_fire(slot, e) && view.has_unmatched {
-                self.dispatch_unmatched(b, e);
-            }
-            return done;
-        }
-        // The key matters only where some listener of the kind is keyed.
-        let all = self.table.cursor(b, Mode::All, e, u64::MAX);
-        if !self.fire_cursor(all, e) && view.has_unmatched {
+        // Lists with nothing to merge need no cursor (see `Lead`).
+        let matched = match view.lead {
+            Lead::Alone(slot) => self.try_fire(slot, e),
+            Lead::Keyed(first) => match self.fire_keyed(b, first, e) {
+                Some(matched) => matched,
+                None => self.fire_all(b, e),
+            },
+            Lead::Cursor => self.fire_all(b, e),
+        };
+        if !matched && view.has_unmatched {
             self.dispatch_unmatched(b, e);
         }
         done
+    }
+
+    /// Offers `e` to the ordinary listeners of bucket `b` through a cursor; whether any matched.
+    /// Out of line: the lists that need a cursor are the less usual ones.
+    #[inline(never)]
+    fn fire_all(&mut self, b: usize, e: &E) -> bool {
+        // The key matters only where some listener of the kind is keyed.
+        let all = self.table.cursor(b, Mode::All, e, u64::MAX);
+        self.fire_cursor(all, e)
+    }
+
+    /// Offers `e` to the ordinary listeners of a bucket whose [`Lead`] is `Keyed`: `first` (the
+    /// unkeyed one registered before every keyed one, if any), then those listed under the
+    /// event's key, copied before `first` runs, so that a listener its handler registers (a
+    /// pool's gate creating the key's instance) does not see `e` (R6.5): the cursor's order and
+    /// cut, without the cursor. Whether any matched; `None` for a list the cursor must walk.
+    #[inline(always)]
+    fn fire_keyed(&mut self, b: usize, first: Option<u32>, e: &E) -> Option<bool> {
+        let (keyed, n) = self.table.keyed_walk(b, e.key())?;
+        let mut matched = false;
+        if let Some(first) = first {
+            if n > 0 {
+                // The key's first slot, cold at a large key set, arrives while the gate runs.
+                self.table.prefetch_slot(keyed[0]);
+            }
+            matched |= self.try_fire(first, e);
+        }
+        for &slot in keyed.iter().take(n) {
+            matched |= self.try_fire(slot, e);
+        }
+        Some(matched)
     }
 
     /// The `unmatched` listeners of bucket `b` (off the hot path: most events match).

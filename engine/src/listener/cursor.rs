@@ -11,7 +11,7 @@ use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::IndexKey;
 
-use super::{Body, List, ListenerSlot, ListenerTable, Lists, Solo};
+use super::{Body, Lead, List, ListenerSlot, ListenerTable, Lists, Solo};
 
 /// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
 /// a template constraining another field by equality is listed unkeyed and checked as data.
@@ -28,9 +28,19 @@ fn hint_own_program<E: Event>(expr: &ExprListener<E>) -> bool {
     true
 }
 
+/// The first `len` (at most [`KEYED_COPY`]) slots of `list`, each of the four places on its own,
+/// not a loop over `len`: LLVM turns a copy of a length known only here (a loop, or
+/// `copy_from_slice`) into a call to `memcpy`, which callgrind of `workload/spike` counted at 14
+/// instructions per event.
+#[inline(always)]
+fn copy_keyed(list: &List, len: usize) -> [u32; KEYED_COPY] {
+    let from = &list.slots[..len];
+    std::array::from_fn(|n| from.get(n).copied().unwrap_or(0))
+}
+
 /// The longest keyed list a cursor copies when it starts (see [`Cursor::keyed`]): a key's list
 /// usually names a few listeners (one instance's per-key listeners).
-const KEYED_COPY: usize = 4;
+pub(crate) const KEYED_COPY: usize = 4;
 
 /// A walk over the listeners of one bucket's lists for one event (see
 /// [`ListenerTable::cursor`]): positions, not borrows, since the handlers it leads to change the
@@ -226,7 +236,7 @@ impl Cursor {
 pub(crate) struct KindView {
     pub(crate) bucket: u32,
     pub(crate) solo: Option<Solo>,
-    pub(crate) alone: Option<u32>,
+    pub(crate) lead: Lead,
     pub(crate) has_completed: bool,
     pub(crate) has_unmatched: bool,
 }
@@ -258,6 +268,30 @@ impl<E: Event> ListenerTable<E> {
         match self.buckets.get(b as usize) {
             Some(bucket) => bucket.ordinary.keyed.get(key).map_or(&[], |l| &l.slots[..]),
             None => &[],
+        }
+    }
+
+    /// The ordinary listeners of bucket `b` listed under `key`, copied (`[..n]` of the array),
+    /// for a dispatch whose bucket's [`Lead`] is `Keyed`; `None` if there are more than a cursor
+    /// copies (the cursor walks them), or while the table is [`ending`](Self::ending) (a walk
+    /// counts the dead it meets then). A listener registered after the copy is not in it (R6.5).
+    #[inline(always)]
+    pub(crate) fn keyed_walk(
+        &self,
+        b: usize,
+        key: Option<u64>,
+    ) -> Option<([u32; KEYED_COPY], usize)> {
+        if self.ending {
+            return None;
+        }
+        let list = key.and_then(|k| self.buckets[b].ordinary.keyed.get(k));
+        match list {
+            Some(list) if list.slots.len() <= KEYED_COPY => {
+                let n = list.slots.len();
+                Some((copy_keyed(list, n), n))
+            }
+            Some(_) => None,
+            None => Some(([0; KEYED_COPY], 0)),
         }
     }
 
@@ -351,12 +385,7 @@ impl<E: Event> ListenerTable<E> {
                     Some(list) => {
                         let len = cut(list);
                         if len <= KEYED_COPY {
-                            // Each of the four places on its own, not a loop over `len`: LLVM
-                            // turns a copy of a length known only here (a loop, or
-                            // `copy_from_slice`) into a call to `memcpy`, which callgrind of
-                            // `workload/spike` counted at 14 instructions per event.
-                            let from = &list.slots[..len];
-                            keyed = std::array::from_fn(|n| from.get(n).copied().unwrap_or(0));
+                            keyed = copy_keyed(list, len);
                             copied = true;
                         }
                         (k, len)

@@ -40,7 +40,7 @@ use crate::query::windows::WindowsHeld;
 
 pub(crate) use crate::expr::Held;
 pub(crate) use cursor::{Cursor, KindView};
-pub(crate) use lists::{Bucket, KindMap, List, Lists, Solo};
+pub(crate) use lists::{Bucket, KindMap, Lead, List, Lists, Solo};
 
 /// What a listener waits for, with the handler of the matching shape.
 pub(crate) enum Body<E: Event> {
@@ -249,7 +249,7 @@ impl<E: Event> ListenerTable<E> {
         let view = KindView {
             bucket: b,
             solo: bucket.solo,
-            alone: bucket.alone,
+            lead: bucket.lead,
             has_completed: bucket.has_completed,
             has_unmatched: bucket.has_unmatched,
         };
@@ -533,14 +533,17 @@ impl<E: Event> ListenerTable<E> {
         Some(instance)
     }
 
-    /// Sets `bucket.solo` and `bucket.alone` from its ordinary lists and the slots they name: the
+    /// Sets `bucket.solo` and `bucket.lead` from its ordinary lists and the slots they name: the
     /// one place that decides them (`insert`, `kill` and `compact` call it for every bucket they
     /// change).
     fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
-        bucket.alone = match lists.plain.slots[..] {
-            [only] if lists.keyed.is_empty() && lists.fields.is_empty() => Some(only),
-            _ => None,
+        bucket.lead = match (&lists.plain.slots[..], lists.keyed.is_empty()) {
+            _ if !lists.fields.is_empty() => Lead::Cursor,
+            (&[only], true) => Lead::Alone(only),
+            (&[], false) => Lead::Keyed(None),
+            (&[only], false) if lists.plain_first() => Lead::Keyed(Some(only)),
+            _ => Lead::Cursor,
         };
         bucket.solo = match lists.plain.slots[..] {
             [only] if lists.keyed.is_empty() && lists.fields.is_empty() => slots[only as usize]

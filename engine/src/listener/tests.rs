@@ -106,55 +106,71 @@ fn r6_4_solo_names_the_only_plain_listener_while_it_lives() {
     assert_eq!(solo(&mut t, 2).map(|s| s.instance), Some(11));
 }
 
-/// The lone listener of kind `k` as dispatch sees it, checked against the bucket itself.
-fn alone(t: &mut ListenerTable<Ev>, k: u32) -> Option<u32> {
-    let view = t.view_of(&k)?;
+/// The [`Lead`] of kind `k` as dispatch sees it, checked against the bucket itself.
+fn lead(t: &mut ListenerTable<Ev>, k: u32) -> Lead {
+    let Some(view) = t.view_of(&k) else {
+        return Lead::Cursor;
+    };
     assert_eq!(
-        view.alone, t.buckets[view.bucket as usize].alone,
+        view.lead, t.buckets[view.bucket as usize].lead,
         "stale view"
     );
-    view.alone
+    view.lead
 }
 
-// R6.4, R6.5: dispatch offers an event of a kind whose ordinary lists are one unkeyed listener
-// to that listener alone, with no cursor, so `alone` must name it whatever it is (filtered,
-// once, simple), exactly while the lists are that one entry: dead, it stays listed until
-// compaction (as on a walk, the dispatch skips it); a keyed listener or a second unkeyed one
-// makes the lists matter again.
+// R6.4, R6.5: dispatch takes a kind's ordinary lists without a cursor when there is nothing to
+// merge, so `lead` must say so exactly then: one unkeyed listener whatever it is (filtered,
+// once, simple) with no keyed one (`Alone`); keyed listeners with no unkeyed one, or one
+// registered before every keyed one (`Keyed`). Dead, a listener stays listed until compaction
+// (dispatch skips it, as a walk does); an unkeyed listener registered after a keyed one, a
+// second unkeyed one, or a field list make the lists need the cursor.
 #[test]
-fn r6_4_alone_names_the_only_unkeyed_listener_whatever_it_is() {
+fn r6_4_lead_names_the_lists_a_dispatch_takes_without_a_cursor() {
     let mut t = ListenerTable::<Ev>::default();
     let a = add(&mut t, 1, 10, Mode::All, Pattern::kind(1).filter(|_| true));
-    assert_eq!(alone(&mut t, 1), Some(a));
+    assert_eq!(lead(&mut t, 1), Lead::Alone(a));
     assert_eq!(solo(&mut t, 1), None, "a filtered listener is no solo");
     let once = add(&mut t, 2, 10, Mode::Once, Pattern::kind(2));
-    assert_eq!(alone(&mut t, 2), Some(once));
+    assert_eq!(lead(&mut t, 2), Lead::Alone(once));
     let simple = add(&mut t, 3, 10, Mode::All, Pattern::kind(3));
-    assert_eq!(alone(&mut t, 3), Some(simple));
+    assert_eq!(lead(&mut t, 3), Lead::Alone(simple));
     assert_eq!(solo(&mut t, 3).map(|s| s.slot), Some(simple));
     // Listeners of other modes leave it alone.
     add(&mut t, 4, 11, Mode::Unmatched, Pattern::kind(1));
     add(&mut t, 5, 11, Mode::Completed, Pattern::kind(1));
-    assert_eq!(alone(&mut t, 1), Some(a));
-    // A keyed listener of the kind: the walk merges, until it is gone.
+    assert_eq!(lead(&mut t, 1), Lead::Alone(a));
+    // A keyed listener after the unkeyed one: the unkeyed one leads, then the key's list.
     let keyed = add(&mut t, 6, 11, Mode::All, Pattern::kind(1).key(3));
-    assert_eq!(alone(&mut t, 1), None);
+    assert_eq!(lead(&mut t, 1), Lead::Keyed(Some(a)));
     t.kill(keyed);
     t.compact();
-    assert_eq!(alone(&mut t, 1), Some(a));
-    // A second unkeyed one, registered while the first is the lone one (R6.5: a dispatch that
-    // began before it offers the event to the first alone, from the view it read).
+    assert_eq!(lead(&mut t, 1), Lead::Alone(a));
+    // A second unkeyed one: the walk merges.
     let b = add(&mut t, 7, 12, Mode::All, Pattern::kind(1).filter(|_| true));
-    assert_eq!(alone(&mut t, 1), None);
+    assert_eq!(lead(&mut t, 1), Lead::Cursor);
     // The first ends: listed, dead, until compaction; then the second is alone.
     t.kill(a);
-    assert_eq!(alone(&mut t, 1), None);
+    assert_eq!(lead(&mut t, 1), Lead::Cursor);
     t.compact();
-    assert_eq!(alone(&mut t, 1), Some(b));
+    assert_eq!(lead(&mut t, 1), Lead::Alone(b));
     t.kill(b);
-    assert_eq!(alone(&mut t, 1), Some(b), "dead, still listed");
+    assert_eq!(lead(&mut t, 1), Lead::Alone(b), "dead, still listed");
     t.compact();
-    assert_eq!(alone(&mut t, 1), None);
+    assert_eq!(lead(&mut t, 1), Lead::Cursor, "no ordinary listener left");
+    // Keyed listeners alone; then an unkeyed one registered after them: the walk merges by
+    // handle, for good (the bounds only move outwards).
+    add(&mut t, 8, 13, Mode::All, Pattern::kind(9).key(1));
+    add(&mut t, 9, 14, Mode::All, Pattern::kind(9).key(2));
+    assert_eq!(lead(&mut t, 9), Lead::Keyed(None));
+    let late = add(&mut t, 10, 15, Mode::All, Pattern::kind(9));
+    assert_eq!(lead(&mut t, 9), Lead::Cursor);
+    t.kill(late);
+    t.compact();
+    assert_eq!(lead(&mut t, 9), Lead::Keyed(None));
+    // A field list: the cursor merges it.
+    add(&mut t, 11, 16, Mode::All, Pattern::kind(8).key(1));
+    add(&mut t, 12, 16, Mode::All, Pattern::kind(8).field(0, 5));
+    assert_eq!(lead(&mut t, 8), Lead::Cursor);
 }
 
 // R6.9: the bucket of a kind left without listeners is freed by compaction and reused for the
