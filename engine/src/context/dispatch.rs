@@ -145,17 +145,17 @@ impl<E: Event> Context<E> {
         } else {
             Dispatched::Done
         };
-        if let Some(solo) = view.solo {
-            // One unkeyed listener that fires on every event of the kind (the usual case).
-            let clean = self.fire_solo(solo, e);
-            if clean && !view.has_completed {
-                return Dispatched::Chain(solo, e.kind());
-            }
-            return done;
-        }
         let b = view.bucket as usize;
         // Lists with nothing to merge need no cursor (see `Lead`).
         let matched = match view.lead {
+            Lead::Solo(solo) => {
+                // One unkeyed listener that fires on every event of the kind (the usual case).
+                let clean = self.fire_solo(solo, e);
+                if clean && !view.has_completed {
+                    return Dispatched::Chain(solo, e.kind());
+                }
+                return done;
+            }
             Lead::Alone(slot) => self.try_fire(slot, e),
             Lead::Keyed(first) => match self.fire_keyed(b, first, e) {
                 Some(matched) => matched,

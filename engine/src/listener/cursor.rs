@@ -11,7 +11,7 @@ use crate::event::Event;
 use crate::expr::ExprListener;
 use crate::pattern::IndexKey;
 
-use super::{Body, Lead, List, ListenerSlot, ListenerTable, Lists, Solo};
+use super::{Body, Lead, List, ListenerSlot, ListenerTable, Lists};
 
 /// The most field lists a walk merges (R6.10): a kind's lists index at most this many fields;
 /// a template constraining another field by equality is listed unkeyed and checked as data.
@@ -235,7 +235,6 @@ impl Cursor {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KindView {
     pub(crate) bucket: u32,
-    pub(crate) solo: Option<Solo>,
     pub(crate) lead: Lead,
     pub(crate) has_completed: bool,
     pub(crate) has_unmatched: bool,
@@ -248,7 +247,8 @@ impl<E: Event> ListenerTable<E> {
     pub(crate) fn keyed_bucket(&mut self, kind: &E::Kind) -> Option<u32> {
         let view = self.view_of(kind)?;
         let keyed = !self.buckets[view.bucket as usize].ordinary.keyed.is_empty();
-        (view.solo.is_none() && keyed).then_some(view.bucket)
+        // (A bucket with keyed listeners has no solo.)
+        keyed.then_some(view.bucket)
     }
 
     /// Prefetches the line that a lookup of `key` among bucket `b`'s keyed ordinary lists reads

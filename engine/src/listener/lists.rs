@@ -11,7 +11,7 @@ use crate::entry::Mode;
 use crate::pattern::IndexKey;
 
 /// A list at most this long is compacted as soon as one of its listeners ends: cheap, and it
-/// keeps a kind's lone listener recognisable as its [`Bucket::solo`] right after the others end.
+/// keeps a kind's lone listener recognisable as its solo ([`Lead::Solo`]) right after the others end.
 pub(super) const SHORT_LIST: usize = 8;
 
 /// The slots of the listeners listed under one `(kind, mode, key)`, in registration order, live
@@ -159,28 +159,27 @@ pub(crate) struct Bucket {
     /// `!unmatched.is_empty()`, kept the same way: an event that no ordinary listener matched
     /// (most, where a filter or a query's template declines them) skips the `unmatched` walk.
     pub(crate) has_unmatched: bool,
-    /// The one ordinary listener of the kind, when there is exactly one, unkeyed and
-    /// [`simple`](super::ListenerSlot::simple): then dispatching an event fires it and nothing else, and
-    /// the dispatch loop skips the lists. Kept up to date by `insert`, `kill` and `compact`.
-    pub(crate) solo: Option<Solo>,
-    /// How dispatch walks the ordinary lists when they are simple enough to need no
-    /// [`Cursor`](super::Cursor) (see [`Lead`]). Kept up to date with `solo`.
+    /// How dispatch walks the ordinary lists (see [`Lead`]). Kept up to date by `insert`, `kill`
+    /// and `compact`.
     pub(crate) lead: Lead,
 }
 
-/// A bucket's ordinary lists, when a dispatch can take them in order without a
-/// [`Cursor`](super::Cursor): no field lists, at most one unkeyed listener, and that one
-/// registered before every keyed one. Then there is nothing to merge, and the cursor's set-up
-/// and steps (`workload/vwap`: 60 of its 774 instructions per event; `workload/spike`: about 90
-/// of 542) are not needed. A listener named here may be dead until compaction, as any listed
-/// listener; dispatch skips it as a walk would.
+/// How dispatch walks a bucket's ordinary lists: without a [`Cursor`](super::Cursor) when they
+/// need no merging (no field lists, at most one unkeyed listener, and that one registered
+/// before every keyed one), so that the cursor's set-up and steps (`workload/vwap`: 60 of its
+/// 774 instructions per event; `workload/spike`: about 90 of 542) are not paid. A listener named
+/// by `Alone` or `Keyed` may be dead until compaction, as any listed listener; dispatch skips it
+/// as a walk would. One value decides the walk: the kind's view copies it for every event.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Lead {
     /// Another shape: the cursor merges the lists.
     #[default]
     Cursor,
-    /// One unkeyed listener and no keyed one (a query, a filter or an expression alone; a simple
-    /// one is also the bucket's [`solo`](Bucket::solo)): it alone is offered the event.
+    /// One unkeyed listener, alive and [`simple`](super::ListenerSlot::simple), and no keyed one:
+    /// dispatching an event fires it and nothing else (the dispatch loop's chain fast path).
+    Solo(Solo),
+    /// One unkeyed listener that is not simple (a query, a filter or an expression alone, or a
+    /// dead one until compaction), and no keyed one: it alone is offered the event.
     Alone(u32),
     /// Keyed listeners, and before them at most one unkeyed listener, registered before every
     /// keyed one (a pool member's gate): that one first, then the event's key's list.

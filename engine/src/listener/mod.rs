@@ -203,7 +203,7 @@ pub(crate) struct ListenerTable<E: Event> {
     walked: std::cell::Cell<u64>,
     /// The kind looked up last and what dispatch needs of its bucket: a run of events of one kind
     /// skips the hash lookup and the bucket. A kind's bucket changes only when `compact` frees it
-    /// (no listener of the kind left), and its `solo`, `has_completed` and `has_unmatched` change in `insert`,
+    /// (no listener of the kind left), and its `lead`, `has_completed` and `has_unmatched` change in `insert`,
     /// `kill` and `compact`: each of them clears this.
     last: Option<(E::Kind, KindView)>,
 }
@@ -248,7 +248,6 @@ impl<E: Event> ListenerTable<E> {
         let bucket = &self.buckets[b as usize];
         let view = KindView {
             bucket: b,
-            solo: bucket.solo,
             lead: bucket.lead,
             has_completed: bucket.has_completed,
             has_unmatched: bucket.has_unmatched,
@@ -257,7 +256,7 @@ impl<E: Event> ListenerTable<E> {
         Some(view)
     }
 
-    /// The handler of a [`KindView`]'s `solo` listener, without the checks of the general path:
+    /// The handler of a [`Lead::Solo`] listener, without the checks of the general path:
     /// dispatch calls it for every event of a run of one kind.
     #[inline(always)]
     pub(crate) fn solo_handler(&mut self, solo: Solo) -> &mut Handler<E> {
@@ -266,10 +265,10 @@ impl<E: Event> ListenerTable<E> {
                 if l.simple && l.instance == solo.instance),
             "a solo names a slot without its live simple listener"
         );
-        // SAFETY: a `Solo` comes from `refresh_solo` (through a bucket or a `KindView` copied from
+        // SAFETY: a `Solo` comes from `refresh_lead` (through a bucket or a `KindView` copied from
         // one), which names only a slot holding a `simple` listener: alive, `on_all`, a template.
         // That stays true while the `Solo` is held: the listener stops being `simple` only in
-        // `kill`, which recomputes the `solo` of every bucket listing it (a slot is listed only
+        // `kill`, which recomputes the `lead` of every bucket listing it (a slot is listed only
         // in the buckets of its `regs`, and `kill` walks them) and clears the `KindView` cache;
         // its slot is emptied only in `compact`, for dead listeners, and `compact` clears the
         // cache too. So the slot is occupied by that listener, whose body is a template, and in
@@ -362,7 +361,7 @@ impl<E: Event> ListenerTable<E> {
                 lists.list_mut(key).slots.push(index);
                 bucket.has_completed |= mode == Mode::Completed;
                 bucket.has_unmatched |= mode == Mode::Unmatched;
-                Self::refresh_solo(&self.slots, bucket);
+                Self::refresh_lead(&self.slots, bucket);
             }
         }
         self.last = None;
@@ -517,7 +516,7 @@ impl<E: Event> ListenerTable<E> {
             }
             for (b, key) in l.regs.iter().map(|r| (r.bucket, r.key())) {
                 if key != IndexKey::Plain && self.ending {
-                    // Not looked up (see `ending`); a keyed listener is never a bucket's solo.
+                    // Not looked up (see `ending`); a keyed listener never leads a bucket's walk.
                     continue;
                 }
                 let bucket = &mut self.buckets[b as usize];
@@ -526,34 +525,29 @@ impl<E: Event> ListenerTable<E> {
                         self.dirty.push((b, mode, key));
                     }
                 }
-                Self::refresh_solo(&self.slots, bucket);
+                Self::refresh_lead(&self.slots, bucket);
             }
         }
         self.last = None;
         Some(instance)
     }
 
-    /// Sets `bucket.solo` and `bucket.lead` from its ordinary lists and the slots they name: the
-    /// one place that decides them (`insert`, `kill` and `compact` call it for every bucket they
-    /// change).
-    fn refresh_solo(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
+    /// Sets `bucket.lead` from its ordinary lists and the slots they name: the one place that
+    /// decides it (`insert`, `kill` and `compact` call it for every bucket they change).
+    fn refresh_lead(slots: &[Option<ListenerSlot<E>>], bucket: &mut Bucket) {
         let lists = &bucket.ordinary;
         bucket.lead = match (&lists.plain.slots[..], lists.keyed.is_empty()) {
             _ if !lists.fields.is_empty() => Lead::Cursor,
-            (&[only], true) => Lead::Alone(only),
-            (&[], false) => Lead::Keyed(None),
-            (&[only], false) if lists.plain_first() => Lead::Keyed(Some(only)),
-            _ => Lead::Cursor,
-        };
-        bucket.solo = match lists.plain.slots[..] {
-            [only] if lists.keyed.is_empty() && lists.fields.is_empty() => slots[only as usize]
-                .as_ref()
-                .filter(|l| l.simple)
-                .map(|l| Solo {
+            (&[only], true) => match slots[only as usize].as_ref() {
+                Some(l) if l.simple => Lead::Solo(Solo {
                     slot: only,
                     instance: l.instance,
                 }),
-            _ => None,
+                _ => Lead::Alone(only),
+            },
+            (&[], false) => Lead::Keyed(None),
+            (&[only], false) if lists.plain_first() => Lead::Keyed(Some(only)),
+            _ => Lead::Cursor,
         };
     }
 
@@ -604,7 +598,7 @@ impl<E: Event> ListenerTable<E> {
             }
             bucket.has_completed = !bucket.completed.is_empty();
             bucket.has_unmatched = !bucket.unmatched.is_empty();
-            Self::refresh_solo(slots, bucket);
+            Self::refresh_lead(slots, bucket);
             if bucket.is_empty() {
                 self.emptied.push(b);
             }

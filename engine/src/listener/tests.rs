@@ -34,13 +34,14 @@ fn add(t: &mut ListenerTable<Ev>, handle: u64, instance: u32, mode: Mode, p: Pat
 fn solo(t: &mut ListenerTable<Ev>, k: u32) -> Option<Solo> {
     let view = t.view_of(&k)?;
     assert_eq!(
-        view.solo, t.buckets[view.bucket as usize].solo,
+        view.lead, t.buckets[view.bucket as usize].lead,
         "stale view"
     );
-    if let Some(s) = view.solo {
-        let _: &mut Handler<Ev> = t.solo_handler(s);
-    }
-    view.solo
+    let Lead::Solo(s) = view.lead else {
+        return None;
+    };
+    let _: &mut Handler<Ev> = t.solo_handler(s);
+    Some(s)
 }
 
 // R6.4, R6.9: the dispatch fast path fires a kind's solo listener alone, so `solo` must name
@@ -119,8 +120,8 @@ fn lead(t: &mut ListenerTable<Ev>, k: u32) -> Lead {
 }
 
 // R6.4, R6.5: dispatch takes a kind's ordinary lists without a cursor when there is nothing to
-// merge, so `lead` must say so exactly then: one unkeyed listener whatever it is (filtered,
-// once, simple) with no keyed one (`Alone`); keyed listeners with no unkeyed one, or one
+// merge, so `lead` must say so exactly then: one unkeyed listener with no keyed one (`Solo` if
+// it is alive and simple, else `Alone`: filtered, once, or dead until compaction); keyed listeners with no unkeyed one, or one
 // registered before every keyed one (`Keyed`). Dead, a listener stays listed until compaction
 // (dispatch skips it, as a walk does); an unkeyed listener registered after a keyed one, a
 // second unkeyed one, or a field list make the lists need the cursor.
@@ -133,8 +134,18 @@ fn r6_4_lead_names_the_lists_a_dispatch_takes_without_a_cursor() {
     let once = add(&mut t, 2, 10, Mode::Once, Pattern::kind(2));
     assert_eq!(lead(&mut t, 2), Lead::Alone(once));
     let simple = add(&mut t, 3, 10, Mode::All, Pattern::kind(3));
+    assert_eq!(
+        lead(&mut t, 3),
+        Lead::Solo(Solo {
+            slot: simple,
+            instance: 10
+        })
+    );
+    // Ended, it is no solo (its handler must not run) but still listed: alone until compaction.
+    t.kill(simple);
     assert_eq!(lead(&mut t, 3), Lead::Alone(simple));
-    assert_eq!(solo(&mut t, 3).map(|s| s.slot), Some(simple));
+    t.compact();
+    assert_eq!(lead(&mut t, 3), Lead::Cursor);
     // Listeners of other modes leave it alone.
     add(&mut t, 4, 11, Mode::Unmatched, Pattern::kind(1));
     add(&mut t, 5, 11, Mode::Completed, Pattern::kind(1));
